@@ -1,0 +1,2 @@
+"""unilab: FastSAC humanoid training on CPU-parallel MuJoCo."""
+__version__ = "0.1.0"
