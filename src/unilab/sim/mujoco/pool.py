@@ -1,0 +1,240 @@
+"""BatchEnvPool: ``num_envs`` simulations of one MjModel on ``mujoco.batch.Batch``.
+
+The pool owns the thread sizing (``unilab.sim.cpu``), optional pinning, and the
+per-env health check. It knows nothing of observations or rewards: a task reads
+the bound arrays and writes controls and reset states.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import mujoco
+import numpy as np
+from mujoco import batch as mjbatch
+
+from unilab.sim import cpu
+
+# Warnings that mean the state diverged (MuJoCo may even have reset the sim
+# itself on BADQACC): the env must be restarted by the task.
+_DIVERGENCE_WARNINGS = (
+    mujoco.mjtWarning.mjWARN_BADQPOS,
+    mujoco.mjtWarning.mjWARN_BADQVEL,
+    mujoco.mjtWarning.mjWARN_BADQACC,
+    mujoco.mjtWarning.mjWARN_BADCTRL,
+)
+
+_DEFAULT_OUTPUTS = ("xpos", "xquat", "cvel", "sensordata")
+
+
+class BatchEnvPool:
+    """Batched MuJoCo backend: ``(num_envs, ...)`` arrays, one call per step.
+
+    Args:
+      model: the MjModel every env runs (edit it before building the pool).
+      num_envs: number of simulations.
+      nthread: ``None`` applies the sizing rule ``min(num_envs, usable CPUs)``;
+        an int >= 1 is used as given; ``"auto"`` measures candidates once per
+        (model, num_envs, substeps, CPU set, CPU model, MuJoCo version) and
+        caches the winner on disk (``unilab.sim.mujoco.autotune``).
+      cpu_ids: pin pool thread ``i`` (the caller's thread is thread 0) to
+        ``cpu_ids[i]``; sets ``nthread = len(cpu_ids)``. Linux only.
+      persistent: keep one MjData per env (slower here; needed for sleep/IPC).
+        Ignored when ``nthread="auto"`` picks it.
+      substeps: the substeps per ``step`` the caller will use; only autotune
+        reads it.
+      outputs: derived fields bound up front and refreshed after every call.
+    """
+
+    def __init__(
+        self,
+        model: mujoco.MjModel,
+        num_envs: int,
+        *,
+        nthread: int | str | None = None,
+        cpu_ids: Sequence[int] | str | None = None,
+        persistent: bool = False,
+        substeps: int = 1,
+        outputs: Sequence[str] = _DEFAULT_OUTPUTS,
+    ):
+        if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
+            raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
+        num_envs = int(num_envs)
+        ids = cpu.parse_cpu_ids(cpu_ids)
+        self.cpu_ids: list[int] | None = None
+        if ids is not None:
+            self.cpu_ids = cpu.validate_cpu_ids(ids)
+        self.autotune_result = None
+        if nthread == "auto":
+            if self.cpu_ids is not None:
+                raise ValueError("nthread='auto' and cpu_ids are exclusive: pinning fixes one thread per cpu id")
+            from unilab.sim.mujoco.autotune import autotune
+
+            self.autotune_result = autotune(model, num_envs, substeps)
+            nthread, persistent = self.autotune_result.nthread, self.autotune_result.persistent
+        elif isinstance(nthread, str):
+            raise ValueError(f"nthread must be an int >= 1, 'auto' or None, got {nthread!r}")
+        n = cpu.resolve_nthread(num_envs, nthread, self.cpu_ids)
+
+        self.model = model
+        self.num_envs = num_envs
+        before = cpu.thread_ids()
+        self._batch = mjbatch.Batch(model, num_envs, n, persistent)
+        self.pool_tids = sorted(cpu.thread_ids() - before)
+        self.nthread = self._batch.nthread
+        self.persistent = bool(persistent)
+        if self.cpu_ids is not None:
+            self._pin()
+
+        b = self._batch
+        self.qpos = b.bind("qpos")
+        self.qvel = b.bind("qvel")
+        self.ctrl = b.bind("ctrl")
+        self.act = b.bind("act")
+        self._warmstart = b.bind("qacc_warmstart")
+        self._time = b.bind("time")
+        for name in outputs:
+            setattr(self, name, b.bind(name))
+        # mjWarningStat is (lastinfo, number): column 1 counts
+        self._warning_count = b.warning[:, :, 1]
+        self._warn_cols = np.array([int(w) for w in _DIVERGENCE_WARNINGS])
+        self._warn_seen = self._warning_count[:, self._warn_cols].copy()
+        self.bad_envs = np.zeros(num_envs, dtype=bool)
+        self.bad_reasons: dict[int, str] = {}
+        # derived fields must describe the post-step state the task observes
+        self._stage = int(mujoco.mjtStage.mjSTAGE_VEL)
+        b.forward()
+
+    # -- properties ---------------------------------------------------------
+    @property
+    def nq(self) -> int:
+        return self.model.nq
+
+    @property
+    def nv(self) -> int:
+        return self.model.nv
+
+    @property
+    def nu(self) -> int:
+        return self.model.nu
+
+    @property
+    def batch(self) -> mjbatch.Batch:
+        """The underlying ``mujoco.batch.Batch`` (for fields the pool doesn't bind)."""
+        return self._batch
+
+    def bind(self, name: str) -> np.ndarray:
+        """Live ``(num_envs, ...)`` array of any MjData field (outputs read-only)."""
+        return self._batch.bind(name)
+
+    # -- pinning ------------------------------------------------------------
+    def _pin(self) -> None:
+        assert self.cpu_ids is not None
+        workers = self.pool_tids
+        if len(workers) != self.nthread - 1:
+            raise RuntimeError(
+                f"expected {self.nthread - 1} new pool threads, saw {len(workers)} "
+                "(another library started threads while the pool was built); cannot pin reliably"
+            )
+        cpu.pin_threads([cpu.current_tid(), *workers], self.cpu_ids)
+
+    def thread_affinities(self) -> dict[int, set[int]]:
+        """Each pool thread's CPU set, caller's thread first (Linux)."""
+        tids = [cpu.current_tid(), *self.pool_tids]
+        return {tid: cpu.thread_affinity(tid) for tid in tids}
+
+    # -- stepping -----------------------------------------------------------
+    def step(self, ctrl: np.ndarray | None, substeps: int = 1) -> np.ndarray:
+        """Apply ``ctrl`` ``(num_envs, nu)`` (None keeps the current one) and advance ``substeps``.
+
+        Returns the ``(num_envs,)`` bool mask of envs that raised a MuJoCo
+        error, hold non-finite state, or raised a divergence warning during
+        this call or an earlier one since their last reset.
+        """
+        if substeps < 1:
+            raise ValueError(f"substeps must be >= 1, got {substeps}")
+        if ctrl is not None:
+            if ctrl.shape != self.ctrl.shape:
+                raise ValueError(f"ctrl has shape {ctrl.shape}, expected {self.ctrl.shape}")
+            self.ctrl[...] = ctrl
+        try:
+            self._batch.step(None, substeps, self._stage)
+        except mjbatch.SimulationError as err:
+            self._mark(np.asarray(err.ids), "mujoco error")
+        self._check_health()
+        return self.bad_envs
+
+    def forward(self, ids: np.ndarray | None = None) -> None:
+        """Recompute derived fields (mj_forward) for ``ids`` (all when None)."""
+        try:
+            self._batch.forward(ids)
+        except mjbatch.SimulationError as err:
+            self._mark(np.asarray(err.ids), "mujoco error")
+
+    def _mark(self, ids: np.ndarray, reason: str) -> None:
+        new = ids[~self.bad_envs[ids]]
+        self.bad_envs[ids] = True
+        for i in new[: max(0, 64 - len(self.bad_reasons))]:  # for humans: keep a few
+            msg = self._batch.error(int(i)) if reason == "mujoco error" else ""
+            self.bad_reasons[int(i)] = f"{reason}: {msg}" if msg else reason
+
+    def _check_health(self) -> None:
+        finite = np.isfinite(self.qpos).all(axis=1) & np.isfinite(self.qvel).all(axis=1)
+        if not finite.all():
+            self._mark(np.flatnonzero(~finite), "non-finite state")
+        counts = self._warning_count[:, self._warn_cols]
+        rose = (counts > self._warn_seen).any(axis=1)
+        if rose.any():
+            self._mark(np.flatnonzero(rose), "divergence warning")
+            self._warn_seen[rose] = counts[rose]
+
+    # -- resets -------------------------------------------------------------
+    def reset(self, ids: np.ndarray, qpos: np.ndarray, qvel: np.ndarray) -> None:
+        """Give envs ``ids`` the state ``(qpos, qvel)`` and recompute only them.
+
+        Controls, activations and solver warm starts of those envs are zeroed
+        and their bad flag is cleared; other envs are untouched.
+        """
+        ids = np.asarray(ids, dtype=np.int64)
+        if ids.size == 0:
+            return
+        if ids.ndim != 1 or ids.min() < 0 or ids.max() >= self.num_envs:
+            raise ValueError(f"reset ids must be a 1-D array of env ids in [0, {self.num_envs})")
+        n = ids.size
+        qpos = np.asarray(qpos, dtype=np.float64)
+        qvel = np.asarray(qvel, dtype=np.float64)
+        if qpos.shape != (n, self.nq) or qvel.shape != (n, self.nv):
+            raise ValueError(
+                f"reset of {n} envs needs qpos {(n, self.nq)} and qvel {(n, self.nv)}, got {qpos.shape} and {qvel.shape}"
+            )
+        if not (np.isfinite(qpos).all() and np.isfinite(qvel).all()):
+            raise ValueError("reset states must be finite")
+        # a fresh row (defaults, warnings cleared), then our state, then forward
+        self._batch.reset(ids, stage=int(mujoco.mjtStage.mjSTAGE_NONE))
+        self.qpos[ids] = qpos
+        self.qvel[ids] = qvel
+        self.bad_envs[ids] = False
+        for i in [i for i in self.bad_reasons if not self.bad_envs[i]]:
+            del self.bad_reasons[i]
+        self.forward(ids)
+        self._warn_seen[ids] = self._warning_count[ids][:, self._warn_cols]
+
+    def reset_to_defaults(self, ids: np.ndarray | None = None) -> None:
+        """Reset ``ids`` (all when None) to the model's default state (qpos0)."""
+        sel = np.arange(self.num_envs) if ids is None else np.asarray(ids, dtype=np.int64)
+        n = sel.size
+        self.reset(sel, np.tile(self.model.qpos0, (n, 1)), np.zeros((n, self.nv)))
+
+    def state_rows(self) -> np.ndarray:
+        """Copy of every env's full integration state, ``(num_envs, nstate)``."""
+        return np.array(self._batch.state, copy=True)
+
+    def close(self) -> None:
+        """Release the MuJoCo thread pool."""
+        self._batch = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (
+            f"BatchEnvPool(num_envs={self.num_envs}, nthread={self.nthread}, "
+            f"persistent={self.persistent}, cpu_ids={self.cpu_ids})"
+        )
