@@ -1,0 +1,52 @@
+"""The Unitree G1 29-DoF model and its motion clips, from the holosoma asset cache."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import mujoco
+
+from unilab.assets.holosoma import MOTION_PREFIX, WHEEL_DATA_PREFIX, ensure_assets, manifest_paths
+
+SCENE_REL = "robots/g1/scenes/scene_g1_29dof_wbt_plane.xml"
+ROBOT_REL = "robots/g1/g1_29dof.xml"
+MOTIONS_REL = MOTION_PREFIX[len(WHEEL_DATA_PREFIX):]
+# Clips recorded with a manipulated object (e.g. "..._w_obj.npz") carry an extra
+# object body and a motion that only makes sense with the object present, which
+# the robot-only scene lacks.
+OBJECT_CLIP_MARKER = "_w_obj"
+
+
+def assets_root(cache_dir: str | os.PathLike | None = None, *, progress: bool = True) -> Path:
+    """Root of the extracted G1 assets, fetching them on first use."""
+    return ensure_assets(cache_dir, progress=progress).root
+
+
+def scene_xml_path(cache_dir: str | os.PathLike | None = None) -> Path:
+    """The G1 29-DoF scene on a flat plane (robot + floor), fetching assets if needed."""
+    return assets_root(cache_dir) / SCENE_REL
+
+
+def robot_xml_path(cache_dir: str | os.PathLike | None = None) -> Path:
+    """The bare G1 29-DoF MJCF (no floor), fetching assets if needed."""
+    return assets_root(cache_dir) / ROBOT_REL
+
+
+def motion_paths(cache_dir: str | os.PathLike | None = None, *, include_object_clips: bool = False) -> list[Path]:
+    """The whole-body-tracking clips (BeyondMimic npz), sorted by name.
+
+    Clips that involve an object (``*_w_obj*``) are left out unless
+    ``include_object_clips``: their joint layout matches, but the object they
+    interact with is not in the scene.
+    """
+    root = assets_root(cache_dir)
+    paths = manifest_paths(root, MOTIONS_REL, (".npz",))
+    if not include_object_clips:
+        paths = [p for p in paths if OBJECT_CLIP_MARKER not in p.name]
+    return paths
+
+
+def load_model(cache_dir: str | os.PathLike | None = None) -> mujoco.MjModel:
+    """Compile the G1 scene into an MjModel."""
+    return mujoco.MjModel.from_xml_path(str(scene_xml_path(cache_dir)))

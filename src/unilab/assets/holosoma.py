@@ -1,0 +1,386 @@
+"""Fetch, verify and cache the G1 model and motion clips shipped in the holosoma wheel.
+
+The Apache-2.0 wheel ``holosoma==0.0.3`` carries the Unitree G1 29-DoF MJCF
+(with meshes and scenes) and whole-body-tracking motion clips in the
+BeyondMimic npz layout.  unilab never installs holosoma: it downloads the wheel
+with the user's own ``pip`` (so the user's index configuration applies),
+checks its sha256, and extracts only the robot and motion paths into a cache
+directory::
+
+    <cache>/holosoma-0.0.3/
+        manifest.json                        # relative path -> size, sha256
+        robots/g1/g1_29dof.xml, scenes/, meshes/
+        motions/g1_29dof/whole_body_tracking/*.npz
+    <cache>/downloads/holosoma-0.0.3-py3-none-any.whl
+
+Every load checks the manifest against the files' sizes (cheap); ``verify``
+re-hashes everything.  A missing, partial or corrupt cache is rebuilt from the
+wheel.  Extraction goes to a temporary directory first and is renamed into
+place, so an interrupted fetch never leaves a half-written cache behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator, Sequence
+
+HOLOSOMA_VERSION = "0.0.3"
+WHEEL_NAME = f"holosoma-{HOLOSOMA_VERSION}-py3-none-any.whl"
+WHEEL_SHA256 = "1c007c27dbf130c04533af6052649d88da32eaa9b54e69c6d39009e979a2312f"
+WHEEL_URL_HINT = f"https://pypi.org/project/holosoma/{HOLOSOMA_VERSION}/#files"
+WHEEL_ENV_VAR = "UNILAB_HOLOSOMA_WHEEL"
+CACHE_ENV_VAR = "UNILAB_CACHE"
+
+# Paths inside the wheel that unilab needs, and the prefix stripped on extraction.
+WHEEL_DATA_PREFIX = "holosoma/data/"
+ROBOT_PREFIX = "holosoma/data/robots/g1/"
+MOTION_PREFIX = "holosoma/data/motions/g1_29dof/whole_body_tracking/"
+MANIFEST_NAME = "manifest.json"
+MANIFEST_FORMAT = 1
+
+_HASH_CHUNK = 1 << 20
+
+
+class AssetError(RuntimeError):
+    """The asset cache cannot be built or is not usable."""
+
+
+class WheelDownloadError(AssetError):
+    """Downloading the wheel failed (typically: no network or no index access)."""
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    """Where the assets live and whether this call had to (re)build them."""
+
+    root: Path
+    rebuilt: bool
+    wheel: Path | None
+
+
+def default_cache_dir() -> Path:
+    """The cache root: ``$UNILAB_CACHE`` if set, else ``~/.cache/unilab``."""
+    env = os.environ.get(CACHE_ENV_VAR)
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "unilab"
+
+
+def assets_dir(cache_dir: str | os.PathLike | None = None) -> Path:
+    """Directory holding the extracted holosoma assets (may not exist yet)."""
+    base = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+    return base / f"holosoma-{HOLOSOMA_VERSION}"
+
+
+def downloads_dir(cache_dir: str | os.PathLike | None = None) -> Path:
+    """Directory where a downloaded (or user-provided) wheel is kept."""
+    base = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+    return base / "downloads"
+
+
+def sha256_file(path: Path) -> str:
+    """Hex sha256 of a file, read in 1 MiB chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(_HASH_CHUNK), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def is_wanted_member(name: str) -> bool:
+    """True for wheel members unilab extracts: the G1 robot tree and the tracking clips."""
+    if name.endswith("/"):
+        return False
+    if name.startswith(ROBOT_PREFIX):
+        rest = name[len(ROBOT_PREFIX):]
+        # the MJCF files and the scenes/meshes they reference; URDFs are not used
+        return rest.startswith(("scenes/", "meshes/")) or ("/" not in rest and rest.endswith(".xml"))
+    if name.startswith(MOTION_PREFIX):
+        rest = name[len(MOTION_PREFIX):]
+        return "/" not in rest and rest.endswith(".npz")
+    return False
+
+
+# ---------------------------------------------------------------------------
+# manifest
+
+
+def read_manifest(root: Path) -> dict[str, dict] | None:
+    """The manifest's file table, or None when it is missing or unreadable."""
+    try:
+        data = json.loads((root / MANIFEST_NAME).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT:
+        return None
+    files = data.get("files")
+    return files if isinstance(files, dict) and files else None
+
+
+def check_cache(root: Path, *, full: bool = False) -> list[str]:
+    """Problems found in an extracted cache; empty means usable.
+
+    ``full=False`` compares sizes only (a few stat calls, run on every load);
+    ``full=True`` also re-hashes every file.
+    """
+    files = read_manifest(root)
+    if files is None:
+        return [f"{root / MANIFEST_NAME}: missing or unreadable manifest"]
+    problems = []
+    for rel, entry in files.items():
+        path = root / rel
+        try:
+            size = path.stat().st_size
+        except OSError:
+            problems.append(f"{path}: missing")
+            continue
+        if size != entry.get("size"):
+            problems.append(f"{path}: size {size} != expected {entry.get('size')}")
+            continue
+        if full and sha256_file(path) != entry.get("sha256"):
+            problems.append(f"{path}: sha256 mismatch")
+    return problems
+
+
+# ---------------------------------------------------------------------------
+# wheel acquisition
+
+
+def pip_download(dest: Path, *, python: str | None = None) -> Path:
+    """Download the holosoma wheel (no dependencies) into ``dest`` with pip.
+
+    Runs ``python -m pip download`` as a subprocess so the user's pip
+    configuration (index URL, proxy, certificates) applies.
+    """
+    dest.mkdir(parents=True, exist_ok=True)
+    cmd = [
+        python or sys.executable, "-m", "pip", "download", "--no-deps",
+        "--only-binary", ":all:", f"holosoma=={HOLOSOMA_VERSION}", "-d", str(dest),
+    ]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+    except OSError as exc:
+        raise WheelDownloadError(f"could not run pip: {exc}") from exc
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stderr or proc.stdout or "").strip().splitlines()[-6:])
+        raise WheelDownloadError(f"`{' '.join(cmd)}` failed (exit {proc.returncode}):\n{tail}")
+    found = sorted(dest.glob(f"holosoma-{HOLOSOMA_VERSION}-*.whl"))
+    if not found:
+        raise WheelDownloadError(f"pip reported success but no holosoma wheel appeared in {dest}")
+    return found[0]
+
+
+def _no_network_message(cache_dir: Path | None, reason: str) -> str:
+    target = downloads_dir(cache_dir) / WHEEL_NAME
+    return (
+        f"could not download the G1 assets: {reason}\n"
+        f"unilab needs the file {WHEEL_NAME} (holosoma {HOLOSOMA_VERSION} from PyPI, {WHEEL_URL_HINT},\n"
+        f"sha256 {WHEEL_SHA256}). Download it on a machine with network access and either\n"
+        f"  - put it at {target}\n"
+        f"  - or set {WHEEL_ENV_VAR}=/path/to/{WHEEL_NAME}\n"
+        f"then run `unilab-assets fetch` again. The wheel is only unpacked, never installed."
+    )
+
+
+def _acquire_wheel(
+    cache_dir: Path | None,
+    expected_sha256: str,
+    downloader: Callable[[Path], Path],
+    wheel_path: Path | None,
+    progress: bool,
+) -> Path:
+    """A local wheel with the expected hash: explicit path, env var, cache, or a fresh download."""
+    explicit = wheel_path or (Path(os.environ[WHEEL_ENV_VAR]) if os.environ.get(WHEEL_ENV_VAR) else None)
+    if explicit is not None:
+        explicit = explicit.expanduser()
+        if not explicit.is_file():
+            raise AssetError(f"holosoma wheel {explicit} (from {WHEEL_ENV_VAR} or wheel_path) does not exist")
+        digest = sha256_file(explicit)
+        if digest != expected_sha256:
+            raise AssetError(
+                f"holosoma wheel {explicit} has sha256 {digest}, expected {expected_sha256}: "
+                f"it is not {WHEEL_NAME}, or it is damaged"
+            )
+        return explicit
+
+    ddir = downloads_dir(cache_dir)
+    cached = ddir / WHEEL_NAME
+    if cached.is_file():
+        if sha256_file(cached) == expected_sha256:
+            return cached
+        cached.unlink()  # damaged or partial: fetch it again
+
+    ddir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=ddir, prefix=".pip-") as tmp:
+        if progress:
+            print(f"unilab: downloading {WHEEL_NAME} (~45 MB) with pip ...", file=sys.stderr, flush=True)
+        try:
+            got = downloader(Path(tmp))
+        except WheelDownloadError as exc:
+            raise AssetError(_no_network_message(cache_dir, str(exc))) from exc
+        digest = sha256_file(got)
+        if digest != expected_sha256:
+            raise AssetError(
+                f"downloaded {got.name} has sha256 {digest}, expected {expected_sha256}; "
+                "the package index served a different file"
+            )
+        os.replace(got, cached)
+    return cached
+
+
+# ---------------------------------------------------------------------------
+# extraction
+
+
+def _extract(wheel: Path, dest: Path, progress: bool) -> dict[str, dict]:
+    """Extract the wanted members into ``dest`` (prefix stripped); return the manifest table."""
+    try:
+        zf = zipfile.ZipFile(wheel)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise AssetError(f"{wheel} is not a readable wheel (zip): {exc}") from exc
+    files: dict[str, dict] = {}
+    with zf:
+        members = [m for m in zf.infolist() if is_wanted_member(m.filename)]
+        if not any(m.filename.startswith(ROBOT_PREFIX) for m in members):
+            raise AssetError(f"{wheel} has no {ROBOT_PREFIX} tree")
+        bar = _progress_bar(sum(m.file_size for m in members), f"extract {wheel.name}", progress)
+        try:
+            for m in members:
+                rel = m.filename[len(WHEEL_DATA_PREFIX):]
+                if ".." in Path(rel).parts or Path(rel).is_absolute():
+                    raise AssetError(f"{wheel}: refusing unsafe member path {m.filename!r}")
+                out = dest / rel
+                out.parent.mkdir(parents=True, exist_ok=True)
+                h = hashlib.sha256()
+                with zf.open(m) as src, open(out, "wb") as dst:
+                    for chunk in iter(lambda: src.read(_HASH_CHUNK), b""):
+                        h.update(chunk)
+                        dst.write(chunk)
+                        bar.update(len(chunk))
+                files[rel] = {"size": out.stat().st_size, "sha256": h.hexdigest()}
+        except zipfile.BadZipFile as exc:
+            raise AssetError(f"{wheel} is corrupt: {exc}") from exc
+        finally:
+            bar.close()
+    return files
+
+
+class _NullBar:
+    def update(self, n: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _progress_bar(total: int, desc: str, enabled: bool):
+    if not enabled:
+        return _NullBar()
+    try:
+        from tqdm import tqdm
+    except ImportError:  # tqdm is a dependency, but a progress line is not worth failing over
+        return _NullBar()
+    return tqdm(total=total, desc=f"unilab: {desc}", unit="B", unit_scale=True, file=sys.stderr, leave=False)
+
+
+@contextlib.contextmanager
+def _cache_lock(base: Path) -> Iterator[None]:
+    """Serialise concurrent fetches into the same cache (advisory, POSIX only)."""
+    base.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:  # Windows: no advisory locks; the atomic rename still protects readers
+        yield
+        return
+    with open(base / ".holosoma.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _install_tree(tmp_root: Path, root: Path) -> None:
+    """Move a freshly extracted tree into place, replacing a damaged one."""
+    trash = None
+    if root.exists():
+        trash = root.with_name(f".{root.name}.old-{os.getpid()}")
+        os.replace(root, trash)
+    os.replace(tmp_root, root)
+    if trash is not None:
+        shutil.rmtree(trash, ignore_errors=True)
+
+
+def ensure_assets(
+    cache_dir: str | os.PathLike | None = None,
+    *,
+    force: bool = False,
+    progress: bool = True,
+    wheel_path: str | os.PathLike | None = None,
+    expected_sha256: str = WHEEL_SHA256,
+    downloader: Callable[[Path], Path] = pip_download,
+) -> FetchResult:
+    """Return the extracted asset directory, building it if missing or damaged.
+
+    Args:
+        cache_dir: cache root; default ``$UNILAB_CACHE`` or ``~/.cache/unilab``.
+        force: rebuild even if the cache checks out.
+        progress: print a progress line while downloading/extracting.
+        wheel_path: use this local wheel instead of downloading (also
+            ``$UNILAB_HOLOSOMA_WHEEL``; a wheel at ``<cache>/downloads/`` is used too).
+        expected_sha256: the wheel's hash (overridable for tests with a fake wheel).
+        downloader: ``f(dest_dir) -> wheel path``; raises WheelDownloadError on failure.
+
+    Raises:
+        AssetError: the wheel cannot be obtained (message says what to download
+            and where to put it) or is not the expected file.
+    """
+    cdir = Path(cache_dir).expanduser() if cache_dir is not None else None
+    root = assets_dir(cdir)
+    if not force and not check_cache(root):
+        return FetchResult(root=root, rebuilt=False, wheel=None)
+    base = root.parent
+    with _cache_lock(base):
+        # another process may have finished the job while this one waited
+        if not force and not check_cache(root):
+            return FetchResult(root=root, rebuilt=False, wheel=None)
+        wheel = _acquire_wheel(
+            cdir, expected_sha256, downloader, Path(wheel_path) if wheel_path else None, progress
+        )
+        tmp_root = Path(tempfile.mkdtemp(dir=base, prefix=f".{root.name}.tmp-"))
+        try:
+            files = _extract(wheel, tmp_root, progress)
+            manifest = {
+                "format": MANIFEST_FORMAT,
+                "source": WHEEL_NAME,
+                "wheel_sha256": expected_sha256,
+                "files": files,
+            }
+            (tmp_root / MANIFEST_NAME).write_text(json.dumps(manifest, indent=1, sort_keys=True))
+            _install_tree(tmp_root, root)
+        except BaseException:
+            shutil.rmtree(tmp_root, ignore_errors=True)
+            raise
+    if progress:
+        print(f"unilab: G1 assets ready in {root}", file=sys.stderr, flush=True)
+    return FetchResult(root=root, rebuilt=True, wheel=wheel)
+
+
+def verify_assets(cache_dir: str | os.PathLike | None = None) -> list[str]:
+    """Full check (sizes and sha256 of every file) of an existing cache; [] if intact."""
+    return check_cache(assets_dir(cache_dir), full=True)
+
+
+def manifest_paths(root: Path, prefix: str, suffixes: Sequence[str] = ()) -> list[Path]:
+    """Manifest entries under ``prefix`` (relative to ``root``), optionally filtered by suffix."""
+    files = read_manifest(root) or {}
+    out = [root / rel for rel in files if rel.startswith(prefix) and (not suffixes or rel.endswith(tuple(suffixes)))]
+    return sorted(out)
