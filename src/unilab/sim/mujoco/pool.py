@@ -62,6 +62,7 @@ class BatchEnvPool:
         num_envs = int(num_envs)
         ids = cpu.parse_cpu_ids(cpu_ids)
         self.cpu_ids: list[int] | None = None
+        self._caller_affinity: set[int] | None = None
         if ids is not None:
             self.cpu_ids = cpu.validate_cpu_ids(ids)
         self.autotune_result = None
@@ -136,7 +137,9 @@ class BatchEnvPool:
                 f"expected {self.nthread - 1} new pool threads, saw {len(workers)} "
                 "(another library started threads while the pool was built); cannot pin reliably"
             )
-        cpu.pin_threads([cpu.current_tid(), *workers], self.cpu_ids)
+        self._caller_tid = cpu.current_tid()
+        self._caller_affinity = cpu.thread_affinity(self._caller_tid)
+        cpu.pin_threads([self._caller_tid, *workers], self.cpu_ids)
 
     def thread_affinities(self) -> dict[int, set[int]]:
         """Each pool thread's CPU set, caller's thread first (Linux)."""
@@ -230,7 +233,10 @@ class BatchEnvPool:
         return np.array(self._batch.state, copy=True)
 
     def close(self) -> None:
-        """Release the MuJoCo thread pool."""
+        """Release the MuJoCo thread pool and give the caller's thread its old CPU set."""
+        if self._caller_affinity is not None:
+            cpu.pin_threads([self._caller_tid], [self._caller_affinity])
+            self._caller_affinity = None
         self._batch = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:

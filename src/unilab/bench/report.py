@@ -1,0 +1,68 @@
+"""Benchmark output: an aligned text table on stdout and a JSON file beside it."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import mujoco
+
+
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """Right-aligned columns; floats with 3 significant decimals."""
+
+    def cell(v: object) -> str:
+        if isinstance(v, float):
+            return f"{v:,.3f}" if abs(v) < 100 else f"{v:,.1f}"
+        return str(v)
+
+    cells = [[cell(v) for v in r] for r in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
+    line = " | ".join(h.rjust(w) for h, w in zip(headers, widths))
+    sep = "-+-".join("-" * w for w in widths)
+    body = [" | ".join(c.rjust(w) for c, w in zip(r, widths)) for r in cells]
+    return "\n".join([line, sep, *body])
+
+
+def _git_commit() -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5,
+            cwd=Path(__file__).resolve().parent,
+        )
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def environment() -> dict:
+    """Facts that make results comparable across machines and commits."""
+    from unilab.sim.mujoco.autotune import cpu_model_name  # noqa: PLC0415
+    from unilab.sim.cpu import usable_cpus  # noqa: PLC0415
+
+    return {
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "commit": _git_commit(),
+        "python": platform.python_version(),
+        "mujoco": mujoco.__version__,
+        "usable_cpus": usable_cpus(),
+        "cpu_model": cpu_model_name(),
+        "hostname": platform.node(),
+    }
+
+
+def write_json(path: str | os.PathLike | None, payload: dict) -> Path | None:
+    """Write ``payload`` plus the environment facts to ``path`` atomically."""
+    if not path:
+        return None
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({"environment": environment(), **payload}, indent=2))
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,182 @@
+"""``nthread="auto"``: measure pool configurations once, cache the winner.
+
+The key is everything the winner depends on: the compiled model (hash of its
+MJB bytes), num_envs, substeps, the usable CPU set, the CPU model string and the
+MuJoCo version. A changed key re-tunes; an unreadable cache file is reported
+and replaced, never fatal.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import time
+import warnings
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import mujoco
+import numpy as np
+from mujoco import batch as mjbatch
+
+from unilab.cache import cache_dir
+from unilab.sim import cpu
+
+# a candidate within this fraction of the fastest counts as a tie; ties go to
+# the sizing rule's choice, so that noise does not flip the configuration
+TIE_TOLERANCE = 0.03
+
+
+@dataclass
+class AutotuneResult:
+    """The chosen configuration and what was measured to choose it."""
+
+    nthread: int
+    persistent: bool
+    ms_per_step: dict[str, float] = field(default_factory=dict)
+    cached: bool = False
+    key: str = ""
+
+
+def model_hash(model: mujoco.MjModel) -> str:
+    """sha256 of the compiled model's MJB bytes."""
+    buf = np.zeros(mujoco.mj_sizeModel(model), dtype=np.uint8)
+    mujoco.mj_saveModel(model, None, buf)
+    return hashlib.sha256(buf.tobytes()).hexdigest()
+
+
+def cpu_model_name() -> str:
+    """The CPU model string (Linux /proc/cpuinfo, else platform.processor())."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def cache_key(model: mujoco.MjModel, num_envs: int, substeps: int) -> str:
+    """The string the winner is cached under."""
+    parts = {
+        "model": model_hash(model),
+        "num_envs": num_envs,
+        "substeps": substeps,
+        "cpus": cpu.usable_cpus(),
+        "cpu_model": cpu_model_name(),
+        "mujoco": mujoco.__version__,
+    }
+    return json.dumps(parts, sort_keys=True)
+
+
+def default_cache_path() -> Path:
+    return cache_dir() / "autotune.json"
+
+
+def candidates(num_envs: int) -> list[tuple[int, bool]]:
+    """(nthread, persistent) pairs: usable CPUs and its halves down to 1, x persistent on/off."""
+    usable = min(num_envs, cpu.usable_cpu_count())
+    counts = []
+    n = usable
+    while n >= 1:
+        counts.append(n)
+        n //= 2
+    return [(n, p) for n in sorted(set(counts)) for p in (False, True)]
+
+
+def measure(
+    model: mujoco.MjModel, num_envs: int, substeps: int, nthread: int, persistent: bool, steps: int = 5, seed: int = 0
+) -> float:
+    """Mean wall ms of one ``step(substeps)`` of a fresh batch, after one warm-up step."""
+    b = mjbatch.Batch(model, num_envs, nthread, persistent)
+    rng = np.random.default_rng(seed)
+    ctrl = b.bind("ctrl")
+    lo, hi = _ctrl_bounds(model)
+    stage = int(mujoco.mjtStage.mjSTAGE_VEL)
+    ctrl[:] = rng.uniform(lo, hi, ctrl.shape)
+    _step(b, substeps, stage)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        ctrl[:] = rng.uniform(lo, hi, ctrl.shape)
+        _step(b, substeps, stage)
+    return (time.perf_counter() - t0) / steps * 1000.0
+
+
+def _step(b: mjbatch.Batch, substeps: int, stage: int) -> None:
+    try:
+        b.step(None, substeps, stage)
+    except mjbatch.SimulationError:
+        pass  # a failing sim costs what it costs; timing is all we want here
+
+
+def _ctrl_bounds(model: mujoco.MjModel) -> tuple[np.ndarray, np.ndarray]:
+    limited = model.actuator_ctrllimited.astype(bool)
+    lo = np.where(limited, model.actuator_ctrlrange[:, 0], -1.0)
+    hi = np.where(limited, model.actuator_ctrlrange[:, 1], 1.0)
+    # a small fraction of the range keeps the sims in ordinary states
+    mid, half = (lo + hi) / 2, (hi - lo) / 2
+    return mid - 0.3 * half, mid + 0.3 * half
+
+
+def _load(path: Path) -> dict:
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text())
+        if not isinstance(data, dict):
+            raise ValueError("top level is not an object")
+        return data
+    except (OSError, ValueError) as err:
+        warnings.warn(f"ignoring unreadable autotune cache {path}: {err}; it will be rewritten", stacklevel=3)
+        return {}
+
+
+def _save(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+    os.replace(tmp, path)
+
+
+def autotune(
+    model: mujoco.MjModel,
+    num_envs: int,
+    substeps: int = 1,
+    *,
+    cache_path: Path | None = None,
+    steps: int = 5,
+    force: bool = False,
+) -> AutotuneResult:
+    """Pick (nthread, persistent) for this model and size; cached on disk."""
+    path = Path(cache_path) if cache_path is not None else default_cache_path()
+    key = cache_key(model, num_envs, substeps)
+    data = _load(path)
+    entry = data.get(key)
+    if not force and isinstance(entry, dict):
+        try:
+            return AutotuneResult(
+                nthread=int(entry["nthread"]),
+                persistent=bool(entry["persistent"]),
+                ms_per_step=dict(entry.get("ms_per_step", {})),
+                cached=True,
+                key=key,
+            )
+        except (KeyError, TypeError, ValueError):
+            warnings.warn(f"ignoring malformed autotune entry in {path}", stacklevel=2)
+    timings = {}
+    for n, p in candidates(num_envs):
+        timings[f"{n}{'p' if p else ''}"] = (n, p, measure(model, num_envs, substeps, n, p, steps=steps))
+    best = min(t[2] for t in timings.values())
+    rule = cpu.resolve_nthread(num_envs)
+    rule_ms = next(t[2] for t in timings.values() if t[0] == rule and not t[1])
+    if rule_ms <= best * (1 + TIE_TOLERANCE):
+        nthread, persistent = rule, False
+    else:
+        nthread, persistent, _ = min(timings.values(), key=lambda t: t[2])
+    result = AutotuneResult(nthread, persistent, {k: round(v[2], 3) for k, v in timings.items()}, False, key)
+    data[key] = {k: v for k, v in asdict(result).items() if k not in ("cached", "key")}
+    _save(path, data)
+    return result

@@ -1,0 +1,91 @@
+"""nthread='auto': measure once, cache by key, survive a corrupt cache."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from unilab.sim.mujoco import autotune as at
+from unilab.sim.mujoco.pool import BatchEnvPool
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    calls = []
+    real = at.measure
+
+    def measure(*args, **kw):
+        calls.append(args[3:5])
+        return real(*args, **{**kw, "steps": 1})
+
+    monkeypatch.setattr(at, "measure", measure)
+    return calls
+
+
+def test_miss_then_hit(humanoid, tmp_path, counted):
+    path = tmp_path / "tune.json"
+    first = at.autotune(humanoid, 32, 2, cache_path=path)
+    assert not first.cached
+    assert len(counted) == len(at.candidates(32)) and set(counted) == set(at.candidates(32))
+    assert (first.nthread, first.persistent) in at.candidates(32)
+    second = at.autotune(humanoid, 32, 2, cache_path=path)
+    assert second.cached and (second.nthread, second.persistent) == (first.nthread, first.persistent)
+    assert len(counted) == len(at.candidates(32))  # nothing measured again
+
+
+def test_changed_key_retunes(humanoid, tmp_path, counted):
+    path = tmp_path / "tune.json"
+    at.autotune(humanoid, 32, 2, cache_path=path)
+    n = len(counted)
+    assert not at.autotune(humanoid, 32, 3, cache_path=path).cached  # substeps
+    assert not at.autotune(humanoid, 16, 2, cache_path=path).cached  # num_envs
+    assert len(counted) == 3 * n
+    assert len(json.loads(path.read_text())) == 3
+
+
+def test_key_covers_model_cpus_and_version(humanoid, monkeypatch):
+    base = json.loads(at.cache_key(humanoid, 32, 2))
+    assert set(base) == {"model", "num_envs", "substeps", "cpus", "cpu_model", "mujoco"}
+    monkeypatch.setattr(at.cpu, "usable_cpus", lambda: [0])
+    assert json.loads(at.cache_key(humanoid, 32, 2))["cpus"] == [0]
+
+
+def test_model_hash_changes_with_the_model(humanoid):
+    import mujoco
+
+    other = mujoco.MjModel.from_xml_string("<mujoco><worldbody><body><freejoint/><geom size='.1'/></body></worldbody></mujoco>")
+    assert at.model_hash(humanoid) != at.model_hash(other)
+    assert at.model_hash(humanoid) == at.model_hash(humanoid)
+
+
+@pytest.mark.parametrize("garbage", ["{not json", "[1, 2]", ""])
+def test_corrupt_cache_warns_and_is_rewritten(humanoid, tmp_path, counted, garbage):
+    path = tmp_path / "tune.json"
+    path.write_text(garbage)
+    with pytest.warns(UserWarning, match="unreadable autotune cache"):
+        res = at.autotune(humanoid, 32, 2, cache_path=path)
+    assert not res.cached
+    assert json.loads(path.read_text())  # valid again
+
+
+def test_malformed_entry_warns_and_retunes(humanoid, tmp_path, counted):
+    path = tmp_path / "tune.json"
+    path.write_text(json.dumps({at.cache_key(humanoid, 32, 2): {"nthread": "x"}}))
+    with pytest.warns(UserWarning, match="malformed"):
+        assert not at.autotune(humanoid, 32, 2, cache_path=path).cached
+
+
+def test_pool_auto_uses_the_cache(humanoid, tmp_cache, counted):
+    pool = BatchEnvPool(humanoid, 32, nthread="auto", substeps=2)
+    assert pool.autotune_result is not None and not pool.autotune_result.cached
+    assert pool.nthread == pool.autotune_result.nthread
+    again = BatchEnvPool(humanoid, 32, nthread="auto", substeps=2)
+    assert again.autotune_result.cached
+    assert (tmp_cache / "autotune.json").exists()
+
+
+def test_ties_go_to_the_sizing_rule(humanoid, tmp_path, monkeypatch):
+    monkeypatch.setattr(at, "measure", lambda m, n, s, nthread, persistent, **kw: 10.0 + 0.1 * persistent)
+    res = at.autotune(humanoid, 32, 2, cache_path=tmp_path / "t.json")
+    assert res.nthread == at.cpu.resolve_nthread(32) and not res.persistent

@@ -1,0 +1,159 @@
+"""BatchEnvPool: stepping, resets, pinning, determinism and the bad-env mask."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from mujoco import batch as mjbatch
+
+from unilab.sim import cpu
+from unilab.sim.mujoco.pool import BatchEnvPool
+
+N = 16
+
+
+def _random_ctrl(model, rng, n=N):
+    return rng.uniform(-0.5, 0.5, (n, model.nu))
+
+
+def _perturbed(pool, rng):
+    qpos = np.tile(pool.model.qpos0, (pool.num_envs, 1))
+    qpos[:, 7:] += rng.normal(0, 0.05, (pool.num_envs, pool.nq - 7))
+    qvel = rng.normal(0, 0.1, (pool.num_envs, pool.nv))
+    return qpos, qvel
+
+
+def test_shapes_and_views(humanoid):
+    pool = BatchEnvPool(humanoid, N, nthread=1)
+    assert pool.qpos.shape == (N, humanoid.nq)
+    assert pool.qvel.shape == (N, humanoid.nv)
+    assert pool.ctrl.shape == (N, humanoid.nu)
+    assert pool.xpos.shape == (N, humanoid.nbody, 3)
+    assert pool.xquat.shape == (N, humanoid.nbody, 4)
+    assert pool.cvel.shape == (N, humanoid.nbody, 6)
+    assert pool.sensordata.shape == (N, humanoid.nsensordata)
+    assert pool.bind("cfrc_ext").shape == (N, humanoid.nbody, 6)
+
+
+def test_step_moves_every_env_and_derived_fields_are_current(humanoid):
+    rng = np.random.default_rng(0)
+    pool = BatchEnvPool(humanoid, N, nthread=2)
+    q0 = pool.qpos.copy()
+    bad = pool.step(_random_ctrl(humanoid, rng), substeps=3)
+    assert not bad.any()
+    assert (np.abs(pool.qpos - q0).max(axis=1) > 0).all()
+    # the pool steps with mjSTAGE_VEL: body poses match the new qpos exactly
+    z_pelvis = pool.xpos[:, humanoid.body("pelvis").id, 2]
+    np.testing.assert_allclose(z_pelvis, pool.qpos[:, 2], atol=1e-12)
+
+
+def test_ctrl_shape_is_checked(humanoid):
+    pool = BatchEnvPool(humanoid, N, nthread=1)
+    with pytest.raises(ValueError, match="ctrl has shape"):
+        pool.step(np.zeros((N, humanoid.nu + 1)), 1)
+    with pytest.raises(ValueError, match="substeps"):
+        pool.step(None, 0)
+
+
+def test_results_are_bit_identical_at_any_thread_count(humanoid):
+    rows = []
+    for n in (1, max(2, cpu.usable_cpu_count())):
+        rng = np.random.default_rng(42)
+        pool = BatchEnvPool(humanoid, N, nthread=n)
+        assert pool.nthread == n
+        pool.reset(np.arange(N), *_perturbed(pool, rng))
+        for _ in range(10):
+            pool.step(_random_ctrl(humanoid, rng), 2)
+        rows.append(pool.state_rows())
+    assert np.array_equal(rows[0], rows[1])
+
+
+def test_reset_of_a_subset_leaves_the_others_untouched(humanoid):
+    rng = np.random.default_rng(1)
+    pool = BatchEnvPool(humanoid, N, nthread=2)
+    for _ in range(3):
+        pool.step(_random_ctrl(humanoid, rng), 2)
+    before = pool.state_rows()
+    xpos_before = pool.xpos.copy()
+    ids = np.array([1, 5, 11])
+    qpos, qvel = _perturbed(pool, rng)
+    pool.reset(ids, qpos[ids], qvel[ids])
+    others = np.setdiff1d(np.arange(N), ids)
+    assert np.array_equal(pool.state_rows()[others], before[others])
+    assert np.array_equal(pool.xpos[others], xpos_before[others])
+    np.testing.assert_array_equal(pool.qpos[ids], qpos[ids])
+    np.testing.assert_array_equal(pool.qvel[ids], qvel[ids])
+    assert not pool.ctrl[ids].any()
+    # forward ran on the reset envs: their body poses follow the new qpos
+    np.testing.assert_allclose(pool.xpos[ids, humanoid.body("pelvis").id], qpos[ids, :3], atol=1e-12)
+
+
+def test_reset_validates_input(humanoid):
+    pool = BatchEnvPool(humanoid, N, nthread=1)
+    with pytest.raises(ValueError, match="needs qpos"):
+        pool.reset(np.array([0]), np.zeros((1, 3)), np.zeros((1, humanoid.nv)))
+    with pytest.raises(ValueError, match="env ids"):
+        pool.reset(np.array([N]), np.zeros((1, humanoid.nq)), np.zeros((1, humanoid.nv)))
+    with pytest.raises(ValueError, match="finite"):
+        q = np.tile(humanoid.qpos0, (1, 1))
+        q[0, 0] = np.nan
+        pool.reset(np.array([0]), q, np.zeros((1, humanoid.nv)))
+
+
+@pytest.mark.parametrize("field", ["qpos", "qvel"])
+def test_nan_injection_lands_in_bad_envs(humanoid, field):
+    rng = np.random.default_rng(2)
+    pool = BatchEnvPool(humanoid, N, nthread=2)
+    getattr(pool, field)[3, 8] = np.nan
+    getattr(pool, field)[9, 8] = np.inf
+    bad = pool.step(_random_ctrl(humanoid, rng), 2)  # must not raise
+    assert set(np.flatnonzero(bad)) == {3, 9}
+    assert 3 in pool.bad_reasons and 9 in pool.bad_reasons
+    # stays flagged until the task resets it
+    assert pool.step(None, 1)[[3, 9]].all()
+    pool.reset_to_defaults(np.array([3, 9]))
+    assert not pool.step(_random_ctrl(humanoid, rng), 2).any()
+    assert pool.bad_reasons == {}
+
+
+def test_simulation_error_is_reported_per_env(humanoid, monkeypatch):
+    pool = BatchEnvPool(humanoid, N, nthread=1)
+    real = pool.batch
+
+    class Failing:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def step(self, ids, nstep, stage):
+            real.step(ids, nstep, stage)
+            raise mjbatch.SimulationError(np.array([4]), "mj_step failed", N)
+
+    monkeypatch.setattr(pool, "_batch", Failing())
+    bad = pool.step(None, 1)
+    assert np.flatnonzero(bad).tolist() == [4]
+
+
+@pytest.mark.skipif(not cpu.affinity_supported(), reason="needs thread affinity")
+def test_pinning_reads_back(humanoid):
+    ids = list(reversed(cpu.usable_cpus()))[:2]
+    caller_before = cpu.thread_affinity(cpu.current_tid())
+    pool = BatchEnvPool(humanoid, N, cpu_ids=ids)
+    assert pool.nthread == len(ids)
+    aff = pool.thread_affinities()
+    assert list(aff.values()) == [{c} for c in ids]
+    # pinned threads still step correctly
+    assert not pool.step(None, 2).any()
+    pool.close()
+    assert cpu.thread_affinity(cpu.current_tid()) == caller_before
+
+
+@pytest.mark.skipif(not cpu.affinity_supported(), reason="needs thread affinity")
+def test_pool_rejects_bad_cpu_ids(humanoid):
+    with pytest.raises(ValueError, match="outside the usable"):
+        BatchEnvPool(humanoid, N, cpu_ids=[99_999])
+    with pytest.raises(ValueError, match="duplicate"):
+        BatchEnvPool(humanoid, N, cpu_ids="0,0")
+    with pytest.raises(ValueError, match="exclusive"):
+        BatchEnvPool(humanoid, N, nthread="auto", cpu_ids=[0])
+    with pytest.raises(ValueError, match="nthread"):
+        BatchEnvPool(humanoid, N, nthread="fast")
