@@ -1,0 +1,303 @@
+"""Motion library: reference clips (BeyondMimic npz layout) resampled and re-kinematised on our model.
+
+A clip npz holds ``fps`` (1,), ``joint_pos`` (T, 7 + J) = root position, root
+quaternion (w, x, y, z) and J joint angles, ``joint_vel`` (T, 6 + J) = root
+linear and angular velocity (both world frame) and J joint rates, and
+``joint_names`` (J,).  Its ``body_*`` arrays describe the recording robot's
+body set, which differs from ours, so reference body poses and velocities are
+recomputed by forward kinematics of ``joint_pos`` on the task's MjModel.
+
+All clips are stored as flat concatenated ``(total_frames, ...)`` arrays with
+per-clip offsets; ``lookup(clip_ids, frame_ids)`` is pure index arithmetic.
+"""
+
+from __future__ import annotations
+
+import os
+import zipfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import mujoco
+import numpy as np
+from mujoco import batch as mjbatch
+
+from unilab.tasks.g1_motion_tracking.math import quat_normalize, quat_rotate_inv, quat_slerp
+
+REQUIRED_KEYS = ("fps", "joint_pos", "joint_vel", "joint_names")
+_FK_CHUNK = 4096  # frames per forward-kinematics batch (bounds memory on long clips)
+
+
+class MotionFileError(ValueError):
+    """A motion file is unreadable or does not follow the expected layout."""
+
+
+@dataclass
+class MotionFrames:
+    """Reference state of ``n`` (clip, frame) pairs, all arrays ``(n, ...)``."""
+
+    qpos: np.ndarray  # (n, nq) model qpos (root pos, root quat wxyz, joints)
+    qvel: np.ndarray  # (n, nv) model qvel (free-joint angular velocity in the body frame)
+    joint_pos: np.ndarray  # (n, J) actuated joints, model order
+    joint_vel: np.ndarray  # (n, J)
+    body_pos_w: np.ndarray  # (n, B, 3) tracked bodies, world frame
+    body_quat_w: np.ndarray  # (n, B, 4)
+    body_lin_vel_w: np.ndarray  # (n, B, 3) velocity of each body origin, world frame
+    body_ang_vel_w: np.ndarray  # (n, B, 3) world frame
+
+
+@dataclass(frozen=True)
+class _Clip:
+    path: Path
+    qpos: np.ndarray  # (T, nq), resampled
+    qvel: np.ndarray  # (T, nv)
+
+
+def model_joint_layout(model: mujoco.MjModel) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Names, qpos addresses and dof addresses of the model's non-root (hinge/slide) joints.
+
+    The model must have exactly one free joint, as its first joint (the floating base).
+    """
+    types = np.asarray(model.jnt_type).astype(np.int64)
+    free = np.flatnonzero(types == int(mujoco.mjtJoint.mjJNT_FREE))
+    if free.size != 1 or free[0] != 0 or model.jnt_qposadr[0] != 0:
+        raise ValueError("motion tracking needs a model whose first (and only) free joint is the floating base")
+    ids = [j for j in range(model.njnt) if types[j] in (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))]
+    if len(ids) != model.njnt - 1:
+        raise ValueError("motion tracking supports free + hinge/slide joints only (no ball joints)")
+    names = [model.joint(j).name for j in ids]
+    return names, np.asarray(model.jnt_qposadr[ids]), np.asarray(model.jnt_dofadr[ids])
+
+
+def _load_npz(path: Path) -> dict[str, np.ndarray]:
+    """Read and validate one clip; every problem becomes a MotionFileError naming the file."""
+    if not path.is_file():
+        raise MotionFileError(f"{path}: motion file does not exist")
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            missing = [k for k in REQUIRED_KEYS if k not in npz.files]
+            if missing:
+                raise MotionFileError(f"{path}: missing key(s) {missing}; found {sorted(npz.files)}")
+            data = {k: np.asarray(npz[k]) for k in REQUIRED_KEYS}
+    except MotionFileError:
+        raise
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError) as exc:
+        raise MotionFileError(f"{path}: unreadable or truncated npz ({type(exc).__name__}: {exc})") from exc
+
+    fps = data["fps"].reshape(-1)
+    if fps.size != 1 or not np.isfinite(fps[0]) or fps[0] <= 0:
+        raise MotionFileError(f"{path}: 'fps' must be one positive number, got {data['fps']!r}")
+    names = data["joint_names"]
+    if names.ndim != 1 or names.dtype.kind not in "US":
+        raise MotionFileError(f"{path}: 'joint_names' must be a 1-D string array, got {names.dtype} {names.shape}")
+    nj = names.shape[0]
+    jp, jv = data["joint_pos"], data["joint_vel"]
+    if jp.ndim != 2 or jp.shape[1] != 7 + nj:
+        raise MotionFileError(f"{path}: 'joint_pos' must be (T, {7 + nj}) for {nj} joints, got {jp.shape}")
+    if jv.ndim != 2 or jv.shape != (jp.shape[0], 6 + nj):
+        raise MotionFileError(f"{path}: 'joint_vel' must be ({jp.shape[0]}, {6 + nj}), got {jv.shape}")
+    if jp.shape[0] < 2:
+        raise MotionFileError(f"{path}: a clip needs at least 2 frames, got {jp.shape[0]}")
+    for key in ("joint_pos", "joint_vel"):
+        bad = ~np.isfinite(data[key])
+        if bad.any():
+            frame = int(np.flatnonzero(bad.any(axis=1))[0])
+            raise MotionFileError(f"{path}: '{key}' has NaN/inf values (first at frame {frame})")
+    qn = np.linalg.norm(jp[:, 3:7], axis=1)
+    if (qn < 1e-6).any():
+        raise MotionFileError(f"{path}: root quaternion has zero norm at frame {int(np.argmax(qn < 1e-6))}")
+    data["fps"] = np.asarray(float(fps[0]))
+    data["joint_names"] = np.asarray([str(n) for n in names])
+    return data
+
+
+def _joint_permutation(path: Path, clip_names: Sequence[str], model_names: Sequence[str]) -> np.ndarray:
+    """Index into the clip's joints for each model joint; error listing any mismatch."""
+    missing = [n for n in model_names if n not in clip_names]
+    extra = [n for n in clip_names if n not in model_names]
+    dup = sorted({n for n in clip_names if list(clip_names).count(n) > 1})
+    if missing or extra or dup:
+        parts = []
+        if missing:
+            parts.append(f"model joints missing from the clip: {missing}")
+        if extra:
+            parts.append(f"clip joints not in the model: {extra}")
+        if dup:
+            parts.append(f"duplicated clip joints: {dup}")
+        raise MotionFileError(f"{path}: joint names do not match the model; " + "; ".join(parts))
+    index = {n: i for i, n in enumerate(clip_names)}
+    return np.array([index[n] for n in model_names], dtype=np.int64)
+
+
+def resample_indices(num_frames: int, fps: float, control_dt: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Source frame pairs and weights for sampling a clip every ``control_dt`` seconds.
+
+    Returns ``(i0, i1, alpha)``: output frame k interpolates source frames i0[k]
+    and i1[k] with weight alpha[k] on i1; the clip's last frame is never passed.
+    """
+    duration = (num_frames - 1) / fps
+    n_out = int(np.floor(duration / control_dt + 1e-9)) + 1
+    phase = np.arange(n_out) * (control_dt * fps)
+    i0 = np.floor(phase + 1e-9).astype(np.int64)
+    i0 = np.clip(i0, 0, num_frames - 1)
+    alpha = np.clip(phase - i0, 0.0, 1.0)
+    alpha[alpha < 1e-9] = 0.0
+    i1 = np.minimum(i0 + 1, num_frames - 1)
+    return i0, i1, alpha
+
+
+def _resample(data: dict[str, np.ndarray], perm: np.ndarray, control_dt: float, model: mujoco.MjModel,
+              qadr: np.ndarray, dadr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Model-layout (qpos, qvel) of the clip at the control rate."""
+    jp, jv = data["joint_pos"], data["joint_vel"]
+    i0, i1, a = resample_indices(jp.shape[0], float(data["fps"]), control_dt)
+    a1 = a[:, None]
+    root_pos = (1 - a1) * jp[i0, :3] + a1 * jp[i1, :3]
+    quat0 = quat_normalize(jp[i0, 3:7])
+    quat1 = quat_normalize(jp[i1, 3:7])
+    root_quat = quat_slerp(quat0, quat1, a)
+    joints = ((1 - a1) * jp[i0, 7:] + a1 * jp[i1, 7:])[:, perm]
+    vel = (1 - a1) * jv[i0] + a1 * jv[i1]
+    n = len(i0)
+    qpos = np.tile(model.qpos0, (n, 1))
+    qpos[:, 0:3] = root_pos
+    qpos[:, 3:7] = root_quat
+    qpos[:, qadr] = joints
+    qvel = np.zeros((n, model.nv))
+    qvel[:, 0:3] = vel[:, 0:3]  # MuJoCo free joint: linear velocity in the world frame
+    qvel[:, 3:6] = quat_rotate_inv(root_quat, vel[:, 3:6])  # angular velocity in the body frame
+    qvel[:, dadr] = vel[:, 6:][:, perm]
+    return qpos, qvel
+
+
+def forward_kinematics(model: mujoco.MjModel, qpos: np.ndarray, qvel: np.ndarray, body_ids: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """World pose and velocity of ``body_ids`` for each (qpos, qvel) row, via ``mujoco.batch``.
+
+    Returns ``(pos (n,B,3), quat (n,B,4), lin_vel (n,B,3), ang_vel (n,B,3))``;
+    linear velocity is that of each body's origin.
+    """
+    n = qpos.shape[0]
+    out_pos = np.empty((n, len(body_ids), 3))
+    out_quat = np.empty((n, len(body_ids), 4))
+    out_lin = np.empty((n, len(body_ids), 3))
+    out_ang = np.empty((n, len(body_ids), 3))
+    roots = np.asarray(model.body_rootid)[body_ids]
+    for start in range(0, n, _FK_CHUNK):
+        stop = min(n, start + _FK_CHUNK)
+        # one thread: library set-up is short, and the task must not size MuJoCo pools
+        b = mjbatch.Batch(model, stop - start, 1)
+        q, v = b.bind("qpos"), b.bind("qvel")
+        xpos, xquat, cvel, com = b.bind("xpos"), b.bind("xquat"), b.bind("cvel"), b.bind("subtree_com")
+        q[...] = qpos[start:stop]
+        v[...] = qvel[start:stop]
+        b.forward(None, int(mujoco.mjtStage.mjSTAGE_VEL))
+        sel = slice(start, stop)
+        out_pos[sel] = xpos[:, body_ids]
+        out_quat[sel] = xquat[:, body_ids]
+        ang = cvel[:, body_ids, 0:3]
+        # cvel's linear part is the velocity of the point at the root subtree's CoM
+        offset = xpos[:, body_ids] - com[:, roots]
+        out_lin[sel] = cvel[:, body_ids, 3:6] + np.cross(ang, offset)
+        out_ang[sel] = ang
+        del b
+    return out_pos, out_quat, out_lin, out_ang
+
+
+class MotionLibrary:
+    """Reference motions for a model, at the control rate, with batched lookups.
+
+    Args:
+        model: the MjModel the task simulates (a free-joint floating base plus hinge joints).
+        files: one or many npz clip paths.
+        control_dt: policy step in seconds; clips are resampled to it.
+        tracked_bodies: model body names whose reference poses/velocities are served.
+        anchor_body: the body anchoring the reference (must be one of ``tracked_bodies``).
+    """
+
+    def __init__(self, model: mujoco.MjModel, files: Sequence[str | os.PathLike] | str | os.PathLike,
+                 control_dt: float, tracked_bodies: Sequence[str], anchor_body: str = "torso_link"):
+        if isinstance(files, (str, os.PathLike)):
+            files = [files]
+        files = [Path(f) for f in files]
+        if not files:
+            raise ValueError("MotionLibrary needs at least one motion file")
+        if not control_dt > 0:
+            raise ValueError(f"control_dt must be > 0, got {control_dt}")
+        tracked_bodies = list(tracked_bodies)
+        if not tracked_bodies:
+            raise ValueError("tracked_bodies must name at least one body")
+        unknown = [b for b in tracked_bodies if mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, b) < 0]
+        if unknown:
+            raise ValueError(f"tracked bodies not in the model: {unknown}")
+        if anchor_body not in tracked_bodies:
+            raise ValueError(f"anchor_body {anchor_body!r} must be one of tracked_bodies {tracked_bodies}")
+
+        self.model = model
+        self.control_dt = float(control_dt)
+        self.files = files
+        self.tracked_bodies = tracked_bodies
+        self.body_ids = np.array([mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, b) for b in tracked_bodies])
+        self.anchor_body = anchor_body
+        self.anchor_index = tracked_bodies.index(anchor_body)
+        self.joint_names, self.joint_qposadr, self.joint_dofadr = model_joint_layout(model)
+
+        clips = []
+        for path in files:
+            data = _load_npz(path)
+            perm = _joint_permutation(path, list(data["joint_names"]), self.joint_names)
+            qpos, qvel = _resample(data, perm, self.control_dt, model, self.joint_qposadr, self.joint_dofadr)
+            clips.append(_Clip(path, qpos, qvel))
+
+        self.num_frames = np.array([c.qpos.shape[0] for c in clips], dtype=np.int64)
+        self.clip_offsets = np.concatenate([[0], np.cumsum(self.num_frames)[:-1]]).astype(np.int64)
+        self.qpos = np.concatenate([c.qpos for c in clips])
+        self.qvel = np.concatenate([c.qvel for c in clips])
+        self.joint_pos = np.ascontiguousarray(self.qpos[:, self.joint_qposadr])
+        self.joint_vel = np.ascontiguousarray(self.qvel[:, self.joint_dofadr])
+        pos, quat, lin, ang = forward_kinematics(model, self.qpos, self.qvel, self.body_ids)
+        self.body_pos_w, self.body_quat_w, self.body_lin_vel_w, self.body_ang_vel_w = pos, quat, lin, ang
+        # the clip a flat frame belongs to (for adaptive sampling statistics)
+        self.frame_clip = np.repeat(np.arange(len(clips)), self.num_frames)
+
+    @property
+    def num_clips(self) -> int:
+        """Number of loaded clips."""
+        return int(self.num_frames.size)
+
+    @property
+    def total_frames(self) -> int:
+        """Frames over all clips (at the control rate)."""
+        return int(self.num_frames.sum())
+
+    @property
+    def num_joints(self) -> int:
+        return len(self.joint_names)
+
+    def flat_index(self, clip_ids: np.ndarray, frame_ids: np.ndarray) -> np.ndarray:
+        """Row of (clip, frame) in the flat arrays; frames are clamped into the clip."""
+        clip_ids = np.asarray(clip_ids, dtype=np.int64)
+        frame_ids = np.asarray(frame_ids, dtype=np.int64)
+        if clip_ids.size and (clip_ids.min() < 0 or clip_ids.max() >= self.num_clips):
+            raise IndexError(f"clip ids must be in [0, {self.num_clips})")
+        last = self.num_frames[clip_ids] - 1
+        return self.clip_offsets[clip_ids] + np.clip(frame_ids, 0, last)
+
+    def lookup(self, clip_ids: np.ndarray, frame_ids: np.ndarray) -> MotionFrames:
+        """Reference state of each (clip, frame) pair, ``(n, ...)`` arrays (copies)."""
+        idx = self.flat_index(clip_ids, frame_ids)
+        return self.lookup_flat(idx)
+
+    def lookup_flat(self, idx: np.ndarray) -> MotionFrames:
+        """Like ``lookup`` with precomputed flat rows (``flat_index``)."""
+        return MotionFrames(
+            qpos=self.qpos[idx],
+            qvel=self.qvel[idx],
+            joint_pos=self.joint_pos[idx],
+            joint_vel=self.joint_vel[idx],
+            body_pos_w=self.body_pos_w[idx],
+            body_quat_w=self.body_quat_w[idx],
+            body_lin_vel_w=self.body_lin_vel_w[idx],
+            body_ang_vel_w=self.body_ang_vel_w[idx],
+        )
