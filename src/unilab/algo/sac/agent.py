@@ -1,0 +1,288 @@
+"""FastSAC learner: acting, one gradient step, checkpoints.
+
+One :meth:`FastSAC.update` = one critic step (every call), plus an actor and
+temperature step every ``policy_frequency`` calls, plus a soft target update.
+The trainer calls it ``num_updates`` times per iteration on batches from
+:class:`~unilab.algo.sac.replay.ReplayBuffer`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import math
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .config import SACConfig
+from .device import resolve_device
+from .networks import Actor, CriticEnsemble, project_distribution
+from .normalizer import RunningNormalizer
+
+_BATCH_KEYS = ("obs", "critic_obs", "actions", "rewards", "next_obs", "next_critic_obs", "bootstrap", "discount")
+
+
+class FastSAC:
+    """Soft actor-critic with the FastSAC recipe (see :class:`SACConfig`).
+
+    Args:
+        cfg: hyperparameters.
+        obs_dim: actor observation width (``obs["policy"]``).
+        critic_obs_dim: critic observation width (``obs["critic"]``).
+        action_dim: action width; actions are in [-1, 1].
+        device: overrides ``cfg.device`` when given ("auto", "cpu", "cuda", ...).
+    """
+
+    def __init__(self, cfg: SACConfig, obs_dim: int, critic_obs_dim: int, action_dim: int,
+                 device: str | torch.device | None = None) -> None:
+        if min(obs_dim, critic_obs_dim, action_dim) < 1:
+            raise ValueError(
+                f"FastSAC dims must be >= 1: obs_dim={obs_dim} critic_obs_dim={critic_obs_dim} "
+                f"action_dim={action_dim}"
+            )
+        cfg.validate()
+        self.cfg = cfg
+        self.obs_dim = int(obs_dim)
+        self.critic_obs_dim = int(critic_obs_dim)
+        self.action_dim = int(action_dim)
+        self.device = resolve_device(cfg.device if device is None else device)
+        on_cuda = self.device.type == "cuda"
+        self.use_amp = bool(cfg.amp and on_cuda)
+        self.use_compile = bool(cfg.compile and on_cuda)
+        self.target_entropy = cfg.resolved_target_entropy(self.action_dim)
+
+        torch.manual_seed(cfg.seed)
+        self.actor = Actor(
+            self.obs_dim, self.action_dim, cfg.actor_hidden_dims, layer_norm=cfg.layer_norm,
+            activation=cfg.activation, log_std_min=cfg.log_std_min, log_std_max=cfg.log_std_max,
+        ).to(self.device)
+        self.critic = CriticEnsemble(
+            self.critic_obs_dim, self.action_dim, cfg.critic_hidden_dims, num_q=cfg.num_q,
+            layer_norm=cfg.layer_norm, activation=cfg.activation, distributional=cfg.distributional,
+            v_min=cfg.v_min, v_max=cfg.v_max, num_atoms=cfg.num_atoms,
+        ).to(self.device)
+        self.critic_target = copy.deepcopy(self.critic)
+        self.critic_target.requires_grad_(False)
+        self.obs_normalizer = RunningNormalizer(self.obs_dim, enabled=cfg.obs_normalization, device=self.device)
+        self.critic_obs_normalizer = RunningNormalizer(
+            self.critic_obs_dim, enabled=cfg.obs_normalization, device=self.device)
+        self.log_alpha = torch.tensor(math.log(cfg.alpha_init), dtype=torch.float32, device=self.device,
+                                      requires_grad=True)
+
+        fused = {"fused": True} if on_cuda else {}
+        self.actor_optimizer = torch.optim.AdamW(
+            self.actor.parameters(), lr=cfg.actor_lr, weight_decay=cfg.weight_decay, **fused)
+        self.critic_optimizer = torch.optim.AdamW(
+            self.critic.parameters(), lr=cfg.critic_lr, weight_decay=cfg.weight_decay, **fused)
+        self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=cfg.alpha_lr, **fused)
+
+        self.num_updates_done = 0
+        self._last_actor_metrics: dict[str, torch.Tensor] = {}
+        self._critic_loss_fn: Callable[..., Any] = self._critic_loss
+        self._actor_loss_fn: Callable[..., Any] = self._actor_loss
+        self._policy_fn: Callable[..., Any] = self._policy
+        if self.use_compile:
+            self._critic_loss_fn = torch.compile(self._critic_loss)
+            self._actor_loss_fn = torch.compile(self._actor_loss)
+            self._policy_fn = torch.compile(self._policy)
+
+    # ------------------------------------------------------------------ acting
+    @property
+    def alpha(self) -> float:
+        """Current entropy temperature."""
+        return float(self.log_alpha.detach().exp())
+
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        if self.use_amp:
+            return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def _policy(self, obs: torch.Tensor, deterministic: bool) -> torch.Tensor:
+        with self._autocast():
+            return self.actor(self.obs_normalizer(obs), deterministic=deterministic).float()
+
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
+        """Actions in [-1, 1] for policy observations ``(N, obs_dim)``.
+
+        Runs on the learner device and returns float32 actions on the device
+        ``obs`` came from (so a CPU shared-memory tensor gets CPU actions back).
+        The normaliser is not updated here.
+        """
+        obs = torch.as_tensor(obs)
+        if obs.ndim != 2 or obs.shape[1] != self.obs_dim:
+            raise ValueError(f"FastSAC.act expects obs of shape (N, {self.obs_dim}), got {tuple(obs.shape)}")
+        source_device = obs.device
+        obs = obs.to(self.device, torch.float32, non_blocking=True)
+        actions = self._policy_fn(obs, bool(deterministic))
+        return actions.to(source_device).clamp_(-1.0, 1.0)
+
+    # ---------------------------------------------------------------- learning
+    def _critic_loss(self, obs_c: torch.Tensor, actions: torch.Tensor, rewards: torch.Tensor,
+                     next_obs: torch.Tensor, next_obs_c: torch.Tensor, bootstrap: torch.Tensor,
+                     discount: torch.Tensor, alpha: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Critic loss, mean online Q and mean target value for one batch."""
+        with torch.no_grad(), self._autocast():
+            next_actions, next_log_prob, _ = self.actor.sample(next_obs)
+            target_out = self.critic_target(next_obs_c, next_actions)
+        next_log_prob = next_log_prob.float()
+        gamma_k = bootstrap * discount
+        with self._autocast():
+            online_out = self.critic(obs_c, actions)
+        if self.cfg.distributional:
+            support = self.critic.support
+            with torch.no_grad():
+                target_probs = torch.softmax(target_out.float(), dim=-1)  # (Q, B, A)
+                # soft target atoms: r + gamma^k * mask * (z - alpha * log pi(a'|s'))
+                shifted_rewards = rewards - gamma_k * alpha * next_log_prob
+                projected = project_distribution(target_probs, shifted_rewards, gamma_k, support)
+                target_q = (target_probs * support).sum(-1)  # (Q, B)
+                if self.cfg.use_cdq:
+                    pick = target_q.argmin(dim=0)  # (B,)
+                    target = projected.gather(0, pick.view(1, -1, 1).expand(1, -1, projected.shape[-1]))[0]
+                else:
+                    target = projected.mean(dim=0)
+                target_value = (target * support).sum(-1)
+            log_probs = F.log_softmax(online_out.float(), dim=-1)
+            loss = -(target.unsqueeze(0) * log_probs).sum(-1).mean(-1).sum()
+            q_mean = (log_probs.exp() * support).sum(-1).mean()
+        else:
+            with torch.no_grad():
+                target_q = target_out.float()
+                next_v = target_q.min(dim=0).values if self.cfg.use_cdq else target_q.mean(dim=0)
+                target_value = rewards + gamma_k * (next_v - alpha * next_log_prob)
+            online = online_out.float()
+            loss = F.mse_loss(online, target_value.unsqueeze(0).expand_as(online), reduction="none").mean(-1).sum()
+            q_mean = online.mean()
+        return loss, q_mean.detach(), target_value.mean()
+
+    def _actor_loss(self, obs: torch.Tensor, obs_c: torch.Tensor,
+                    alpha: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Actor loss, per-sample log-probs (detached) and mean log-std."""
+        with self._autocast():
+            actions, log_prob, log_std = self.actor.sample(obs)
+            q = self.critic.q_values(obs_c, actions).float()
+        q = q.min(dim=0).values if self.cfg.use_cdq else q.mean(dim=0)
+        log_prob = log_prob.float()
+        loss = (alpha * log_prob - q).mean()
+        return loss, log_prob.detach(), log_std.float().mean().detach()
+
+    def _step(self, optimizer: torch.optim.Optimizer, loss: torch.Tensor,
+              params: list[nn.Parameter]) -> torch.Tensor:
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        max_norm = self.cfg.max_grad_norm if self.cfg.max_grad_norm > 0 else float("inf")
+        grad_norm = nn.utils.clip_grad_norm_(params, max_norm)
+        optimizer.step()
+        return grad_norm
+
+    def update(self, batch: dict[str, torch.Tensor], *, return_metrics: bool = True) -> dict[str, float]:
+        """One FastSAC gradient step on a batch from ``ReplayBuffer.sample``.
+
+        Updates the observation normalisers from the batch's observations
+        first, then uses those (frozen) statistics for every forward pass of
+        this step, targets included. Returns float metrics (``critic_loss,
+        q_mean, q_target_mean, critic_grad_norm, actor_loss, alpha_loss, alpha,
+        entropy, log_std_mean, actor_grad_norm``; actor-side values are from the
+        latest actor step). With ``return_metrics=False`` it skips the
+        device->host sync and returns an empty dict.
+        """
+        missing = [k for k in _BATCH_KEYS if k not in batch]
+        if missing:
+            raise ValueError(f"FastSAC.update: batch is missing keys {missing}")
+        b = {k: batch[k].to(self.device, non_blocking=True) for k in _BATCH_KEYS}
+
+        self.obs_normalizer.update(b["obs"])
+        self.critic_obs_normalizer.update(b["critic_obs"])
+        obs = self.obs_normalizer(b["obs"])
+        next_obs = self.obs_normalizer(b["next_obs"])
+        obs_c = self.critic_obs_normalizer(b["critic_obs"])
+        next_obs_c = self.critic_obs_normalizer(b["next_critic_obs"])
+        alpha = self.log_alpha.detach().exp()
+
+        critic_loss, q_mean, q_target_mean = self._critic_loss_fn(
+            obs_c, b["actions"], b["rewards"], next_obs, next_obs_c, b["bootstrap"], b["discount"], alpha)
+        critic_grad_norm = self._step(self.critic_optimizer, critic_loss, list(self.critic.parameters()))
+        metrics = {
+            "critic_loss": critic_loss.detach(), "q_mean": q_mean, "q_target_mean": q_target_mean,
+            "critic_grad_norm": critic_grad_norm.detach(),
+        }
+
+        if self.num_updates_done % self.cfg.policy_frequency == 0:
+            # the critic is not trained by the actor loss; its grads are dropped by the next zero_grad
+            actor_loss, log_prob, log_std_mean = self._actor_loss_fn(obs, obs_c, alpha)
+            actor_grad_norm = self._step(self.actor_optimizer, actor_loss, list(self.actor.parameters()))
+            alpha_loss = -(self.log_alpha * (log_prob + self.target_entropy)).mean()
+            if self.cfg.autotune_alpha:
+                self.alpha_optimizer.zero_grad(set_to_none=True)
+                alpha_loss.backward()
+                self.alpha_optimizer.step()
+            self._last_actor_metrics = {
+                "actor_loss": actor_loss.detach(), "alpha_loss": alpha_loss.detach(),
+                "entropy": -log_prob.mean(), "log_std_mean": log_std_mean,
+                "actor_grad_norm": actor_grad_norm.detach(),
+            }
+
+        self.soft_update_target()
+        self.num_updates_done += 1
+        if not return_metrics:
+            return {}
+        metrics.update(self._last_actor_metrics)
+        out = {k: float(v) for k, v in metrics.items()}
+        out["alpha"] = self.alpha
+        return out
+
+    @torch.no_grad()
+    def soft_update_target(self, tau: float | None = None) -> None:
+        """Polyak-average online critic weights into the target critic."""
+        tau = self.cfg.tau if tau is None else float(tau)
+        online = list(self.critic.parameters())
+        target = list(self.critic_target.parameters())
+        torch._foreach_lerp_(target, online, tau)
+
+    # ------------------------------------------------------------- checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to resume learning: networks, optimisers, normalisers, temperature."""
+        return {
+            "dims": {"obs_dim": self.obs_dim, "critic_obs_dim": self.critic_obs_dim, "action_dim": self.action_dim},
+            "config": self.cfg.to_dict(),
+            "actor": self.actor.state_dict(),
+            "critic": self.critic.state_dict(),
+            "critic_target": self.critic_target.state_dict(),
+            "obs_normalizer": self.obs_normalizer.state_dict(),
+            "critic_obs_normalizer": self.critic_obs_normalizer.state_dict(),
+            "log_alpha": self.log_alpha.detach().clone(),
+            "actor_optimizer": self.actor_optimizer.state_dict(),
+            "critic_optimizer": self.critic_optimizer.state_dict(),
+            "alpha_optimizer": self.alpha_optimizer.state_dict(),
+            "num_updates_done": self.num_updates_done,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a :meth:`state_dict` (from any device); dims must match."""
+        dims = state.get("dims", {})
+        mine = {"obs_dim": self.obs_dim, "critic_obs_dim": self.critic_obs_dim, "action_dim": self.action_dim}
+        if dims and dims != mine:
+            raise ValueError(f"checkpoint dims {dims} do not match this agent {mine}")
+        self.actor.load_state_dict(state["actor"])
+        self.critic.load_state_dict(state["critic"])
+        self.critic_target.load_state_dict(state["critic_target"])
+        self.obs_normalizer.load_state_dict(state["obs_normalizer"])
+        self.critic_obs_normalizer.load_state_dict(state["critic_obs_normalizer"])
+        with torch.no_grad():
+            self.log_alpha.copy_(state["log_alpha"].to(self.device))
+        self.actor_optimizer.load_state_dict(state["actor_optimizer"])
+        self.critic_optimizer.load_state_dict(state["critic_optimizer"])
+        self.alpha_optimizer.load_state_dict(state["alpha_optimizer"])
+        self.num_updates_done = int(state.get("num_updates_done", 0))
+
+    @classmethod
+    def from_checkpoint(cls, state: dict[str, Any], device: str | torch.device | None = None) -> "FastSAC":
+        """Rebuild an agent (config and dims included) from a :meth:`state_dict`."""
+        cfg = SACConfig.from_mapping(state["config"])
+        agent = cls(cfg, device=device, **state["dims"])
+        agent.load_state_dict(state)
+        return agent

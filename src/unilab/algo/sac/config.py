@@ -1,0 +1,168 @@
+"""FastSAC hyperparameters.
+
+Every knob of the algorithm lives here; ``config/algo/sac.yaml`` mirrors this
+dataclass field for field so Hydra overrides such as ``algo.num_envs=4096``
+reach it unchanged. Defaults follow the published FastSAC humanoid recipe
+(massively parallel envs, large batches, several updates per env step, large
+soft-update rate, LayerNorm MLPs).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+
+@dataclass
+class SACConfig:
+    """All FastSAC hyperparameters (one iteration = one env step of all envs)."""
+
+    # --- run ---
+    seed: int = 0
+    """Seed for network init, action noise and replay sampling."""
+    device: str = "auto"
+    """Learner device: "auto" (cuda if available, else cpu), "cpu", "cuda", "cuda:1"..."""
+    max_iterations: int = 100_000
+    """Training iterations; each collects one step from every env."""
+
+    # --- data ---
+    num_envs: int = 1024
+    """Parallel environments feeding the replay buffer."""
+    buffer_size: int = 1024
+    """Replay capacity in transitions PER ENV (total = num_envs * buffer_size)."""
+    batch_size: int = 8192
+    """Transitions per gradient step."""
+    learning_starts: int = 10
+    """Iterations of collection before the first gradient step."""
+    n_steps: int = 1
+    """Length of the n-step return window (cut at the first episode end)."""
+    obs_normalization: bool = True
+    """Normalise actor and critic observations with running mean/var."""
+
+    # --- objective ---
+    gamma: float = 0.99
+    """Discount factor per env step."""
+    tau: float = 0.05
+    """Soft target update rate: target <- (1 - tau) * target + tau * online."""
+    num_updates: int = 4
+    """Gradient steps per iteration (update-to-data ratio)."""
+    policy_frequency: int = 2
+    """Actor and temperature are updated once every this many critic updates."""
+
+    # --- optimisation ---
+    actor_lr: float = 3e-4
+    critic_lr: float = 3e-4
+    alpha_lr: float = 3e-4
+    weight_decay: float = 0.001
+    """AdamW weight decay of actor and critic."""
+    max_grad_norm: float = 0.0
+    """Gradient norm clip of actor and critic; 0 disables clipping."""
+
+    # --- networks ---
+    actor_hidden_dims: list[int] = field(default_factory=lambda: [512, 256, 128])
+    critic_hidden_dims: list[int] = field(default_factory=lambda: [768, 384, 192])
+    layer_norm: bool = True
+    """LayerNorm after every hidden Linear layer (actor and critic)."""
+    activation: str = "silu"
+    """Hidden activation: "silu", "relu", "elu" or "tanh"."""
+    log_std_min: float = -5.0
+    log_std_max: float = 0.0
+    """Pre-tanh Gaussian log-std range (squashed smoothly into it)."""
+
+    # --- critic ---
+    num_q: int = 2
+    """Critic ensemble size."""
+    use_cdq: bool = True
+    """Clipped double-Q: min over the ensemble for targets and actor (else mean)."""
+    distributional: bool = False
+    """C51-style categorical critic instead of scalar Q regression."""
+    v_min: float = -20.0
+    v_max: float = 20.0
+    num_atoms: int = 101
+    """Support of the distributional critic (used only when distributional)."""
+
+    # --- entropy ---
+    alpha_init: float = 0.001
+    """Initial entropy temperature."""
+    autotune_alpha: bool = True
+    """Learn the temperature so that policy entropy tracks target_entropy."""
+    target_entropy: float | None = None
+    """Entropy target; None means -action_dim * target_entropy_scale."""
+    target_entropy_scale: float = 0.5
+
+    # --- performance (CUDA only; ignored on CPU) ---
+    compile: bool = True
+    """torch.compile the loss and policy functions when on CUDA."""
+    amp: bool = True
+    """bf16 autocast for network forward passes when on CUDA."""
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first inconsistent hyperparameter."""
+        positive_ints = (
+            "num_envs", "buffer_size", "batch_size", "n_steps", "num_updates",
+            "policy_frequency", "num_q", "max_iterations",
+        )
+        for name in positive_ints:
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"SACConfig.{name} must be a positive int, got {value!r}")
+        if self.learning_starts < 0:
+            raise ValueError(f"SACConfig.learning_starts must be >= 0, got {self.learning_starts}")
+        if not 0.0 < self.gamma <= 1.0:
+            raise ValueError(f"SACConfig.gamma must be in (0, 1], got {self.gamma}")
+        if not 0.0 < self.tau <= 1.0:
+            raise ValueError(f"SACConfig.tau must be in (0, 1], got {self.tau}")
+        for name in ("actor_lr", "critic_lr", "alpha_lr", "alpha_init"):
+            if getattr(self, name) <= 0.0:
+                raise ValueError(f"SACConfig.{name} must be > 0, got {getattr(self, name)}")
+        if self.weight_decay < 0.0 or self.max_grad_norm < 0.0:
+            raise ValueError("SACConfig.weight_decay and max_grad_norm must be >= 0")
+        if self.n_steps > self.buffer_size:
+            raise ValueError(
+                f"SACConfig.n_steps ({self.n_steps}) exceeds buffer_size ({self.buffer_size})"
+            )
+        for name in ("actor_hidden_dims", "critic_hidden_dims"):
+            dims = list(getattr(self, name))
+            if not dims or any(int(d) < 1 for d in dims):
+                raise ValueError(f"SACConfig.{name} must be a non-empty list of positive ints, got {dims}")
+        if self.activation not in ("silu", "relu", "elu", "tanh"):
+            raise ValueError(f"SACConfig.activation must be silu/relu/elu/tanh, got {self.activation!r}")
+        if self.log_std_min >= self.log_std_max:
+            raise ValueError(
+                f"SACConfig.log_std_min ({self.log_std_min}) must be < log_std_max ({self.log_std_max})"
+            )
+        if self.distributional:
+            if self.num_atoms < 2:
+                raise ValueError(f"SACConfig.num_atoms must be >= 2, got {self.num_atoms}")
+            if self.v_min >= self.v_max:
+                raise ValueError(f"SACConfig.v_min ({self.v_min}) must be < v_max ({self.v_max})")
+
+    def resolved_target_entropy(self, action_dim: int) -> float:
+        """Entropy target for an action space of ``action_dim`` dimensions."""
+        if self.target_entropy is not None:
+            return float(self.target_entropy)
+        return -float(action_dim) * self.target_entropy_scale
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> "SACConfig":
+        """Build from a plain mapping (e.g. a Hydra/OmegaConf ``algo`` node).
+
+        Unknown keys raise ValueError so a typo in an override is never ignored.
+        """
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"unknown SAC config keys: {unknown}; known keys: {sorted(known)}")
+        kwargs = dict(values)
+        for name in ("actor_hidden_dims", "critic_hidden_dims"):
+            if name in kwargs:
+                kwargs[name] = [int(d) for d in kwargs[name]]
+        return cls(**kwargs)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-dict copy (for checkpoints and logging)."""
+        return dataclasses.asdict(self)

@@ -1,0 +1,204 @@
+"""FastSAC networks: tanh-squashed Gaussian actor and a vectorised critic ensemble.
+
+The critic ensemble keeps the weights of all ``num_q`` members in stacked
+tensors, so one batched matmul per layer evaluates every member (no Python
+loop over members in the update).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+_ACTIVATIONS = {"silu": nn.SiLU, "relu": nn.ReLU, "elu": nn.ELU, "tanh": nn.Tanh}
+_LOG2 = math.log(2.0)
+
+
+def _activation(name: str) -> nn.Module:
+    if name not in _ACTIVATIONS:
+        raise ValueError(f"unknown activation {name!r}; choose from {sorted(_ACTIVATIONS)}")
+    return _ACTIVATIONS[name]()
+
+
+def mlp(in_dim: int, hidden_dims: Sequence[int], *, layer_norm: bool, activation: str) -> nn.Sequential:
+    """Hidden stack Linear -> [LayerNorm] -> activation for each width in ``hidden_dims``."""
+    layers: list[nn.Module] = []
+    prev = in_dim
+    for width in hidden_dims:
+        layers.append(nn.Linear(prev, width))
+        if layer_norm:
+            layers.append(nn.LayerNorm(width))
+        layers.append(_activation(activation))
+        prev = width
+    return nn.Sequential(*layers)
+
+
+def tanh_log_det_jacobian(pre_tanh: torch.Tensor) -> torch.Tensor:
+    """``log(1 - tanh(u)^2)`` summed over the last dim, stable for large ``|u|``.
+
+    Uses ``log(1 - tanh(u)^2) = 2 * (log 2 - u - softplus(-2u))``.
+    """
+    return (2.0 * (_LOG2 - pre_tanh - F.softplus(-2.0 * pre_tanh))).sum(dim=-1)
+
+
+class Actor(nn.Module):
+    """Gaussian policy squashed by tanh into [-1, 1]^action_dim."""
+
+    def __init__(self, obs_dim: int, action_dim: int, hidden_dims: Sequence[int], *,
+                 layer_norm: bool = True, activation: str = "silu",
+                 log_std_min: float = -5.0, log_std_max: float = 0.0) -> None:
+        super().__init__()
+        if log_std_min >= log_std_max:
+            raise ValueError(f"log_std_min ({log_std_min}) must be < log_std_max ({log_std_max})")
+        self.obs_dim = int(obs_dim)
+        self.action_dim = int(action_dim)
+        self.log_std_min = float(log_std_min)
+        self.log_std_max = float(log_std_max)
+        self.trunk = mlp(obs_dim, hidden_dims, layer_norm=layer_norm, activation=activation)
+        self.mean_head = nn.Linear(hidden_dims[-1], action_dim)
+        self.log_std_head = nn.Linear(hidden_dims[-1], action_dim)
+
+    def distribution_params(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Pre-tanh Gaussian mean and log-std, log-std squashed into [min, max]."""
+        h = self.trunk(obs)
+        mean = self.mean_head(h)
+        raw = torch.tanh(self.log_std_head(h).float())
+        log_std = self.log_std_min + 0.5 * (self.log_std_max - self.log_std_min) * (raw + 1.0)
+        # float32 from here on: log-probs under bf16 autocast would lose the tanh correction
+        return mean.float(), log_std.float()
+
+    def forward(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
+        """Actions in [-1, 1]: tanh of the mean if deterministic, else of a sample."""
+        mean, log_std = self.distribution_params(obs)
+        if deterministic:
+            return torch.tanh(mean)
+        return torch.tanh(mean + log_std.exp() * torch.randn_like(mean))
+
+    def sample(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Reparameterised sample: (action, log_prob of the squashed action, log_std)."""
+        mean, log_std = self.distribution_params(obs)
+        noise = torch.randn_like(mean)
+        pre_tanh = mean + log_std.exp() * noise
+        gaussian_log_prob = (-0.5 * noise.square() - log_std - 0.5 * math.log(2.0 * math.pi)).sum(dim=-1)
+        log_prob = gaussian_log_prob - tanh_log_det_jacobian(pre_tanh)
+        return torch.tanh(pre_tanh), log_prob, log_std
+
+    def log_prob(self, obs: torch.Tensor, action: torch.Tensor, *, clip: float = 1e-6) -> torch.Tensor:
+        """Log-density of given squashed actions (inverts tanh; for diagnostics and tests)."""
+        mean, log_std = self.distribution_params(obs)
+        a = action.clamp(-1.0 + clip, 1.0 - clip)
+        pre_tanh = torch.atanh(a)
+        z = (pre_tanh - mean) / log_std.exp()
+        gaussian_log_prob = (-0.5 * z.square() - log_std - 0.5 * math.log(2.0 * math.pi)).sum(dim=-1)
+        return gaussian_log_prob - tanh_log_det_jacobian(pre_tanh)
+
+
+class EnsembleLinear(nn.Module):
+    """``num_members`` independent Linear layers applied as one batched matmul.
+
+    Input ``(num_members, batch, in_dim)`` -> output ``(num_members, batch, out_dim)``.
+    Initialised like ``nn.Linear`` (uniform in +-1/sqrt(in_dim)) per member.
+    """
+
+    def __init__(self, num_members: int, in_dim: int, out_dim: int) -> None:
+        super().__init__()
+        bound = 1.0 / math.sqrt(in_dim)
+        self.weight = nn.Parameter(torch.empty(num_members, in_dim, out_dim).uniform_(-bound, bound))
+        self.bias = nn.Parameter(torch.empty(num_members, 1, out_dim).uniform_(-bound, bound))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.baddbmm(self.bias, x, self.weight)
+
+
+class EnsembleLayerNorm(nn.Module):
+    """LayerNorm with a separate affine transform per ensemble member."""
+
+    def __init__(self, num_members: int, dim: int, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.dim = dim
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(num_members, 1, dim))
+        self.bias = nn.Parameter(torch.zeros(num_members, 1, dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.layer_norm(x, (self.dim,), eps=self.eps) * self.weight + self.bias
+
+
+class CriticEnsemble(nn.Module):
+    """``num_q`` Q-networks on (critic_obs, action), evaluated together.
+
+    Scalar mode outputs ``(num_q, batch)`` Q-values; distributional mode outputs
+    ``(num_q, batch, num_atoms)`` logits over a fixed support ``[v_min, v_max]``.
+    """
+
+    def __init__(self, critic_obs_dim: int, action_dim: int, hidden_dims: Sequence[int], *,
+                 num_q: int = 2, layer_norm: bool = True, activation: str = "silu",
+                 distributional: bool = False, v_min: float = -20.0, v_max: float = 20.0,
+                 num_atoms: int = 101) -> None:
+        super().__init__()
+        if num_q < 1:
+            raise ValueError(f"num_q must be >= 1, got {num_q}")
+        self.num_q = int(num_q)
+        self.distributional = bool(distributional)
+        self.num_atoms = int(num_atoms) if distributional else 1
+        layers: list[nn.Module] = []
+        prev = critic_obs_dim + action_dim
+        for width in hidden_dims:
+            layers.append(EnsembleLinear(num_q, prev, width))
+            if layer_norm:
+                layers.append(EnsembleLayerNorm(num_q, width))
+            layers.append(_activation(activation))
+            prev = width
+        layers.append(EnsembleLinear(num_q, prev, self.num_atoms))
+        self.net = nn.Sequential(*layers)
+        support = torch.linspace(v_min, v_max, num_atoms) if distributional else torch.zeros(1)
+        self.register_buffer("support", support, persistent=False)
+
+    def forward(self, critic_obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """Raw outputs: Q-values ``(num_q, B)`` or logits ``(num_q, B, num_atoms)``."""
+        x = torch.cat([critic_obs, action], dim=-1)
+        out = self.net(x.unsqueeze(0).expand(self.num_q, -1, -1))
+        return out if self.distributional else out.squeeze(-1)
+
+    def q_values(self, critic_obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """Expected Q-values ``(num_q, B)`` in either mode."""
+        out = self.forward(critic_obs, action)
+        if not self.distributional:
+            return out
+        return (torch.softmax(out.float(), dim=-1) * self.support).sum(dim=-1)
+
+
+def project_distribution(probs: torch.Tensor, rewards: torch.Tensor, discounts: torch.Tensor,
+                         support: torch.Tensor) -> torch.Tensor:
+    """C51 projection of ``rewards + discounts * support`` onto ``support``.
+
+    ``probs`` ``(..., B, num_atoms)`` are next-state atom probabilities;
+    ``rewards`` and ``discounts`` ``(B,)`` (discount already holds the bootstrap
+    mask and gamma^k, plus any entropy shift is folded into ``rewards``/support
+    by the caller). Returns projected probabilities of the same shape; each row
+    keeps its total mass, values beyond the support land on the edge atoms.
+    """
+    num_atoms = support.shape[0]
+    v_min, v_max = support[0], support[-1]
+    delta = (v_max - v_min) / (num_atoms - 1)
+    target_z = (rewards.unsqueeze(-1) + discounts.unsqueeze(-1) * support).clamp(v_min, v_max)
+    b = (target_z - v_min) / delta
+    lower = b.floor().clamp(0, num_atoms - 1)
+    upper = b.ceil().clamp(0, num_atoms - 1)
+    # when b lands exactly on an atom, lower == upper: give it all the mass
+    w_upper = b - lower
+    w_lower = 1.0 - w_upper
+    target_z_shape = torch.broadcast_shapes(probs.shape, target_z.shape)
+    probs = probs.expand(target_z_shape)
+    w_lower = w_lower.expand(target_z_shape)
+    w_upper = w_upper.expand(target_z_shape)
+    lower = lower.long().expand(target_z_shape)
+    upper = upper.long().expand(target_z_shape)
+    out = torch.zeros_like(probs)
+    out.scatter_add_(-1, lower, probs * w_lower)
+    out.scatter_add_(-1, upper, probs * w_upper)
+    return out

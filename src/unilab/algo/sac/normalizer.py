@@ -1,0 +1,58 @@
+"""Running mean/variance observation normaliser living on the learner device."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class RunningNormalizer(nn.Module):
+    """Normalise ``(batch, dim)`` observations by a running mean and variance.
+
+    Statistics change only in :meth:`update` (batched parallel-Welford merge in
+    float64, so counts in the billions stay exact); :meth:`forward` never
+    touches them, which keeps a whole gradient step — including its bootstrap
+    targets — on one frozen set of statistics. With ``enabled=False`` the
+    module is the identity but keeps the same state_dict keys.
+    """
+
+    def __init__(self, dim: int, *, enabled: bool = True, eps: float = 1e-8,
+                 device: torch.device | str | None = None) -> None:
+        super().__init__()
+        if dim < 1:
+            raise ValueError(f"normaliser dim must be >= 1, got {dim}")
+        self.dim = int(dim)
+        self.enabled = bool(enabled)
+        self.eps = float(eps)
+        self.register_buffer("mean", torch.zeros(dim, dtype=torch.float64, device=device))
+        self.register_buffer("var", torch.ones(dim, dtype=torch.float64, device=device))
+        self.register_buffer("count", torch.zeros((), dtype=torch.float64, device=device))
+
+    @torch.no_grad()
+    def update(self, x: torch.Tensor) -> None:
+        """Merge the population mean/var of a ``(batch, dim)`` batch into the stats."""
+        if not self.enabled:
+            return
+        if x.ndim != 2 or x.shape[1] != self.dim:
+            raise ValueError(f"normaliser expects (batch, {self.dim}), got {tuple(x.shape)}")
+        if x.shape[0] == 0:
+            return
+        x = x.to(device=self.mean.device, dtype=torch.float64)
+        batch_count = float(x.shape[0])
+        batch_mean = x.mean(dim=0)
+        batch_var = x.var(dim=0, unbiased=False)
+        total = self.count + batch_count
+        delta = batch_mean - self.mean
+        new_mean = self.mean + delta * (batch_count / total)
+        m2 = self.var * self.count + batch_var * batch_count + delta.square() * (self.count * batch_count / total)
+        self.mean.copy_(new_mean)
+        self.var.copy_(m2 / total)
+        self.count.copy_(total)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Return ``(x - mean) / sqrt(var + eps)`` in ``x``'s dtype (stats unchanged)."""
+        if not self.enabled:
+            return x
+        mean = self.mean.to(x.dtype)
+        std = torch.sqrt(self.var + self.eps).to(x.dtype)
+        return (x - mean) / std
