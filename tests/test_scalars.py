@@ -1,0 +1,129 @@
+"""ScalarWriter / read_scalars round trip, and the curve plot script on top."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import time
+from pathlib import Path
+
+import imageio.v3 as iio
+import numpy as np
+import pytest
+
+from unilab.telemetry.scalars import ScalarWriter, read_scalars
+
+PLOT_SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "plot_curves.py"
+
+
+def _f32(x: float) -> float:
+    # event files store simple_value as float32
+    return float(np.float32(x))
+
+
+def test_round_trip_add_and_add_dict(tmp_path):
+    rng = np.random.default_rng(0)
+    sps = rng.uniform(1e3, 1e6, size=20)
+    rew = rng.normal(size=20)
+    with ScalarWriter(tmp_path) as w:
+        for step in range(20):
+            w.add("perf/steps_per_sec", sps[step], step * 100)
+            w.add_dict({"reward/tracking": rew[step], "episode/length_mean": float(step)}, step * 100)
+    got = read_scalars(tmp_path)
+    assert set(got) == {"perf/steps_per_sec", "reward/tracking", "episode/length_mean"}
+    assert got["perf/steps_per_sec"] == [(s * 100, _f32(v)) for s, v in enumerate(sps)]
+    assert got["reward/tracking"] == [(s * 100, _f32(v)) for s, v in enumerate(rew)]
+    assert got["episode/length_mean"] == [(s * 100, float(s)) for s in range(20)]
+
+
+def test_nonfinite_written_and_counted(tmp_path):
+    w = ScalarWriter(tmp_path)
+    w.add_dict({"loss/critic": float("nan"), "loss/actor": 1.0}, 0)
+    w.add("loss/critic", float("inf"), 1)
+    w.add("loss/critic", np.float64(2.5), 2)
+    w.close()
+    assert w.nonfinite_count == 2
+    assert w.nonfinite_tags == {"loss/critic"}
+    vals = [v for _, v in read_scalars(tmp_path)["loss/critic"]]
+    assert math.isnan(vals[0]) and vals[1] == math.inf and vals[2] == 2.5
+
+
+def test_flush_makes_data_readable_while_open(tmp_path):
+    w = ScalarWriter(tmp_path, flush_secs=3600)
+    w.add("a", 1.0, 0)
+    w.flush()
+    assert read_scalars(tmp_path)["a"] == [(0, 1.0)]
+    w.close()
+
+
+def test_periodic_flush_without_explicit_flush(tmp_path):
+    w = ScalarWriter(tmp_path, flush_secs=0.2)
+    w.add("a", 3.0, 7)
+    # the writer's thread must flush on its own; poll generously
+    deadline = time.monotonic() + 20.0
+    seen = {}
+    while time.monotonic() < deadline:
+        seen = read_scalars(tmp_path)
+        if seen.get("a"):
+            break
+        time.sleep(0.1)
+    assert seen.get("a") == [(7, 3.0)]
+    w.close()
+
+
+def test_bad_input_and_closed_writer(tmp_path):
+    w = ScalarWriter(tmp_path)
+    with pytest.raises(ValueError, match="step"):
+        w.add("a", 1.0, -1)
+    with pytest.raises(ValueError, match="step"):
+        w.add("a", 1.0, 1.5)
+    with pytest.raises(ValueError, match="not a number"):
+        w.add("a", "fast", 0)
+    with pytest.raises(ValueError, match="tag"):
+        w.add("", 1.0, 0)
+    w.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        w.add("a", 1.0, 0)
+    with pytest.raises(ValueError, match="flush_secs"):
+        ScalarWriter(tmp_path, flush_secs=0)
+
+
+def test_read_scalars_missing_or_empty_dir(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        read_scalars(tmp_path / "nope")
+    with pytest.raises(FileNotFoundError, match="no TensorBoard event files"):
+        read_scalars(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def plot_module():
+    spec = importlib.util.spec_from_file_location("plot_curves", PLOT_SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_plot_default_tags(plot_module):
+    tags = ["timing/learner_train_ms", "Episode/length_mean", "reward/tracking_body_pos", "perf/steps_per_sec", "cpu/process_cores"]
+    assert plot_module.default_tags(tags) == ["Episode/length_mean", "reward/tracking_body_pos", "perf/steps_per_sec"]
+
+
+def test_plot_script_writes_png(plot_module, tmp_path, capsys):
+    logs = tmp_path / "run"
+    with ScalarWriter(logs) as w:
+        for step in range(10):
+            w.add_dict({"episode/length_mean": step, "reward/total": -step, "perf/steps_per_sec": 1e4, "timing/x_ms": 1.0}, step)
+        w.add("reward/total", float("nan"), 10)
+    out = tmp_path / "plots" / "curves.png"
+    assert plot_module.main([str(logs), "--out", str(out)]) == 0
+    img = iio.imread(out)
+    assert img.ndim == 3 and img.shape[0] > 100 and img.shape[1] > 100
+    assert img.std() > 0
+    assert "3 curves" in capsys.readouterr().out
+
+    assert plot_module.main([str(logs), "--tags", "timing/x_ms", "--out", str(tmp_path / "t.png")]) == 0
+    assert (tmp_path / "t.png").stat().st_size > 0
+    # an unknown tag or an empty log directory is a clear error, not a traceback
+    assert plot_module.main([str(logs), "--tags", "nope", "--out", str(tmp_path / "n.png")]) == 2
+    assert "nope" in capsys.readouterr().err
+    assert plot_module.main([str(tmp_path / "plots"), "--out", str(tmp_path / "e.png")]) == 2
