@@ -16,3 +16,8 @@ def humanoid_xml_path() -> Path:
 def load_humanoid() -> mujoco.MjModel:
     """Compile the built-in humanoid."""
     return mujoco.MjModel.from_xml_path(str(humanoid_xml_path()))
+
+
+def pendulum_xml_path() -> Path:
+    """Path of the built-in torque-limited pendulum MJCF."""
+    return Path(str(resources.files("unilab.assets") / "models" / "pendulum.xml"))

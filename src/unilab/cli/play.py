@@ -1,0 +1,41 @@
+"""`play`: roll out a trained checkpoint and write a video."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="play",
+        description="Run a trained unilab policy on a few envs and film env 0 as an mp4 "
+        "(offscreen OpenGL: EGL, else OSMesa).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("checkpoint", help="a run directory (its latest model_<iter>.pt) or a model_<iter>.pt file")
+    p.add_argument("--num-envs", type=int, default=4, help="envs stepped (env 0 is filmed)")
+    p.add_argument("--steps", type=int, default=250, help="control steps to roll out")
+    p.add_argument("--out", default=None, help="mp4 path (default: <run dir>/videos/play_<iter>.mp4)")
+    p.add_argument("--no-video", action="store_true", help="only print the rollout numbers")
+    p.add_argument("--device", default=None, help="torch device of the policy (default: cpu)")
+    p.add_argument("--seed", type=int, default=1, help="seed of the env resets")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from unilab.runtime.play import play  # noqa: PLC0415
+
+    try:
+        play(args.checkpoint, num_envs=args.num_envs, steps=args.steps, out=args.out,
+             video=not args.no_video, device=args.device, seed=args.seed)
+    except (FileNotFoundError, ValueError) as err:
+        print(f"play: error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,160 @@
+"""The collector process: owns the task env (and its MuJoCo pool).
+
+Per iteration it waits for the learner's actions, steps every env, and writes
+the step's results into shared memory. It never imports torch. It exits when
+told to, when the learner process is gone, or on an error (whose traceback it
+sends to the learner before exiting with code 1).
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import signal
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from unilab.runtime.shm import SharedArrays
+from unilab.runtime.stats import Counters
+from unilab.tasks.registry import make_env, task_config
+from unilab.telemetry.phase_timer import PhaseTimer
+from unilab.telemetry.trace import TraceRecorder
+
+POLL_S = 0.2  # how often a blocked wait looks at the stop flag and the learner
+
+
+@dataclass
+class CollectorArgs:
+    """Everything the collector needs; picklable for the spawn start method."""
+
+    task_name: str
+    task_cfg: dict[str, Any]
+    num_envs: int
+    pool_kwargs: dict[str, Any]
+    seed: int
+    trace_path: str | None
+    startup_timeout_s: float
+
+
+@dataclass
+class CollectorChannels:
+    """The synchronisation objects shared by learner and collector."""
+
+    ready: Any  # Queue: collector -> learner, env facts once built
+    handle: Any  # Queue: learner -> collector, the shared-memory handle
+    errors: Any  # Queue: collector -> learner, a traceback on failure
+    obs_ready: Any  # Semaphore: collector -> learner, one release per step
+    action_ready: Any  # Semaphore: learner -> collector, one release per step
+    stop: Any  # Event: learner asks the collector to exit
+
+
+class LearnerGone(Exception):
+    """The parent process died; the collector stops."""
+
+
+def _wait(sem: Any, ch: CollectorChannels) -> bool:
+    """Acquire ``sem``; False when asked to stop. Raises LearnerGone if the parent died."""
+    parent = mp.parent_process()
+    while not sem.acquire(timeout=POLL_S):
+        if ch.stop.is_set():
+            return False
+        if parent is not None and not parent.is_alive():
+            raise LearnerGone
+    return not ch.stop.is_set()
+
+
+def write_step(shm: SharedArrays, obs: dict, reward, terminated, truncated, info: dict) -> None:
+    """Copy one step's results into the shared arrays."""
+    shm["obs"][...] = obs["policy"]
+    shm["critic_obs"][...] = obs["critic"]
+    final = info.get("final_obs", obs)
+    shm["final_obs"][...] = final["policy"]
+    shm["final_critic_obs"][...] = final["critic"]
+    shm["reward"][...] = reward
+    shm["terminated"][...] = terminated
+    shm["truncated"][...] = truncated
+
+
+def run_collector(args: CollectorArgs, ch: CollectorChannels) -> None:
+    """Collector main loop (the target of the collector process)."""
+    # Ctrl-C reaches the whole process group: the learner handles it and stops us
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    trace = TraceRecorder("collector") if args.trace_path else None
+    timer = PhaseTimer(trace=trace)
+    shm = None
+    try:
+        cfg = task_config(args.task_name, args.task_cfg)
+        env = make_env(args.task_name, cfg, args.num_envs, pool_kwargs=args.pool_kwargs, seed=args.seed)
+        env.timer.trace = trace
+        pool = env.pool
+        ch.ready.put(
+            {
+                "obs_dim": env.obs_dim,
+                "critic_obs_dim": env.critic_obs_dim,
+                "action_dim": env.action_dim,
+                "reward_terms": list(getattr(env, "reward_term_names", ())),
+                "nthread": pool.nthread,
+                "cpu_ids": pool.cpu_ids,
+                "persistent": pool.persistent,
+            }
+        )
+        handle = ch.handle.get(timeout=args.startup_timeout_s)
+        if handle is None:
+            return
+        shm = SharedArrays.attach(handle)
+        counters = Counters(shm["counters"], handle["counter_names"])
+        obs = env.reset()
+        write_step(shm, obs, 0.0, False, False, {})
+        ch.obs_ready.release()
+        while True:
+            with timer.phase("action_wait"):
+                go = _wait(ch.action_ready, ch)
+            if not go:
+                break
+            action = shm["action"].copy()
+            with timer.phase("env_step"):
+                obs, reward, terminated, truncated, info = env.step(action)
+            with timer.phase("replay_write"):
+                write_step(shm, obs, reward, terminated, truncated, info)
+                _count(counters, timer, env.timer, reward, info)
+            ch.obs_ready.release()
+    except LearnerGone:
+        print("unilab collector: the learner process is gone; exiting", file=sys.stderr, flush=True)
+    except BaseException:  # noqa: BLE001 - anything must reach the learner
+        ch.errors.put(traceback.format_exc())
+        sys.stderr.write(traceback.format_exc())
+        sys.stderr.flush()
+        if shm is not None:
+            shm.close()
+        time.sleep(0.2)  # let the queue's feeder thread flush
+        sys.exit(1)
+    finally:
+        if trace is not None and args.trace_path:
+            trace.save(args.trace_path)
+    if shm is not None:
+        shm.close()
+
+
+def _count(counters: Counters, timer: PhaseTimer, env_timer: PhaseTimer, reward, info: dict) -> None:
+    """Fold this step's timings, rewards and episode ends into the shared counters."""
+    for name, s in (*timer.pop_summary().items(), *env_timer.pop_summary().items()):
+        if f"{name}_ms" in counters.index:  # a task may time extra phases of its own
+            counters.add(f"{name}_ms", s.wall_ms_total)
+            counters.add(f"{name}_cpu_ms", s.cpu_ms_total)
+    counters.add("iterations", 1)
+    counters.add("reward_sum", float(np.mean(reward)))
+    ep = info.get("episode", {})
+    n = ep.get("count", 0)
+    if n:
+        counters.add("episodes", n)
+        counters.add("episode_return_sum", ep["return_mean"] * n)
+        counters.add("episode_length_sum", ep["length_mean"] * n)
+    counters.add("bad_envs", info.get("num_bad_envs", 0))
+    for term, values in info.get("reward_terms", {}).items():
+        key = f"reward_term/{term}"
+        if key in counters.index:
+            counters.add(key, float(np.mean(values)))

@@ -1,0 +1,120 @@
+"""The learner's handle on a collector process: start, hand actions, take steps, stop.
+
+Every blocking wait polls the collector's liveness, so a dead collector turns
+into :class:`CollectorDied` (naming its pid and exit code, with its traceback)
+within a fraction of a second instead of a hang.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+from typing import Any
+
+import numpy as np
+
+from unilab.runtime.collector import CollectorArgs, CollectorChannels, run_collector
+from unilab.runtime.shm import SharedArrays
+from unilab.runtime.stats import counter_names
+
+POLL_S = 0.2
+
+
+class CollectorDied(RuntimeError):
+    """The collector process exited (or hung) while the learner needed it."""
+
+
+def transport_spec(num_envs: int, facts: dict[str, Any], names: list[str]) -> dict:
+    """Shared arrays of one step: observations, results, actions and counters."""
+    n = num_envs
+    do, dc, da = facts["obs_dim"], facts["critic_obs_dim"], facts["action_dim"]
+    return {
+        "obs": ((n, do), "float32"),
+        "critic_obs": ((n, dc), "float32"),
+        "final_obs": ((n, do), "float32"),
+        "final_critic_obs": ((n, dc), "float32"),
+        "reward": ((n,), "float32"),
+        "terminated": ((n,), "bool"),
+        "truncated": ((n,), "bool"),
+        "action": ((n, da), "float32"),
+        "counters": ((len(names),), "float64"),
+    }
+
+
+class CollectorClient:
+    """Starts a collector process for ``args`` and talks to it through shared memory."""
+
+    def __init__(self, args: CollectorArgs, step_timeout_s: float = 600.0):
+        self.args = args
+        self.step_timeout_s = step_timeout_s
+        ctx = mp.get_context("spawn")  # MuJoCo and torch threads make fork unsafe
+        self.ch = CollectorChannels(
+            ready=ctx.Queue(), handle=ctx.Queue(), errors=ctx.Queue(),
+            obs_ready=ctx.Semaphore(0), action_ready=ctx.Semaphore(0), stop=ctx.Event(),
+        )
+        self.proc = ctx.Process(target=run_collector, args=(args, self.ch), name="unilab-collector", daemon=True)
+        self.proc.start()
+        self.facts: dict[str, Any] = self._get(self.ch.ready, args.startup_timeout_s, "building its env")
+        self.counter_names = counter_names(self.facts["reward_terms"])
+        self.shm = SharedArrays.create(transport_spec(args.num_envs, self.facts, self.counter_names))
+        self.ch.handle.put({**self.shm.handle(), "counter_names": self.counter_names})
+        self.iteration = 0
+
+    @property
+    def pid(self) -> int:
+        return int(self.proc.pid)
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.shm[name]
+
+    def _dead_message(self, doing: str) -> str:
+        self.proc.join(timeout=1.0)
+        tb = ""
+        try:
+            tb = self.ch.errors.get(timeout=0.5)
+        except Exception:  # noqa: BLE001 - queue.Empty: it died without a Python traceback
+            pass
+        msg = f"collector process (pid {self.proc.pid}) died with exit code {self.proc.exitcode} while {doing}"
+        return f"{msg}\n--- collector traceback ---\n{tb}" if tb else msg
+
+    def _get(self, queue: Any, timeout: float, doing: str) -> Any:
+        t0 = time.monotonic()
+        while True:
+            try:
+                return queue.get(timeout=POLL_S)
+            except Exception:  # noqa: BLE001 - queue.Empty
+                pass
+            if not self.proc.is_alive():
+                raise CollectorDied(self._dead_message(doing))
+            if time.monotonic() - t0 > timeout:
+                self.close()
+                raise CollectorDied(f"collector process (pid {self.proc.pid}) took over {timeout:.0f} s {doing}")
+
+    def wait_step(self) -> None:
+        """Block until the collector has written a step (the first one is the reset)."""
+        t0 = time.monotonic()
+        while not self.ch.obs_ready.acquire(timeout=POLL_S):
+            if not self.proc.is_alive():
+                raise CollectorDied(self._dead_message(f"stepping (iteration {self.iteration})"))
+            if time.monotonic() - t0 > self.step_timeout_s:
+                raise CollectorDied(
+                    f"collector process (pid {self.proc.pid}) sent no step for {self.step_timeout_s:.0f} s "
+                    f"(iteration {self.iteration}); training.collector_timeout_s sets this limit"
+                )
+
+    def send_action(self, action: np.ndarray) -> None:
+        """Write the actions of every env and let the collector step."""
+        self.shm["action"][...] = action
+        self.ch.action_ready.release()
+        self.iteration += 1
+
+    def close(self) -> None:
+        """Ask the collector to stop, wait (then terminate), free the shared memory."""
+        self.ch.stop.set()
+        self.proc.join(timeout=10.0)
+        if self.proc.is_alive():
+            self.proc.terminate()
+            self.proc.join(timeout=5.0)
+        if getattr(self, "shm", None) is not None:
+            self.shm.close()
+            self.shm = None  # type: ignore[assignment]

@@ -1,0 +1,145 @@
+"""Turns learner timers and collector counters into the DESIGN.md metric tags.
+
+TensorBoard scalars every ``log_interval`` iterations, a console line every
+``console_interval_s`` seconds. All per-phase values are means per iteration
+over the interval; steps are env steps summed over all envs.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from unilab.runtime.stats import delta
+from unilab.telemetry.phase_timer import PhaseTimer
+
+
+class MetricsLogger:
+    """See module docs. ``enabled=False`` (non-zero ranks) keeps only the bookkeeping."""
+
+    def __init__(self, run_dir: Path, num_envs: int, counter_names: list[str], pids: list[int], enabled: bool = True,
+                 log_interval: int = 10, console_interval_s: float = 5.0):
+        self.run_dir = run_dir
+        self.num_envs = num_envs
+        self.names = counter_names
+        self.enabled = enabled
+        self.log_interval = max(1, int(log_interval))
+        self.console_interval_s = console_interval_s
+        self.writer = None
+        self.sampler = None
+        if enabled:
+            from unilab.telemetry.cpu_sampler import CpuSampler  # noqa: PLC0415
+            from unilab.telemetry.scalars import ScalarWriter  # noqa: PLC0415
+
+            self.writer = ScalarWriter(str(run_dir))
+            self.sampler = CpuSampler(pids)
+        self.last: dict[str, float] = {}
+        self._counters: np.ndarray | None = None
+
+    def banner(self, spec: Any, facts: dict, device: Any, dist: Any) -> None:
+        """Print what is about to run (once)."""
+        if not self.enabled:
+            return
+        a = spec.algo
+        print(
+            f"unilab: FastSAC on {spec.task_name}: {a.num_envs} envs, obs {facts['obs_dim']}/{facts['critic_obs_dim']}, "
+            f"action {facts['action_dim']}, learner on {device}, collector pool nthread={facts['nthread']} "
+            f"cpu_ids={facts['cpu_ids']} persistent={facts['persistent']}, ranks={dist.world_size}",
+            flush=True,
+        )
+        print(f"unilab: logging to {self.run_dir}", flush=True)
+
+    def start(self, iteration: int, counters: np.ndarray) -> None:
+        self._counters = counters
+        self._c0 = self._snapshot()
+        self._it0 = iteration
+        self._t0 = time.monotonic()
+        self._console_t = self._t0
+        self._console_it = iteration
+        if self.sampler is not None:
+            self.sampler.sample()
+
+    def _snapshot(self) -> dict[str, float]:
+        assert self._counters is not None
+        return {n: float(v) for n, v in zip(self.names, self._counters)}
+
+    def due(self, iteration: int) -> bool:
+        return iteration % self.log_interval == 0
+
+    def step(self, iteration: int, timer: PhaseTimer, train_metrics: dict[str, float]) -> None:
+        """Called once per iteration; logs when due."""
+        if not self.due(iteration):
+            return
+        now = time.monotonic()
+        d_it = iteration - self._it0
+        wall = now - self._t0
+        c1 = self._snapshot()
+        d = delta(c1, self._c0)
+        lt = timer.pop_summary()
+        s: dict[str, float] = {}
+        s["perf/steps_per_sec"] = self.num_envs * d_it / wall if wall > 0 else 0.0
+        s["perf/iter_ms"] = wall / d_it * 1000 if d_it else 0.0
+        per = lambda name: lt[name].wall_ms_total / d_it if name in lt and d_it else 0.0  # noqa: E731
+        s["timing/learner_act_ms"] = per("learner_act")
+        s["timing/learner_train_ms"] = per("learner_train")
+        s["timing/learner_collector_wait_ms"] = per("learner_collector_wait")
+        s["timing/learner_replay_write_ms"] = per("learner_replay_write")
+        n_c = d.get("iterations", 0.0)
+        if n_c > 0:
+            s["timing/collector_env_step_ms"] = d["env_step_ms"] / n_c
+            s["timing/collector_env_step_backend_ms"] = d["backend_step_ms"] / n_c
+            s["timing/collector_env_step_update_state_ms"] = d["update_state_ms"] / n_c
+            s["timing/collector_env_step_reset_done_ms"] = d["reset_done_ms"] / n_c
+            s["timing/collector_learner_action_wait_ms"] = d["action_wait_ms"] / n_c
+            s["timing/collector_replay_write_ms"] = d["replay_write_ms"] / n_c
+            active_s = (d["env_step_ms"] + d["replay_write_ms"]) / 1000.0
+            s["perf/collector_active_steps_per_sec"] = self.num_envs * n_c / active_s if active_s > 0 else 0.0
+            for phase in ("env_step", "backend_step", "update_state", "reset_done"):
+                if d[f"{phase}_ms"] > 0:
+                    s[f"cpu/collector_{phase}_cores"] = d[f"{phase}_cpu_ms"] / d[f"{phase}_ms"]
+            s["reward/mean"] = d["reward_sum"] / n_c
+            s["env/bad_envs_per_step"] = d["bad_envs"] / n_c
+            for n in self.names:
+                if n.startswith("reward_term/"):
+                    s[f"reward/{n.split('/', 1)[1]}"] = d[n] / n_c
+        if d.get("episodes", 0.0) > 0:
+            s["episode/return_mean"] = d["episode_return_sum"] / d["episodes"]
+            s["episode/length_mean"] = d["episode_length_sum"] / d["episodes"]
+            s["episode/count"] = d["episodes"]
+        elif "episode/return_mean" in self.last:  # keep curves continuous on long episodes
+            s["episode/return_mean"] = self.last["episode/return_mean"]
+            s["episode/length_mean"] = self.last["episode/length_mean"]
+        for k, v in train_metrics.items():
+            s[f"train/{k}"] = v
+        if self.sampler is not None:
+            s.update(self.sampler.sample())
+        if self.writer is not None:
+            self.writer.add_dict(s, iteration * self.num_envs)
+        self.last = s
+        self._c0, self._it0, self._t0 = c1, iteration, now
+        if self.enabled and now - self._console_t >= self.console_interval_s:
+            self._console(iteration, s)
+            self._console_t = now
+
+    def _console(self, iteration: int, s: dict[str, float]) -> None:
+        parts = [
+            f"iter {iteration}",
+            f"steps/s {s.get('perf/steps_per_sec', 0):,.0f}",
+            f"iter {s.get('perf/iter_ms', 0):.1f} ms",
+            f"env {s.get('timing/collector_env_step_ms', 0):.1f} ms",
+            f"train {s.get('timing/learner_train_ms', 0):.1f} ms",
+        ]
+        if "episode/return_mean" in s:
+            parts.append(f"return {s['episode/return_mean']:.2f}")
+            parts.append(f"ep_len {s['episode/length_mean']:.1f}")
+        parts.append(f"reward {s.get('reward/mean', 0):.4f}")
+        print("unilab: " + " | ".join(parts), flush=True)
+
+    def close(self) -> dict[str, float]:
+        if self.writer is not None:
+            self.writer.flush()
+            self.writer.close()
+        return self.last

@@ -1,0 +1,84 @@
+"""Named NumPy arrays in shared memory: the collector<->learner transport.
+
+The learner creates the block once (``SharedArrays.create``) from a spec of
+``name -> (shape, dtype)`` and sends the spec plus the block name to the
+collector, which attaches (``SharedArrays.attach``). Every array is a view
+into one ``multiprocessing.shared_memory`` block: no pickling per step.
+"""
+
+from __future__ import annotations
+
+from multiprocessing import shared_memory
+from typing import Any
+
+import numpy as np
+
+Spec = dict[str, tuple[tuple[int, ...], str]]
+
+_ALIGN = 64  # cache-line alignment keeps the two processes' writes apart
+
+
+def _layout(spec: Spec) -> tuple[dict[str, int], int]:
+    offsets, off = {}, 0
+    for name, (shape, dtype) in spec.items():
+        off = (off + _ALIGN - 1) // _ALIGN * _ALIGN
+        offsets[name] = off
+        off += int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    return offsets, max(off, 1)
+
+
+class SharedArrays:
+    """A set of named arrays over one shared-memory block."""
+
+    def __init__(self, shm: shared_memory.SharedMemory, spec: Spec, owner: bool):
+        self._shm = shm
+        self.spec = spec
+        self.owner = owner
+        offsets, _ = _layout(spec)
+        self.arrays: dict[str, np.ndarray] = {
+            name: np.ndarray(shape, dtype=dtype, buffer=shm.buf, offset=offsets[name])
+            for name, (shape, dtype) in spec.items()
+        }
+
+    @classmethod
+    def create(cls, spec: Spec) -> "SharedArrays":
+        """Allocate a zeroed block for ``spec`` (this process unlinks it on close)."""
+        _, size = _layout(spec)
+        shm = shared_memory.SharedMemory(create=True, size=size)
+        out = cls(shm, spec, owner=True)
+        for a in out.arrays.values():
+            a[...] = 0
+        return out
+
+    @classmethod
+    def attach(cls, handle: dict[str, Any]) -> "SharedArrays":
+        """Attach to a block made elsewhere, from its :meth:`handle`."""
+        # the creator owns the block's lifetime. track=False (Python >= 3.13)
+        # keeps this side out of it; before 3.13 a spawned child shares its
+        # parent's resource tracker, where the block is registered already
+        try:
+            shm = shared_memory.SharedMemory(name=handle["name"], track=False)  # type: ignore[call-arg]
+        except TypeError:
+            shm = shared_memory.SharedMemory(name=handle["name"])
+        return cls(shm, handle["spec"], owner=False)
+
+    def handle(self) -> dict[str, Any]:
+        """Picklable description that :meth:`attach` accepts."""
+        return {"name": self._shm.name, "spec": self.spec}
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.arrays[name]
+
+    def close(self) -> None:
+        """Drop the views, close the mapping, and unlink it if we created it."""
+        self.arrays.clear()
+        try:
+            self._shm.close()
+        except BufferError:
+            pass  # a view is still alive somewhere; the OS frees it at exit
+        if self.owner:
+            try:
+                self._shm.unlink()
+            except FileNotFoundError:
+                pass
+

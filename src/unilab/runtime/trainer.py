@@ -1,0 +1,249 @@
+"""The learner process side of training: agent, replay, metrics, checkpoints.
+
+The learner (this process) owns the networks and the replay buffer on its
+device. A collector process (``unilab.runtime.collector``) owns the env. Per
+iteration the learner hands out actions for the current observations, trains
+while the collector steps every env, then takes the step's results from shared
+memory into the replay buffer:
+
+    learner:   act -> | train ......... | wait | store | act -> | train ...
+    collector:        | env.step | write |              | env.step | ...
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from unilab.algo.sac.agent import FastSAC
+from unilab.algo.sac.config import SACConfig
+from unilab.algo.sac.replay import ReplayBuffer
+from unilab.runtime import distributed
+from unilab.runtime.checkpoint import checkpoint_path, load_checkpoint, save_checkpoint
+from unilab.runtime.collector import CollectorArgs
+from unilab.runtime.collector_client import CollectorClient, CollectorDied  # noqa: F401 - re-exported
+from unilab.runtime.config import SimConfig, TrainingConfig
+from unilab.runtime.metrics import MetricsLogger
+from unilab.sim import cpu
+from unilab.telemetry.phase_timer import PhaseTimer
+from unilab.telemetry.trace import TraceRecorder, merge_traces
+
+@dataclass
+class RunSpec:
+    """A validated training run: typed configs plus the raw config to store."""
+
+    algo: SACConfig
+    task_name: str
+    task_cfg: dict[str, Any]
+    sim: SimConfig
+    training: TrainingConfig
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class TrainResult:
+    run_dir: Path
+    iterations: int
+    checkpoint: Path | None
+    interrupted: bool
+    metrics: dict[str, float]
+
+
+def make_run_dir(training: TrainingConfig, task_name: str, rank: int = 0) -> Path:
+    """logs/fast_sac/<experiment>/<YYYY-MM-DD_HH-MM-SS>_mujoco/ (unique)."""
+    exp = training.experiment_name or task_name
+    stamp = time.strftime("%Y-%m-%d_%H-%M-%S")
+    base = Path(training.log_root) / "fast_sac" / exp
+    suffix = "_mujoco" if rank == 0 else f"_mujoco_rank{rank}"
+    run = base / f"{stamp}{suffix}"
+    k = 1
+    while run.exists():
+        run = base / f"{stamp}-{k}{suffix}"
+        k += 1
+    run.mkdir(parents=True)
+    return run
+
+
+class Trainer:
+    """Runs FastSAC on one task with a collector process; see module docs."""
+
+    def __init__(self, spec: RunSpec, run_dir: Path | None = None):
+        self.spec = spec
+        self.dist = distributed.from_env()
+        self.run_dir = run_dir or make_run_dir(spec.training, spec.task_name, self.dist.rank)
+        self.timer = PhaseTimer(trace=TraceRecorder("learner", spec.training.trace_max_events) if spec.training.trace_enabled else None)
+        self.iteration = 0
+
+    # ------------------------------------------------------------------ setup
+    def _pool_kwargs(self) -> dict[str, Any]:
+        kw = self.spec.sim.pool_kwargs()
+        if self.dist.world_size > 1 and kw["cpu_ids"] is None:
+            # the one path that pins by default: disjoint CPU sets per rank
+            kw["cpu_ids"] = distributed.cpu_partition(cpu.usable_cpus(), self.dist.local_rank, self.dist.local_world_size)
+            kw["nthread"] = None
+        return kw
+
+    def _start_collector(self) -> CollectorClient:
+        tr = self.spec.training
+        args = CollectorArgs(
+            task_name=self.spec.task_name,
+            task_cfg=self.spec.task_cfg,
+            num_envs=self.spec.algo.num_envs,
+            pool_kwargs=self._pool_kwargs(),
+            seed=tr.seed + 1000 * self.dist.rank,
+            trace_path=str(self.run_dir / "trace_collector.json") if tr.trace_enabled else None,
+            startup_timeout_s=tr.startup_timeout_s,
+        )
+        return CollectorClient(args, step_timeout_s=tr.collector_timeout_s)
+
+    def _build(self, facts: dict[str, Any]) -> tuple[FastSAC, ReplayBuffer]:
+        a = self.spec.algo
+        agent = FastSAC(a, facts["obs_dim"], facts["critic_obs_dim"], facts["action_dim"])
+        if self.dist.world_size > 1:
+            agent.grad_sync = distributed.average_gradients
+            distributed.broadcast_parameters(agent)
+        replay = ReplayBuffer(
+            a.num_envs, a.buffer_size, facts["obs_dim"], facts["critic_obs_dim"], facts["action_dim"],
+            n_steps=a.n_steps, gamma=a.gamma, device=agent.device, seed=a.seed + self.dist.rank,
+        )
+        return agent, replay
+
+    def _set_threads(self, device: torch.device) -> None:
+        n = self.spec.training.learner_threads
+        if n is None:
+            n = 1 if device.type == "cuda" else max(1, cpu.usable_cpu_count() // 2)
+        torch.set_num_threads(int(n))
+
+    # ---------------------------------------------------------------- running
+    def train(self) -> TrainResult:
+        """Run until max_iterations, the time limit, Ctrl-C or a collector failure."""
+        tr, a = self.spec.training, self.spec.algo
+        self._write_config()
+        col = self._start_collector()
+        facts, names = col.facts, col.counter_names
+        agent, replay = self._build(facts)
+        self._set_threads(agent.device)
+        start_iter = self._maybe_resume(agent, replay)
+        self.iteration = start_iter
+        metrics = MetricsLogger(
+            self.run_dir, a.num_envs, names, [os.getpid(), col.pid], enabled=self.dist.rank == 0,
+            log_interval=tr.log_interval, console_interval_s=tr.console_interval_s,
+        )
+        metrics.banner(self.spec, facts, agent.device, self.dist)
+        last_ckpt: Path | None = None
+        interrupted = False
+        rng = torch.Generator().manual_seed(a.seed + 7 * self.dist.rank)
+        obs_np, cobs_np = col["obs"], col["critic_obs"]
+        t_start = time.monotonic()
+        try:
+            col.wait_step()
+            obs, cobs = observation_copy(obs_np), observation_copy(cobs_np)
+            metrics.start(self.iteration, col["counters"])
+            while self.iteration < a.max_iterations:
+                it = self.iteration
+                with self.timer.phase("learner_act"):
+                    if it < a.learning_starts and start_iter == 0:
+                        action = torch.rand((a.num_envs, facts["action_dim"]), generator=rng) * 2 - 1
+                    else:
+                        action = agent.act(obs)
+                    col.send_action(action.numpy())
+                train_metrics: dict[str, float] = {}
+                with self.timer.phase("learner_train"):
+                    if it >= a.learning_starts and replay.size > 0:
+                        log_now = metrics.due(it + 1)
+                        for k in range(a.num_updates):
+                            batch = replay.sample(a.batch_size)
+                            m = agent.update(batch, return_metrics=log_now and k == a.num_updates - 1)
+                            train_metrics.update(m)
+                with self.timer.phase("learner_collector_wait"):
+                    col.wait_step()
+                with self.timer.phase("learner_replay_write"):
+                    replay.extend(
+                        obs, cobs, action,
+                        torch.from_numpy(col["reward"]), torch.from_numpy(col["final_obs"]),
+                        torch.from_numpy(col["final_critic_obs"]), torch.from_numpy(col["terminated"]),
+                        torch.from_numpy(col["truncated"]),
+                    )
+                    obs, cobs = observation_copy(obs_np), observation_copy(cobs_np)
+                self.iteration += 1
+                metrics.step(self.iteration, self.timer, train_metrics)
+                if tr.save_interval and self.iteration % tr.save_interval == 0:
+                    last_ckpt = self.save(agent, replay)
+                if tr.time_limit_s is not None and time.monotonic() - t_start >= tr.time_limit_s:
+                    print(f"unilab: training.time_limit_s={tr.time_limit_s} reached at iteration {self.iteration}", flush=True)
+                    break
+        except KeyboardInterrupt:
+            interrupted = True
+            print(f"\nunilab: interrupted at iteration {self.iteration}; saving a checkpoint", flush=True)
+        finally:
+            col.close()
+        if last_ckpt is None or not last_ckpt.name.endswith(f"_{self.iteration}.pt"):
+            last_ckpt = self.save(agent, replay)
+        summary = metrics.close()
+        self._finish_trace()
+        print(f"unilab: run directory {self.run_dir}; checkpoint {last_ckpt}", flush=True)
+        return TrainResult(self.run_dir, self.iteration, last_ckpt, interrupted, summary)
+
+    # ------------------------------------------------------------ persistence
+    def save(self, agent: FastSAC, replay: ReplayBuffer) -> Path | None:
+        """Atomically write model_<iteration>.pt (rank 0 only)."""
+        if self.dist.rank != 0:
+            return None
+        payload = {
+            "iteration": self.iteration,
+            "agent": agent.state_dict(),
+            "config": self.spec.raw,
+            "task": self.spec.task_name,
+        }
+        if self.spec.training.save_replay:
+            payload["replay"] = replay.state_dict()
+        return save_checkpoint(checkpoint_path(self.run_dir, self.iteration), payload)
+
+    def _maybe_resume(self, agent: FastSAC, replay: ReplayBuffer) -> int:
+        spec = self.spec.training.resume
+        if not spec:
+            return 0
+        payload, path = load_checkpoint(spec, map_location=agent.device)
+        if payload.get("task") not in (None, self.spec.task_name):
+            raise ValueError(f"checkpoint {path} is of task {payload['task']!r}, not {self.spec.task_name!r}")
+        agent.load_state_dict(payload["agent"])
+        if "replay" in payload:
+            try:
+                replay.load_state_dict(payload["replay"])
+            except (ValueError, KeyError, RuntimeError) as err:
+                print(f"unilab: replay buffer of {path} not restored ({err}); starting with an empty one", flush=True)
+        print(f"unilab: resumed from {path} at iteration {payload['iteration']}", flush=True)
+        return int(payload["iteration"])
+
+    def _write_config(self) -> None:
+        import yaml  # noqa: PLC0415 - hydra's dependency
+
+        (self.run_dir / "config.yaml").write_text(yaml.safe_dump(self.spec.raw, sort_keys=False))
+
+    def _finish_trace(self) -> None:
+        if self.timer.trace is None:
+            return
+        learner = self.timer.trace.save(self.run_dir / "trace_learner.json")
+        merged = merge_traces([learner, self.run_dir / "trace_collector.json"], self.run_dir / "trace.json")
+        print(f"unilab: trace written to {merged} (open in ui.perfetto.dev or chrome://tracing)", flush=True)
+
+
+def line_buffered_stdout() -> None:
+    """Make stdout/stderr line-buffered so a crash never loses the last lines."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+        except (AttributeError, ValueError):
+            pass
+
+
+def observation_copy(array: np.ndarray) -> torch.Tensor:
+    """A torch copy of a shared array (the collector overwrites it next step)."""
+    return torch.from_numpy(array.copy())
