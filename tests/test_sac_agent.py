@@ -1,0 +1,157 @@
+"""FastSAC agent: acting, temperature tuning, target updates, bootstrapping, checkpoints."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+import torch
+
+from unilab.algo.sac import FastSAC, SACConfig
+
+OBS, COBS, ACT = 5, 7, 3
+
+
+def _cfg(**overrides) -> SACConfig:
+    base = dict(device="cpu", num_envs=4, buffer_size=8, batch_size=32, actor_hidden_dims=[32, 32],
+                critic_hidden_dims=[32, 32], compile=False, amp=False, policy_frequency=1, seed=0)
+    base.update(overrides)
+    return SACConfig(**base)
+
+
+def _batch(n=32, seed=0, bootstrap=None):
+    g = torch.Generator().manual_seed(seed)
+    return {
+        "obs": torch.randn(n, OBS, generator=g) * 2 + 1,
+        "critic_obs": torch.randn(n, COBS, generator=g),
+        "actions": torch.rand(n, ACT, generator=g) * 2 - 1,
+        "rewards": torch.randn(n, generator=g),
+        "next_obs": torch.randn(n, OBS, generator=g),
+        "next_critic_obs": torch.randn(n, COBS, generator=g),
+        "bootstrap": torch.ones(n) if bootstrap is None else bootstrap,
+        "discount": torch.full((n,), 0.99),
+    }
+
+
+def test_act_shapes_range_device_and_validation():
+    agent = FastSAC(_cfg(), OBS, COBS, ACT)
+    assert agent.device == torch.device("cpu")
+    obs = torch.randn(10, OBS) * 100
+    a = agent.act(obs)
+    assert a.shape == (10, ACT) and a.dtype == torch.float32 and a.abs().max() <= 1.0
+    assert torch.equal(agent.act(obs, deterministic=True), agent.act(obs, deterministic=True))
+    assert not torch.equal(agent.act(obs), agent.act(obs))
+    with pytest.raises(ValueError, match="obs of shape"):
+        agent.act(torch.randn(10, OBS + 1))
+    with pytest.raises(ValueError, match="missing keys"):
+        agent.update({"obs": obs})
+
+
+def test_device_auto_picks_cuda_only_when_available():
+    agent = FastSAC(_cfg(device="auto"), OBS, COBS, ACT)
+    assert agent.device.type == ("cuda" if torch.cuda.is_available() else "cpu")
+    if not torch.cuda.is_available():
+        assert not agent.use_amp and not agent.use_compile  # CUDA-only features stay off on CPU
+        with pytest.raises(ValueError, match="CUDA is not available"):
+            FastSAC(_cfg(device="cuda"), OBS, COBS, ACT)
+
+
+@pytest.mark.parametrize("target_entropy,direction", [(-50.0, -1), (50.0, +1)])
+def test_alpha_moves_toward_entropy_target(target_entropy, direction):
+    agent = FastSAC(_cfg(target_entropy=target_entropy, alpha_lr=1e-2), OBS, COBS, ACT)
+    alpha0 = agent.alpha
+    entropies = []
+    for i in range(20):
+        m = agent.update(_batch(seed=i))
+        entropies.append(m["entropy"])
+    # the policy entropy is far above (below) the target, so alpha must fall (rise)
+    assert (entropies[-1] > target_entropy) == (direction < 0)
+    assert (agent.alpha - alpha0) * direction > 0
+    assert m["alpha"] == pytest.approx(agent.alpha)
+
+
+def test_alpha_fixed_without_autotune():
+    agent = FastSAC(_cfg(autotune_alpha=False, alpha_init=0.2), OBS, COBS, ACT)
+    for i in range(3):
+        agent.update(_batch(seed=i))
+    assert agent.alpha == pytest.approx(0.2)
+
+
+def test_soft_target_update_is_polyak_average():
+    tau = 0.25
+    agent = FastSAC(_cfg(tau=tau), OBS, COBS, ACT)
+    before = [p.clone() for p in agent.critic_target.parameters()]
+    agent.update(_batch())
+    online = list(agent.critic.parameters())
+    for old, new, cur in zip(before, online, agent.critic_target.parameters()):
+        assert torch.allclose(cur, (1 - tau) * old + tau * new, atol=1e-6)
+    assert any(not torch.equal(o, c) for o, c in zip(before, agent.critic_target.parameters()))
+
+
+@pytest.mark.parametrize("distributional", [False, True])
+def test_terminal_rows_target_is_the_reward(distributional):
+    agent = FastSAC(_cfg(distributional=distributional, v_min=-5.0, v_max=5.0, num_atoms=51), OBS, COBS, ACT)
+    batch = _batch(bootstrap=torch.zeros(32))
+    batch["rewards"] = batch["rewards"].clamp(-4.0, 4.0)
+    m = agent.update(batch)
+    assert m["q_target_mean"] == pytest.approx(float(batch["rewards"].mean()), abs=1e-4)
+    batch = _batch(bootstrap=torch.ones(32))
+    batch["rewards"] = batch["rewards"].clamp(-4.0, 4.0)
+    m = agent.update(batch)
+    assert abs(m["q_target_mean"] - float(batch["rewards"].mean())) > 1e-3  # bootstrapped rows add value
+
+
+def test_policy_frequency_delays_actor_updates():
+    agent = FastSAC(_cfg(policy_frequency=3), OBS, COBS, ACT)
+    snapshot = lambda: [p.clone() for p in agent.actor.parameters()]  # noqa: E731
+    changed = []
+    for i in range(6):
+        before = snapshot()
+        agent.update(_batch(seed=i))
+        changed.append(any(not torch.equal(a, b) for a, b in zip(before, agent.actor.parameters())))
+    assert changed == [True, False, False, True, False, False]
+
+
+def test_update_metrics_and_obs_normalizer_tracks_batches():
+    agent = FastSAC(_cfg(), OBS, COBS, ACT)
+    m = agent.update(_batch())
+    for key in ("critic_loss", "actor_loss", "alpha", "alpha_loss", "q_mean", "q_target_mean", "entropy",
+                "critic_grad_norm", "actor_grad_norm", "log_std_mean"):
+        assert isinstance(m[key], float), key
+    assert agent.obs_normalizer.count.item() == 32
+    assert agent.obs_normalizer.mean.mean().item() == pytest.approx(float(_batch()["obs"].mean()), abs=1e-5)
+    assert agent.update(_batch(), return_metrics=False) == {}
+
+
+@pytest.mark.parametrize("distributional", [False, True])
+def test_state_dict_round_trip_reproduces_actions_and_learning(distributional):
+    cfg = _cfg(distributional=distributional, policy_frequency=2)
+    a = FastSAC(cfg, OBS, COBS, ACT)
+    for i in range(5):
+        a.update(_batch(seed=i))
+    buf = io.BytesIO()
+    torch.save(a.state_dict(), buf)
+    buf.seek(0)
+    state = torch.load(buf, weights_only=False)
+    b = FastSAC(_cfg(distributional=distributional, policy_frequency=2, seed=123), OBS, COBS, ACT)
+    b.load_state_dict(state)
+    c = FastSAC.from_checkpoint(state, device="cpu")
+    obs = torch.randn(16, OBS)
+    for other in (b, c):
+        assert torch.equal(a.act(obs, deterministic=True), other.act(obs, deterministic=True))
+        torch.manual_seed(7)
+        sa = a.act(obs)
+        torch.manual_seed(7)
+        assert torch.equal(sa, other.act(obs))
+    # optimiser state, normalisers, update counter and temperature also round-trip
+    for seed in (50, 51):  # a critic-only step, then a critic + actor step
+        torch.manual_seed(seed)
+        ma = a.update(_batch(seed=seed))
+        torch.manual_seed(seed)
+        mb = b.update(_batch(seed=seed))
+        assert all(ma[k] == mb[k] for k in mb)
+    assert ma == mb
+    for pa, pb in zip(a.actor.parameters(), b.actor.parameters()):
+        assert torch.equal(pa, pb)
+    with pytest.raises(ValueError, match="dims"):
+        FastSAC(_cfg(), OBS + 1, COBS, ACT).load_state_dict(state)

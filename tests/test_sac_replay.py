@@ -1,0 +1,159 @@
+"""ReplayBuffer: storage, wraparound and n-step returns against a brute-force reference."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from unilab.algo.sac import ReplayBuffer
+
+OBS, COBS, ACT = 3, 4, 2
+
+
+def _random_history(num_envs: int, steps: int, seed: int, p_term: float, p_trunc: float):
+    rng = np.random.default_rng(seed)
+    return {
+        "obs": rng.normal(size=(steps, num_envs, OBS)).astype(np.float32),
+        "critic_obs": rng.normal(size=(steps, num_envs, COBS)).astype(np.float32),
+        "action": rng.uniform(-1, 1, size=(steps, num_envs, ACT)).astype(np.float32),
+        "reward": rng.normal(size=(steps, num_envs)).astype(np.float32),
+        "next_obs": rng.normal(size=(steps, num_envs, OBS)).astype(np.float32),
+        "next_critic_obs": rng.normal(size=(steps, num_envs, COBS)).astype(np.float32),
+        "terminated": rng.random(size=(steps, num_envs)) < p_term,
+        "truncated": rng.random(size=(steps, num_envs)) < p_trunc,
+    }
+
+
+def _fill(buf: ReplayBuffer, hist: dict, steps: int) -> None:
+    keys = ("obs", "critic_obs", "action", "reward", "next_obs", "next_critic_obs", "terminated", "truncated")
+    for t in range(steps):
+        buf.extend(*(torch.from_numpy(np.ascontiguousarray(hist[k][t])) for k in keys))
+
+
+def _reference(hist: dict, env: int, t: int, newest: int, n: int, gamma: float):
+    """Plain-Python n-step transition starting at global time t of one env."""
+    ret, k = 0.0, 0
+    for j in range(n):
+        s = t + j
+        if s > newest:
+            break
+        ret += gamma**j * float(hist["reward"][s, env])
+        k = j + 1
+        if hist["terminated"][s, env] or hist["truncated"][s, env]:
+            break
+    last = t + k - 1
+    return {
+        "rewards": ret,
+        "bootstrap": 0.0 if hist["terminated"][last, env] else 1.0,
+        "discount": gamma**k,
+        "n": k,
+        "next_obs": hist["next_obs"][last, env],
+        "next_critic_obs": hist["next_critic_obs"][last, env],
+        "obs": hist["obs"][t, env],
+        "actions": hist["action"][t, env],
+    }
+
+
+@pytest.mark.parametrize(
+    "capacity,steps,n_steps,p_term,p_trunc",
+    [
+        (7, 5, 3, 0.2, 0.2),    # partially filled
+        (7, 7, 3, 0.2, 0.2),    # exactly full
+        (7, 19, 3, 0.2, 0.2),   # wrapped around several times
+        (6, 23, 4, 0.1, 0.3),   # truncation-heavy
+        (5, 13, 5, 0.0, 0.0),   # no episode ends: windows cut only by the newest step
+        (8, 30, 1, 0.3, 0.3),   # one-step returns
+    ],
+)
+def test_n_step_matches_brute_force(capacity, steps, n_steps, p_term, p_trunc):
+    num_envs, gamma = 3, 0.9
+    hist = _random_history(num_envs, steps, seed=capacity * 100 + steps, p_term=p_term, p_trunc=p_trunc)
+    buf = ReplayBuffer(num_envs, capacity, OBS, COBS, ACT, n_steps=n_steps, gamma=gamma)
+    _fill(buf, hist, steps)
+    assert buf.size == min(steps, capacity) and len(buf) == buf.size * num_envs
+
+    oldest = max(0, steps - capacity)
+    newest = steps - 1
+    pairs = [(e, t) for e in range(num_envs) for t in range(oldest, steps)]
+    env = torch.tensor([e for e, _ in pairs])
+    slot = torch.tensor([t % capacity for _, t in pairs])
+    got = buf.gather(env, slot)
+    for i, (e, t) in enumerate(pairs):
+        ref = _reference(hist, e, t, newest, n_steps, gamma)
+        assert math.isclose(float(got["rewards"][i]), ref["rewards"], rel_tol=1e-5, abs_tol=1e-5), (e, t)
+        assert float(got["bootstrap"][i]) == ref["bootstrap"], (e, t)
+        assert math.isclose(float(got["discount"][i]), ref["discount"], rel_tol=1e-6), (e, t)
+        assert int(got["n"][i]) == ref["n"], (e, t)
+        for key in ("next_obs", "next_critic_obs", "obs", "actions"):
+            np.testing.assert_array_equal(got[key][i].numpy(), ref[key], err_msg=f"{key} env {e} t {t}")
+
+
+def test_sample_draws_only_stored_transitions():
+    num_envs, capacity = 2, 10
+    buf = ReplayBuffer(num_envs, capacity, 1, 1, 1, n_steps=2, gamma=0.5, seed=3)
+    for t in range(4):  # obs encodes global time
+        o = torch.full((num_envs, 1), float(t))
+        buf.extend(o, o, o, torch.zeros(num_envs), o + 1, o + 1, torch.zeros(num_envs, dtype=torch.bool),
+                   torch.zeros(num_envs, dtype=torch.bool))
+    batch = buf.sample(2000)
+    times = batch["obs"][:, 0]
+    assert set(times.unique().tolist()) == {0.0, 1.0, 2.0, 3.0}
+    # the newest step has no successor in the buffer: a one-step window
+    assert torch.all(batch["n"][times == 3.0] == 1)
+    assert torch.all(batch["n"][times < 3.0] == 2)
+    assert torch.all(batch["next_obs"][:, 0] == times + batch["n"].float())
+
+
+@pytest.mark.parametrize("ended_by,bootstrap", [("terminated", 0.0), ("truncated", 1.0)])
+def test_termination_cuts_bootstrap_truncation_keeps_it(ended_by, bootstrap):
+    gamma = 0.9
+    buf = ReplayBuffer(1, 8, 1, 1, 1, n_steps=3, gamma=gamma)
+    final_obs_value = 42.0
+    for t in range(4):
+        ended = torch.tensor([t == 1])
+        never = torch.tensor([False])
+        nxt = torch.tensor([[final_obs_value if t == 1 else float(t + 1)]])
+        buf.extend(torch.tensor([[float(t)]]), torch.tensor([[float(t)]]), torch.zeros(1, 1), torch.ones(1), nxt,
+                   nxt, ended if ended_by == "terminated" else never, ended if ended_by == "truncated" else never)
+    out = buf.gather(torch.tensor([0, 0]), torch.tensor([0, 2]))
+    # window from t=0 stops at the episode end at t=1
+    assert out["rewards"][0].item() == pytest.approx(1.0 + gamma)
+    assert out["discount"][0].item() == pytest.approx(gamma**2)
+    assert out["bootstrap"][0].item() == bootstrap
+    assert out["next_obs"][0, 0].item() == final_obs_value  # the true final obs, not a reset obs
+    # window from t=2 (new episode) is not affected by the earlier end
+    assert out["bootstrap"][1].item() == 1.0
+    assert out["n"][1].item() == 2  # cut by the newest stored step (t=3)
+
+
+def test_extend_rejects_bad_shapes_and_empty_sample():
+    buf = ReplayBuffer(4, 5, OBS, COBS, ACT)
+    with pytest.raises(ValueError, match="empty"):
+        buf.sample(8)
+    good = dict(
+        obs=torch.zeros(4, OBS), critic_obs=torch.zeros(4, COBS), action=torch.zeros(4, ACT),
+        reward=torch.zeros(4), next_obs=torch.zeros(4, OBS), next_critic_obs=torch.zeros(4, COBS),
+        terminated=torch.zeros(4, dtype=torch.bool), truncated=torch.zeros(4, dtype=torch.bool),
+    )
+    buf.extend(**good)
+    bad = dict(good, action=torch.zeros(3, ACT))
+    with pytest.raises(ValueError, match="action"):
+        buf.extend(**bad)
+    with pytest.raises(ValueError, match="n_steps"):
+        ReplayBuffer(4, 2, OBS, COBS, ACT, n_steps=3)
+    with pytest.raises(ValueError, match="outside"):
+        buf.gather(torch.tensor([0]), torch.tensor([3]))
+
+
+def test_state_dict_round_trip():
+    hist = _random_history(2, 9, seed=5, p_term=0.2, p_trunc=0.2)
+    a = ReplayBuffer(2, 6, OBS, COBS, ACT, n_steps=3, gamma=0.8, seed=11)
+    _fill(a, hist, 9)
+    b = ReplayBuffer(2, 6, OBS, COBS, ACT, n_steps=3, gamma=0.8, seed=99)
+    b.load_state_dict(a.state_dict())
+    sa, sb = a.sample(64), b.sample(64)
+    for key in sa:
+        assert torch.equal(sa[key], sb[key]), key
