@@ -1,0 +1,363 @@
+"""G1 whole-body motion tracking on a BatchEnvPool: actions, state update, rewards, resets.
+
+One ``step``:
+    backend_step  ctrl = default + scale * action (PD targets); one ``pool.step`` of
+                  ``decimation`` substeps (the PD loop runs inside MuJoCo)
+    update_state  advance the reference clock; gather robot state; observations,
+                  reward terms, terminations, time-outs
+    reset_done    terminated | truncated | diverged envs restart at a sampled clip
+                  frame (reference state written with ``pool.reset``)
+Every per-env computation is a Numba kernel or a NumPy expression over
+``(num_envs, ...)`` arrays.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import mujoco
+import numpy as np
+
+from unilab.sim.mujoco.pool import BatchEnvPool
+from unilab.tasks.g1_motion_tracking.config import G1TaskConfig, match_joint_values
+from unilab.tasks.g1_motion_tracking.motion import MotionLibrary
+from unilab.tasks.g1_motion_tracking.observations import (
+    critic_obs_dim,
+    fill_observations,
+    gather_robot_state,
+    noise_scale_vector,
+    policy_obs_dim,
+)
+from unilab.tasks.g1_motion_tracking.resets import StartFrameSampler, start_state
+from unilab.tasks.g1_motion_tracking.rewards import TERM_NAMES, RewardComputer
+from unilab.tasks.g1_motion_tracking.terminations import CONDITION_NAMES, termination_kernel, thresholds_vector
+from unilab.telemetry.phase_timer import PhaseTimer
+
+_INTEGRATORS = {
+    "euler": mujoco.mjtIntegrator.mjINT_EULER,
+    "implicit": mujoco.mjtIntegrator.mjINT_IMPLICIT,
+    "implicitfast": mujoco.mjtIntegrator.mjINT_IMPLICITFAST,
+    "rk4": mujoco.mjtIntegrator.mjINT_RK4,
+}
+_POOL_OUTPUTS = ("xpos", "xquat", "cvel", "subtree_com")
+
+
+def load_task_model(cfg: G1TaskConfig) -> mujoco.MjModel:
+    """The configured MJCF (a user's file, or the built-in G1 scene)."""
+    if cfg.model_xml:
+        path = Path(cfg.model_xml).expanduser()
+        if not path.is_file():
+            raise FileNotFoundError(f"task model_xml {path} does not exist")
+        return mujoco.MjModel.from_xml_path(str(path))
+    from unilab.assets import g1
+
+    return g1.load_model()
+
+
+def task_motion_files(cfg: G1TaskConfig) -> list[Path]:
+    """The configured clips (a user's list, or the built-in G1 clips)."""
+    if cfg.motion_files:
+        return [Path(p).expanduser() for p in cfg.motion_files]
+    from unilab.assets import g1
+
+    return g1.motion_paths(include_object_clips=cfg.include_object_clips)
+
+
+def actuated_joints(model: mujoco.MjModel, joint_names: list[str]) -> np.ndarray:
+    """For each actuator, the index of its joint in ``joint_names``; every joint must have one actuator."""
+    idx = []
+    for a in range(model.nu):
+        if model.actuator_trntype[a] != mujoco.mjtTrn.mjTRN_JOINT:
+            raise ValueError(f"actuator {model.actuator(a).name!r} does not drive a joint")
+        name = model.joint(int(model.actuator_trnid[a, 0])).name
+        if name not in joint_names:
+            raise ValueError(f"actuator {model.actuator(a).name!r} drives {name!r}, which is not a hinge/slide joint")
+        idx.append(joint_names.index(name))
+    unact = [n for i, n in enumerate(joint_names) if i not in idx]
+    if unact or len(set(idx)) != len(idx):
+        raise ValueError(f"motion tracking needs exactly one actuator per joint; unactuated: {unact}")
+    return np.array(idx, dtype=np.int64)
+
+
+def effort_limits(model: mujoco.MjModel) -> np.ndarray:
+    """Per-actuator torque limit: forcerange if limited, else the motor's ctrlrange x gear (inf if neither)."""
+    out = np.full(model.nu, np.inf)
+    gear = np.abs(model.actuator_gear[:, 0])
+    for a in range(model.nu):
+        if model.actuator_forcelimited[a]:
+            out[a] = np.max(np.abs(model.actuator_forcerange[a])) * gear[a]
+        elif model.actuator_ctrllimited[a] and model.actuator_gaintype[a] == mujoco.mjtGain.mjGAIN_FIXED:
+            out[a] = np.max(np.abs(model.actuator_ctrlrange[a])) * abs(model.actuator_gainprm[a, 0]) * gear[a]
+    return out
+
+
+def make_pd_model(model: mujoco.MjModel, kp: np.ndarray, kd: np.ndarray, effort: np.ndarray,
+                  joint_ranges: np.ndarray | None) -> mujoco.MjModel:
+    """Copy of ``model`` whose actuators are PD position servos.
+
+    force = kp (ctrl - q) - kd qdot, clamped to +-effort: gain fixed kp, bias
+    affine (0, -kp, -kd), gear 1.  ``joint_ranges`` (nu, 2) clamps the
+    targets; None leaves them unclamped.
+    """
+    m = copy.deepcopy(model)
+    for a in range(m.nu):
+        m.actuator_dyntype[a] = mujoco.mjtDyn.mjDYN_NONE
+        m.actuator_dynprm[a] = 0.0
+        m.actuator_gear[a] = 0.0
+        m.actuator_gear[a, 0] = 1.0
+        m.actuator_gaintype[a] = mujoco.mjtGain.mjGAIN_FIXED
+        m.actuator_gainprm[a] = 0.0
+        m.actuator_gainprm[a, 0] = kp[a]
+        m.actuator_biastype[a] = mujoco.mjtBias.mjBIAS_AFFINE
+        m.actuator_biasprm[a] = 0.0
+        m.actuator_biasprm[a, 1] = -kp[a]
+        m.actuator_biasprm[a, 2] = -kd[a]
+        if np.isfinite(effort[a]):
+            m.actuator_forcelimited[a] = 1
+            m.actuator_forcerange[a] = (-effort[a], effort[a])
+        else:
+            m.actuator_forcelimited[a] = 0
+        if joint_ranges is not None:
+            m.actuator_ctrllimited[a] = 1
+            m.actuator_ctrlrange[a] = joint_ranges[a]
+        else:
+            m.actuator_ctrllimited[a] = 0
+    return m
+
+
+class G1MotionTrackingEnv:
+    """Vectorised motion-tracking env (see ``unilab.tasks.base.VecEnv``).
+
+    Args:
+        cfg: task configuration.
+        num_envs: number of parallel envs.
+        pool_kwargs: extra ``BatchEnvPool`` arguments (``nthread``, ``cpu_ids``, ``persistent``).
+        seed: seed of the start-frame sampling, reset noise and observation noise.
+    """
+
+    def __init__(self, cfg: G1TaskConfig, num_envs: int, pool_kwargs: dict | None = None, seed: int = 0):
+        cfg.validate()
+        self.cfg = cfg
+        self.num_envs = int(num_envs)
+        self.rng = np.random.default_rng(seed)
+        base = load_task_model(cfg)
+        base.opt.timestep = cfg.sim_dt
+        if cfg.integrator is not None:
+            base.opt.integrator = _INTEGRATORS[cfg.integrator]
+        self.control_dt = cfg.control_dt
+
+        # the motion library only needs kinematics, so it can use the model before the actuator change
+        self.motion = MotionLibrary(base, task_motion_files(cfg), self.control_dt, cfg.tracked_bodies, cfg.anchor_body)
+        lib = self.motion
+        self.joint_names = lib.joint_names
+        self.act_joint = actuated_joints(base, self.joint_names)
+        nj = len(self.joint_names)
+
+        # actuation (per actuator = per action entry)
+        act_names = [self.joint_names[j] for j in self.act_joint]
+        kp = match_joint_values(cfg.kp, act_names, None, "kp")
+        kd = match_joint_values(cfg.kd, act_names, None, "kd")
+        effort = effort_limits(base)
+        jnt_ids = [mujoco.mj_name2id(base, mujoco.mjtObj.mjOBJ_JOINT, n) for n in self.joint_names]
+        jrange = np.asarray(base.jnt_range[jnt_ids], dtype=np.float64)
+        limited = np.asarray(base.jnt_limited[jnt_ids], dtype=bool)
+        jrange[~limited] = (-np.inf, np.inf)
+        self.default_joint_pos = match_joint_values(cfg.default_joint_pos, self.joint_names, 0.0, "default_joint_pos")
+        if cfg.action_scale_mode == "effort_over_kp":
+            if not np.isfinite(effort).all():
+                raise ValueError("action_scale_mode effort_over_kp needs effort limits on every actuator "
+                                 "(ctrlrange of a motor or forcerange); use action_scale_mode: radians")
+            self.action_scale = cfg.action_scale * effort / kp
+        else:
+            self.action_scale = np.full(base.nu, float(cfg.action_scale))
+        self.action_default = self.default_joint_pos[self.act_joint]
+        clip_ranges = jrange[self.act_joint] if cfg.clip_targets_to_joint_range else None
+        if clip_ranges is not None and not np.isfinite(clip_ranges).all():
+            raise ValueError("clip_targets_to_joint_range needs every actuated joint to be limited")
+        self.model = make_pd_model(base, kp, kd, effort, clip_ranges)
+        self.kp, self.kd, self.effort = kp, kd, effort
+
+        mid = 0.5 * (jrange[:, 0] + jrange[:, 1])
+        half = 0.5 * (jrange[:, 1] - jrange[:, 0]) * cfg.soft_joint_limit_factor
+        self.soft_lo = np.where(limited, mid - half, -np.inf)
+        self.soft_hi = np.where(limited, mid + half, np.inf)
+        self.joint_lo, self.joint_hi = jrange[:, 0].copy(), jrange[:, 1].copy()
+
+        kwargs = dict(pool_kwargs or {})
+        outputs = tuple(dict.fromkeys([*kwargs.pop("outputs", ()), *_POOL_OUTPUTS]))
+        kwargs.setdefault("substeps", cfg.decimation)
+        self.pool = BatchEnvPool(self.model, self.num_envs, outputs=outputs, **kwargs)
+        self.timer = PhaseTimer()
+
+        # kernels' constant inputs
+        self.body_ids = lib.body_ids.astype(np.int64)
+        self.root_ids = np.asarray(self.model.body_rootid)[self.body_ids].astype(np.int64)
+        self.anchor = int(lib.anchor_index)
+        self.ee_index = np.array([cfg.tracked_bodies.index(b) for b in cfg.end_effector_bodies], dtype=np.int64)
+        self.qpos_adr = lib.joint_qposadr.astype(np.int64)
+        self.dof_adr = lib.joint_dofadr.astype(np.int64)
+        self.thresholds = thresholds_vector(cfg.terminations)
+        self.rewards = RewardComputer(cfg.rewards)
+        self.sampler = StartFrameSampler(lib, cfg.reset)
+        self.noise_scale = noise_scale_vector(nj, cfg.obs_noise)
+        self._use_obs_noise = bool(np.any(self.noise_scale))
+        max_len = np.inf if cfg.max_episode_length_s is None else int(round(cfg.max_episode_length_s / self.control_dt))
+        self.max_episode_steps = max_len
+
+        self.action_dim = int(self.model.nu)
+        self.obs_dim = policy_obs_dim(nj)
+        self.critic_obs_dim = critic_obs_dim(nj, len(cfg.tracked_bodies))
+        self.reward_term_names = TERM_NAMES
+        self.termination_names = CONDITION_NAMES
+
+        n, nb = self.num_envs, len(self.body_ids)
+        self.clip = np.zeros(n, dtype=np.int64)
+        self.frame = np.zeros(n, dtype=np.int64)
+        self.episode_len = np.zeros(n, dtype=np.int64)
+        self.episode_return = np.zeros(n, dtype=np.float64)
+        self.action = np.zeros((n, self.action_dim))
+        self.last_action = np.zeros((n, self.action_dim))
+        self._ctrl = np.zeros((n, self.action_dim))
+        # robot state buffers (refilled every step)
+        self.body_pos = np.zeros((n, nb, 3))
+        self.body_quat = np.zeros((n, nb, 4))
+        self.body_lin = np.zeros((n, nb, 3))
+        self.body_ang = np.zeros((n, nb, 3))
+        self.joint_pos = np.zeros((n, nj))
+        self.joint_vel = np.zeros((n, nj))
+        self.base_lin_b = np.zeros((n, 3))
+        self.base_ang_b = np.zeros((n, 3))
+        self._terms = np.zeros((n, len(TERM_NAMES)))
+        self._conds = np.zeros((n, len(CONDITION_NAMES)), dtype=bool)
+        self._all_rows = np.arange(n, dtype=np.int64)
+        self._zero_noise = np.zeros((1, self.obs_dim))
+
+    # ------------------------------------------------------------------
+    def _reference(self, rows: np.ndarray | None = None):
+        """Reference frames of ``rows`` (all envs when None)."""
+        if rows is None:
+            return self.motion.lookup(self.clip, self.frame)
+        return self.motion.lookup(self.clip[rows], self.frame[rows])
+
+    def _gather(self, rows: np.ndarray) -> tuple:
+        """Robot state of ``rows`` into fresh arrays (all envs: the persistent buffers)."""
+        p = self.pool
+        if rows.shape[0] == self.num_envs:
+            bufs = (self.body_pos, self.body_quat, self.body_lin, self.body_ang, self.joint_pos, self.joint_vel,
+                    self.base_lin_b, self.base_ang_b)
+        else:
+            k = rows.shape[0]
+            bufs = tuple(np.empty((k, *b.shape[1:])) for b in (
+                self.body_pos, self.body_quat, self.body_lin, self.body_ang, self.joint_pos, self.joint_vel,
+                self.base_lin_b, self.base_ang_b))
+        gather_robot_state(rows, p.xpos, p.xquat, p.cvel, p.subtree_com, p.qpos, p.qvel, self.body_ids,
+                           self.root_ids, self.qpos_adr, self.dof_adr, *bufs)
+        return bufs
+
+    def _observe(self, state: tuple, ref, last_action: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        body_pos, body_quat, _, _, joint_pos, joint_vel, base_lin_b, base_ang_b = state
+        k = body_pos.shape[0]
+        policy = np.empty((k, self.obs_dim), dtype=np.float32)
+        critic = np.empty((k, self.critic_obs_dim), dtype=np.float32)
+        noise = self.rng.uniform(-1.0, 1.0, size=(k, self.obs_dim)) if self._use_obs_noise else self._zero_noise
+        a = self.anchor
+        fill_observations(a, body_pos, body_quat, joint_pos, joint_vel, base_lin_b, base_ang_b,
+                          ref.body_pos_w[:, a], ref.body_quat_w[:, a], ref.joint_pos, ref.joint_vel,
+                          self.default_joint_pos, last_action, self.noise_scale, noise, policy, critic)
+        # a diverged env must not leak NaN/inf into the learner; it is reset on this step anyway
+        if not (np.isfinite(policy).all() and np.isfinite(critic).all()):
+            np.nan_to_num(policy, copy=False, nan=0.0, posinf=0.0, neginf=0.0)
+            np.nan_to_num(critic, copy=False, nan=0.0, posinf=0.0, neginf=0.0)
+        return policy, critic
+
+    # ------------------------------------------------------------------
+    def reset(self) -> dict[str, np.ndarray]:
+        """Restart every env at a sampled clip frame; return the first observations."""
+        self.timer.reset()
+        rows = self._all_rows
+        self._restart(rows)
+        state = self._gather(rows)
+        policy, critic = self._observe(state, self._reference(), self.last_action)
+        return {"policy": policy, "critic": critic}
+
+    def _restart(self, rows: np.ndarray) -> None:
+        """Sample start frames for ``rows`` and write the (noisy) reference state into the pool."""
+        clip, frame = self.sampler.sample(rows.shape[0], self.rng)
+        self.clip[rows] = clip
+        self.frame[rows] = frame
+        ref = self.motion.lookup(clip, frame)
+        qpos, qvel = start_state(ref, self.cfg.reset.noise, self.rng, self.qpos_adr, self.joint_lo, self.joint_hi)
+        self.pool.reset(rows, qpos, qvel)
+        self.episode_len[rows] = 0
+        self.episode_return[rows] = 0.0
+        self.last_action[rows] = 0.0
+
+    def step(self, action: np.ndarray):
+        """Advance every env one policy step; auto-reset finished ones (see module docstring)."""
+        timer = self.timer
+        action = np.asarray(action)
+        if action.shape != (self.num_envs, self.action_dim):
+            raise ValueError(f"action must have shape {(self.num_envs, self.action_dim)}, got {action.shape}")
+        with timer.phase("backend_step"):
+            np.clip(action, -1.0, 1.0, out=self.action)
+            np.nan_to_num(self.action, copy=False, nan=0.0)
+            np.multiply(self.action, self.action_scale, out=self._ctrl)
+            self._ctrl += self.action_default
+            bad = self.pool.step(self._ctrl, self.cfg.decimation).copy()
+
+        with timer.phase("update_state"):
+            self.frame += 1
+            self.episode_len += 1
+            ref = self._reference()
+            state = self._gather(self._all_rows)
+            body_pos, body_quat, body_lin, body_ang = state[:4]
+            reward = self.rewards.compute(
+                self._terms, self.anchor, (body_pos, body_quat, body_lin, body_ang),
+                (ref.body_pos_w, ref.body_quat_w, ref.body_lin_vel_w, ref.body_ang_vel_w),
+                state[4], self.soft_lo, self.soft_hi,
+                self.action, self.last_action)
+            termination_kernel(self.anchor, self.ee_index, body_pos, body_quat, ref.body_pos_w, ref.body_quat_w,
+                               self.thresholds, self._conds)
+            terminated = self._conds.any(axis=1) | bad
+            clip_end = self.frame >= self.motion.num_frames[self.clip] - 1
+            truncated = (clip_end | (self.episode_len >= self.max_episode_steps)) & ~terminated
+            reward[bad] = 0.0
+            self._terms[bad] = 0.0
+            self.last_action[...] = self.action
+            policy, critic = self._observe(state, ref, self.last_action)
+            self.episode_return += reward
+
+        with timer.phase("reset_done"):
+            done = terminated | truncated
+            done_ids = np.flatnonzero(done)
+            info: dict[str, Any] = {
+                "reward_terms": {name: self._terms[:, i].astype(np.float32) for i, name in enumerate(TERM_NAMES)},
+                "num_bad_envs": int(bad.sum()),
+                "termination_terms": {name: self._conds[:, i].copy() for i, name in enumerate(CONDITION_NAMES)},
+            }
+            if done_ids.size:
+                info["episode"] = {
+                    "count": int(done_ids.size),
+                    "return_mean": float(self.episode_return[done_ids].mean()),
+                    "length_mean": float(self.episode_len[done_ids].mean()),
+                }
+                self.sampler.record(self.clip[done_ids], self.frame[done_ids], terminated[done_ids])
+                final = {"policy": policy, "critic": critic}
+                policy = policy.copy()
+                critic = critic.copy()
+                self._restart(done_ids)
+                new_state = self._gather(done_ids)
+                new_p, new_c = self._observe(new_state, self._reference(done_ids), self.last_action[done_ids])
+                policy[done_ids] = new_p
+                critic[done_ids] = new_c
+            else:
+                info["episode"] = {"count": 0, "return_mean": 0.0, "length_mean": 0.0}
+                final = {"policy": policy, "critic": critic}
+            info["final_obs"] = final
+        return ({"policy": policy, "critic": critic}, reward.astype(np.float32), terminated, truncated, info)
+
+    def close(self) -> None:
+        """Release the physics pool."""
+        self.pool.close()

@@ -1,0 +1,131 @@
+"""Where a restarted episode begins: start-frame sampling and the perturbed reference start state."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from unilab.tasks.g1_motion_tracking.config import ResetConfig, ResetNoiseConfig
+from unilab.tasks.g1_motion_tracking.math import quat_mul, quat_normalize, quat_rotate_inv
+from unilab.tasks.g1_motion_tracking.motion import MotionFrames, MotionLibrary
+
+
+class StartFrameSampler:
+    """Samples (clip, frame) start points over all clips' frames.
+
+    ``uniform``: every startable frame (all but a clip's last) equally likely,
+    so longer clips are sampled more.  ``adaptive``: frames are grouped into
+    bins of ``adaptive_bin_s`` seconds per clip; a running (EMA) failure count
+    per bin, spread to the few bins before each failure (so episodes start a
+    little ahead of the hard part), sets the bin probabilities, mixed with
+    ``adaptive_uniform_ratio`` of the uniform distribution.
+    """
+
+    def __init__(self, library: MotionLibrary, cfg: ResetConfig):
+        self.mode = cfg.sampling
+        self.cfg = cfg
+        lib = library
+        self.library = lib
+        # startable frames: all but the last (a start on the last frame would time out at once)
+        self.start_len = np.maximum(lib.num_frames - 1, 1)
+        self.bin_frames = max(1, int(round(cfg.adaptive_bin_s / lib.control_dt)))
+        nbins = -(-self.start_len // self.bin_frames)
+        self.bin_offsets = np.concatenate([[0], np.cumsum(nbins)[:-1]]).astype(np.int64)
+        self.num_bins = int(nbins.sum())
+        self.bin_clip = np.repeat(np.arange(lib.num_clips), nbins)
+        first = (np.arange(self.num_bins) - self.bin_offsets[self.bin_clip]) * self.bin_frames
+        self.bin_first_frame = first
+        self.bin_size = np.minimum(self.bin_frames, self.start_len[self.bin_clip] - first)
+        self.uniform_p = self.bin_size / self.bin_size.sum()
+        self.fail_ema = np.zeros(self.num_bins)
+        self._total_start = int(self.start_len.sum())
+        self._start_offsets = np.concatenate([[0], np.cumsum(self.start_len)[:-1]]).astype(np.int64)
+
+    def bin_of(self, clip_ids: np.ndarray, frame_ids: np.ndarray) -> np.ndarray:
+        """Global bin index of (clip, frame) pairs."""
+        last_bin = self.bin_offsets[clip_ids] + (self.start_len[clip_ids] - 1) // self.bin_frames
+        return np.minimum(self.bin_offsets[clip_ids] + frame_ids // self.bin_frames, last_bin)
+
+    def probabilities(self) -> np.ndarray:
+        """Current per-bin start probabilities."""
+        if self.mode == "uniform":
+            return self.uniform_p
+        f = self.fail_ema
+        w = f.copy()
+        for k in range(1, max(1, int(self.cfg.adaptive_kernel_bins))):
+            same = self.bin_clip[:-k] == self.bin_clip[k:]
+            w[:-k] += np.where(same, (self.cfg.adaptive_kernel_decay ** k) * f[k:], 0.0)
+        total = w.sum()
+        if total <= 0:
+            return self.uniform_p
+        u = float(self.cfg.adaptive_uniform_ratio)
+        return (1.0 - u) * w / total + u * self.uniform_p
+
+    def sample(self, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """``n`` start points as (clip_ids, frame_ids)."""
+        if self.mode == "uniform":
+            flat = rng.integers(0, self._total_start, size=n)
+            clip = np.searchsorted(self._start_offsets, flat, side="right") - 1
+            return clip.astype(np.int64), (flat - self._start_offsets[clip]).astype(np.int64)
+        p = self.probabilities()
+        bins = rng.choice(self.num_bins, size=n, p=p)
+        frames = self.bin_first_frame[bins] + (rng.random(n) * self.bin_size[bins]).astype(np.int64)
+        return self.bin_clip[bins].astype(np.int64), frames.astype(np.int64)
+
+    def record(self, clip_ids: np.ndarray, frame_ids: np.ndarray, failed: np.ndarray) -> None:
+        """Update failure statistics with this step's episode ends (adaptive mode only)."""
+        if self.mode != "adaptive":
+            return
+        counts = np.zeros(self.num_bins)
+        if failed.any():
+            np.add.at(counts, self.bin_of(clip_ids[failed], frame_ids[failed]), 1.0)
+        a = float(self.cfg.adaptive_ema)
+        self.fail_ema *= 1.0 - a
+        self.fail_ema += a * counts
+
+
+def _rpy_quat(rpy: np.ndarray) -> np.ndarray:
+    """Quaternions (n, 4) of roll-pitch-yaw angles (n, 3), extrinsic x then y then z."""
+    half = 0.5 * rpy
+    cr, sr = np.cos(half[:, 0]), np.sin(half[:, 0])
+    cp, sp = np.cos(half[:, 1]), np.sin(half[:, 1])
+    cy, sy = np.cos(half[:, 2]), np.sin(half[:, 2])
+    return np.stack([
+        cr * cp * cy + sr * sp * sy,
+        sr * cp * cy - cr * sp * sy,
+        cr * sp * cy + sr * cp * sy,
+        cr * cp * sy - sr * sp * cy,
+    ], axis=1)
+
+
+def start_state(ref: MotionFrames, noise: ResetNoiseConfig, rng: np.random.Generator, joint_qposadr: np.ndarray,
+                joint_lo: np.ndarray, joint_hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Reference (qpos, qvel) with uniform noise on the root pose/velocity and joints.
+
+    Root linear and angular velocity noise are drawn in the world frame;
+    noisy joint angles are clipped into ``[joint_lo, joint_hi]``.
+    """
+    qpos = ref.qpos.copy()
+    qvel = ref.qvel.copy()
+    n = qpos.shape[0]
+    if n == 0:
+        return qpos, qvel
+
+    def u(scale, size):
+        s = np.asarray(scale, dtype=np.float64)
+        if not np.any(s):
+            return np.zeros(size)
+        return rng.uniform(-1.0, 1.0, size=size) * s
+
+    qpos[:, 0:3] += u(noise.root_pos, (n, 3))
+    rpy = u(noise.root_rpy, (n, 3))
+    if np.any(rpy):
+        qpos[:, 3:7] = quat_normalize(quat_mul(_rpy_quat(rpy), qpos[:, 3:7]))
+    qvel[:, 0:3] += u(noise.root_lin_vel, (n, 3))
+    w = u(noise.root_ang_vel, (n, 3))
+    if np.any(w):
+        qvel[:, 3:6] += quat_rotate_inv(qpos[:, 3:7], w)
+    nj = joint_qposadr.shape[0]
+    dj = u(noise.joint_pos, (n, nj))
+    if np.any(dj):
+        qpos[:, joint_qposadr] = np.clip(qpos[:, joint_qposadr] + dj, joint_lo, joint_hi)
+    return qpos, qvel

@@ -1,0 +1,316 @@
+"""Motion-tracking env semantics on a tiny self-made robot (no download) and on the real G1."""
+
+from __future__ import annotations
+
+import mujoco
+import numpy as np
+import pytest
+
+from unilab.tasks.g1_motion_tracking.config import (
+    G1TaskConfig,
+    ResetConfig,
+    ResetNoiseConfig,
+    TRACKING_TERMS,
+)
+from unilab.tasks.g1_motion_tracking.env import G1MotionTrackingEnv
+from unilab.tasks.g1_motion_tracking.math import quat_mul, quat_normalize
+from unilab.tasks.g1_motion_tracking.observations import policy_obs_slices
+from unilab.tasks.g1_motion_tracking.resets import StartFrameSampler
+
+ROBOT_XML = """
+<mujoco model="tiny_tracker">
+  <compiler angle="radian"/>
+  <option timestep="0.002"/>
+  <worldbody>
+    <geom name="floor" type="plane" size="0 0 0.05"/>
+    <body name="base" pos="0 0 1">
+      <freejoint name="root"/>
+      <geom type="box" size="0.1 0.1 0.1" mass="1"/>
+      <body name="upper" pos="0 0 0.2">
+        <joint name="j_a" type="hinge" axis="0 1 0" range="-2 2"/>
+        <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03" mass="0.5"/>
+        <body name="tip" pos="0.3 0 0">
+          <joint name="j_b" type="hinge" axis="0 0 1" range="-2 2"/>
+          <geom type="sphere" size="0.05" mass="0.2"/>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+  <actuator>
+    <motor name="m_a" joint="j_a" ctrlrange="-20 20"/>
+    <motor name="m_b" joint="j_b" ctrlrange="-10 10"/>
+  </actuator>
+</mujoco>
+"""
+ZERO_NOISE = ResetNoiseConfig(root_pos=[0, 0, 0], root_rpy=[0, 0, 0], root_lin_vel=[0, 0, 0],
+                              root_ang_vel=[0, 0, 0], joint_pos=0.0)
+
+
+def _clip(T=60, fps=50):
+    t = np.arange(T) / fps
+    jp = np.zeros((T, 9))
+    jp[:, 0] = 0.2 * t
+    jp[:, 2] = 1.0
+    yaw = 0.5 * t
+    jp[:, 3] = np.cos(yaw / 2)
+    jp[:, 6] = np.sin(yaw / 2)
+    jp[:, 7] = 0.6 * np.sin(2 * t)
+    jp[:, 8] = 0.4 * np.cos(3 * t)
+    jv = np.zeros((T, 8))
+    jv[:, 0] = 0.2
+    jv[:, 5] = 0.5
+    jv[:, 6] = 1.2 * np.cos(2 * t)
+    jv[:, 7] = -1.2 * np.sin(3 * t)
+    return dict(fps=np.array([fps]), joint_pos=jp, joint_vel=jv, joint_names=np.array(["j_a", "j_b"]))
+
+
+@pytest.fixture
+def tiny_cfg(tmp_path):
+    xml = tmp_path / "robot.xml"
+    xml.write_text(ROBOT_XML)
+    clips = []
+    for i, T in enumerate((60, 45)):
+        path = tmp_path / f"clip{i}.npz"
+        np.savez(path, **_clip(T))
+        clips.append(str(path))
+    return G1TaskConfig(
+        model_xml=str(xml), motion_files=clips, tracked_bodies=["base", "upper", "tip"], anchor_body="base",
+        end_effector_bodies=["tip"], default_joint_pos={"j_a": 0.1}, kp={".*": 20.0}, kd={".*": 1.0},
+        max_episode_length_s=None, reset=ResetConfig(noise=ZERO_NOISE),
+    )
+
+
+def teleport(env, modify=None):
+    """Replace physics by writing the next reference frame (optionally modified) into the pool."""
+
+    def fake_step(ctrl, substeps=1):
+        ref = env.motion.lookup(env.clip, env.frame + 1)
+        qpos, qvel = ref.qpos.copy(), ref.qvel.copy()
+        if modify is not None:
+            modify(qpos, qvel)
+        env.pool.reset(np.arange(env.num_envs), qpos, qvel)
+        return env.pool.bad_envs
+
+    env.pool.step = fake_step
+
+
+def test_pd_actuators_and_dimensions(tiny_cfg):
+    env = G1MotionTrackingEnv(tiny_cfg, 8)
+    m = env.model
+    assert env.action_dim == 2 and env.obs_dim == 5 * 2 + 15 and env.critic_obs_dim == env.obs_dim + 27
+    assert m.opt.timestep == pytest.approx(0.005)
+    np.testing.assert_allclose(m.actuator_gainprm[:, 0], [20, 20])
+    np.testing.assert_allclose(m.actuator_biasprm[:, 1:3], [[-20, -1], [-20, -1]])
+    np.testing.assert_allclose(m.actuator_forcerange, [[-20, 20], [-10, 10]])
+    assert not m.actuator_ctrllimited.any()
+    # effort_over_kp: scale = effort / kp
+    np.testing.assert_allclose(env.action_scale, [1.0, 0.5])
+    # a PD servo in MuJoCo holds the target: force = kp (target - q) - kd qd
+    d = mujoco.MjData(m)
+    d.qpos[7] = 0.3
+    d.ctrl[0] = 0.5
+    mujoco.mj_forward(m, d)
+    assert d.actuator_force[0] == pytest.approx(20 * 0.2)
+
+
+def test_reset_puts_env_on_reference_frame(tiny_cfg):
+    env = G1MotionTrackingEnv(tiny_cfg, 16, seed=3)
+    obs = env.reset()
+    assert obs["policy"].shape == (16, env.obs_dim) and obs["policy"].dtype == np.float32
+    assert obs["critic"].shape == (16, env.critic_obs_dim)
+    ref = env.motion.lookup(env.clip, env.frame)
+    np.testing.assert_allclose(env.pool.qpos, ref.qpos, atol=1e-12)
+    np.testing.assert_allclose(env.pool.qvel, ref.qvel, atol=1e-12)
+    np.testing.assert_allclose(env.pool.xpos[:, env.body_ids], ref.body_pos_w, atol=1e-9)
+    s = policy_obs_slices(2)
+    np.testing.assert_allclose(obs["policy"][:, s["anchor_pos_b"]], 0.0, atol=1e-6)
+    np.testing.assert_allclose(obs["policy"][:, s["anchor_ori_b"]], np.tile([1, 0, 0, 1, 0, 0], (16, 1)), atol=1e-6)
+    np.testing.assert_allclose(obs["policy"][:, s["ref_joint_pos"]], ref.joint_pos, atol=1e-6)
+    np.testing.assert_allclose(obs["policy"][:, s["joint_pos_rel"]], ref.joint_pos - [0.1, 0.0], atol=1e-6)
+    assert (env.frame < env.motion.num_frames[env.clip] - 1).all()
+
+
+def test_reward_is_one_per_tracking_term_on_reference(tiny_cfg):
+    env = G1MotionTrackingEnv(tiny_cfg, 16)
+    env.reset()
+    teleport(env)
+    zero = np.zeros((16, 2), dtype=np.float32)
+    for _ in range(3):
+        obs, reward, terminated, truncated, info = env.step(zero)
+        live = ~(terminated | truncated)
+        for name in TRACKING_TERMS:
+            np.testing.assert_allclose(info["reward_terms"][name][live], 1.0, atol=1e-6, err_msg=name)
+        np.testing.assert_allclose(info["reward_terms"]["action_rate"], 0.0)
+        assert not terminated.any()
+    w = env.rewards.weights
+    expected = sum(w[i] for i in range(6)) + w[7] * info["reward_terms"]["joint_limit"]
+    np.testing.assert_allclose(reward[live], expected[live], rtol=1e-5, atol=1e-5)
+
+
+def test_tracking_terms_drop_off_reference(tiny_cfg):
+    env = G1MotionTrackingEnv(tiny_cfg, 4)
+    env.reset()
+
+    def shift(qpos, qvel):
+        qpos[:, 0] += 0.1  # 10 cm along x, same everything else
+    teleport(env, shift)
+    _, _, _, _, info = env.step(np.zeros((4, 2), dtype=np.float32))
+    np.testing.assert_allclose(info["reward_terms"]["anchor_pos"], np.exp(-0.01 / 0.3 ** 2), rtol=1e-6)
+    # body_pos is re-anchored on the robot, so a pure translation is not punished there
+    np.testing.assert_allclose(info["reward_terms"]["body_pos"], 1.0, atol=1e-6)
+    np.testing.assert_allclose(info["reward_terms"]["anchor_ori"], 1.0, atol=1e-6)
+
+
+@pytest.mark.parametrize("condition", ["anchor_height", "anchor_orientation", "end_effector_height"])
+def test_terminations_trigger(tiny_cfg, condition):
+    env = G1MotionTrackingEnv(tiny_cfg, 6)
+    env.reset()
+
+    def modify(qpos, qvel):
+        if condition == "anchor_height":
+            qpos[:3, 2] -= 0.3
+        elif condition == "anchor_orientation":
+            flip = np.tile([np.cos(0.75), np.sin(0.75), 0, 0], (3, 1))  # 86 deg about x
+            qpos[:3, 3:7] = quat_normalize(quat_mul(qpos[:3, 3:7], flip))
+        else:
+            qpos[:3, 7] = np.where(qpos[:3, 7] >= 0, -np.pi / 2, np.pi / 2)  # swing the arm: tip moves >= 0.3 m in z
+    teleport(env, modify)
+    _, _, terminated, truncated, info = env.step(np.zeros((6, 2), dtype=np.float32))
+    cond = info["termination_terms"][condition]
+    assert cond[:3].all() and not cond[3:].any()
+    assert terminated[:3].all() and not terminated[3:].any()
+    assert not truncated[:3].any()
+    assert info["episode"]["count"] >= 3
+
+
+def test_clip_end_is_truncation_with_final_obs(tiny_cfg):
+    env = G1MotionTrackingEnv(tiny_cfg, 4)
+    env.reset()
+    teleport(env)
+    env.frame[:2] = env.motion.num_frames[env.clip[:2]] - 2
+    obs, _, terminated, truncated, info = env.step(np.zeros((4, 2), dtype=np.float32))
+    assert truncated.tolist() == [True, True, False, False]
+    assert not terminated.any()
+    final = info["final_obs"]
+    assert final["policy"].shape == obs["policy"].shape
+    np.testing.assert_array_equal(final["policy"][2:], obs["policy"][2:])
+    assert not np.allclose(final["critic"][:2], obs["critic"][:2])
+    # the done envs restarted: new episode, fresh reference state
+    assert (env.episode_len[:2] == 0).all()
+    np.testing.assert_allclose(env.pool.qpos[:2], env.motion.lookup(env.clip[:2], env.frame[:2]).qpos, atol=1e-12)
+    assert info["episode"]["count"] == 2 and info["episode"]["length_mean"] == 1.0
+
+
+def test_max_episode_length_truncates(tiny_cfg):
+    tiny_cfg.max_episode_length_s = 0.04  # 2 policy steps
+    env = G1MotionTrackingEnv(tiny_cfg, 4)
+    env.reset()
+    teleport(env)
+    env.frame[:] = 0
+    zero = np.zeros((4, 2), dtype=np.float32)
+    assert not env.step(zero)[3].any()
+    assert env.step(zero)[3].all()
+
+
+def test_nan_env_is_reset_and_counted(tiny_cfg):
+    env = G1MotionTrackingEnv(tiny_cfg, 8)
+    env.reset()
+    env.pool.qvel[3, 0] = np.nan
+    obs, reward, terminated, truncated, info = env.step(np.zeros((8, 2), dtype=np.float32))
+    assert info["num_bad_envs"] == 1
+    assert terminated[3]
+    assert np.isfinite(reward).all() and reward[3] == 0.0
+    for part in ("policy", "critic"):
+        assert np.isfinite(obs[part]).all() and np.isfinite(info["final_obs"][part]).all()
+    assert not env.pool.bad_envs.any()
+    assert np.isfinite(env.pool.qpos).all() and np.isfinite(env.pool.qvel).all()
+    assert env.episode_len[3] == 0
+
+
+def test_random_actions_run_and_stay_finite(tiny_cfg):
+    tiny_cfg.reset = ResetConfig(sampling="adaptive")
+    env = G1MotionTrackingEnv(tiny_cfg, 32, seed=1)
+    env.reset()
+    rng = np.random.default_rng(0)
+    ended = 0
+    for _ in range(40):
+        obs, reward, terminated, truncated, info = env.step(rng.uniform(-1, 1, (32, 2)).astype(np.float32))
+        assert reward.shape == (32,) and reward.dtype == np.float32
+        assert terminated.dtype == bool and truncated.dtype == bool and not (terminated & truncated).any()
+        assert np.isfinite(obs["policy"]).all() and np.isfinite(reward).all()
+        assert set(info["reward_terms"]) == set(env.reward_term_names)
+        ended += info["episode"]["count"]
+    assert ended > 0
+    assert set(env.timer.summary()) == {"backend_step", "update_state", "reset_done"}
+    assert env.timer.summary()["backend_step"].count == 40
+
+
+def test_action_shape_checked(tiny_cfg):
+    env = G1MotionTrackingEnv(tiny_cfg, 4)
+    env.reset()
+    with pytest.raises(ValueError, match="action must have shape"):
+        env.step(np.zeros((4, 3), dtype=np.float32))
+
+
+def test_adaptive_sampling_favours_failing_frames(tiny_cfg):
+    env = G1MotionTrackingEnv(tiny_cfg, 2)
+    cfg = ResetConfig(sampling="adaptive", adaptive_bin_s=0.2, adaptive_ema=0.5, adaptive_uniform_ratio=0.1,
+                      adaptive_kernel_bins=2, adaptive_kernel_decay=0.5)
+    s = StartFrameSampler(env.motion, cfg)
+    np.testing.assert_allclose(s.probabilities(), s.uniform_p)
+    clip = np.array([0, 0, 0, 1])
+    frame = np.array([25, 26, 27, 5])
+    s.record(clip, frame, np.array([True, True, True, False]))
+    p = s.probabilities()
+    hot = s.bin_of(np.array([0]), np.array([25]))[0]
+    assert p[hot] == p.max() and p[hot] > 0.5
+    assert p[hot - 1] > s.uniform_p[hot - 1]  # the bin just before a failure is raised too
+    assert p.sum() == pytest.approx(1.0)
+    rng = np.random.default_rng(0)
+    c, f = s.sample(4000, rng)
+    assert (f < env.motion.num_frames[c] - 1).all()
+    frac = np.mean(s.bin_of(c, f) == hot)
+    assert frac == pytest.approx(p[hot], abs=0.03)
+    # uniform sampling covers every startable frame of every clip
+    u = StartFrameSampler(env.motion, ResetConfig())
+    c, f = u.sample(20000, rng)
+    assert set(c.tolist()) == {0, 1}
+    assert f[c == 0].max() == env.motion.num_frames[0] - 2 and f.min() == 0
+
+
+def test_config_yaml_matches_dataclass_defaults():
+    from dataclasses import asdict
+
+    assert asdict(G1TaskConfig.from_yaml()) == asdict(G1TaskConfig())
+    with pytest.raises(ValueError, match="unknown key"):
+        G1TaskConfig.from_dict({"decimaton": 4})
+    with pytest.raises(ValueError, match="reset.sampling"):
+        G1TaskConfig.from_dict({"reset": {"sampling": "greedy"}})
+
+
+def test_unmatched_gain_pattern_is_an_error(tiny_cfg):
+    tiny_cfg.kp = {"j_a": 10.0}
+    with pytest.raises(ValueError, match="kp: no pattern matches joint.*j_b"):
+        G1MotionTrackingEnv(tiny_cfg, 2)
+
+
+@pytest.mark.g1
+def test_g1_env_on_reference_and_random_steps():
+    cfg = G1TaskConfig(reset=ResetConfig(noise=ZERO_NOISE))
+    env = G1MotionTrackingEnv(cfg, 8)
+    assert (env.obs_dim, env.critic_obs_dim, env.action_dim) == (160, 160 + 9 * 14, 29)
+    assert env.model.nu == 29 and env.model.opt.timestep == pytest.approx(0.005)
+    obs = env.reset()
+    ref = env.motion.lookup(env.clip, env.frame)
+    np.testing.assert_allclose(env.pool.xpos[:, env.body_ids], ref.body_pos_w, atol=1e-9)
+    real_step = env.pool.step
+    teleport(env)
+    _, _, terminated, truncated, info = env.step(np.zeros((8, 29), dtype=np.float32))
+    live = ~(terminated | truncated)
+    for name in TRACKING_TERMS:
+        np.testing.assert_allclose(info["reward_terms"][name][live], 1.0, atol=1e-6, err_msg=name)
+    env.pool.step = real_step
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        obs, reward, terminated, truncated, info = env.step(rng.uniform(-1, 1, (8, 29)).astype(np.float32))
+        assert np.isfinite(obs["policy"]).all() and np.isfinite(obs["critic"]).all() and np.isfinite(reward).all()
