@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -13,6 +16,7 @@ import pytest
 
 from unilab.telemetry.scalars import ScalarWriter, read_scalars
 
+SRC = str(Path(__file__).resolve().parents[1] / "src")
 PLOT_SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "plot_curves.py"
 
 
@@ -69,6 +73,26 @@ def test_periodic_flush_without_explicit_flush(tmp_path):
         time.sleep(0.1)
     assert seen.get("a") == [(7, 3.0)]
     w.close()
+
+
+def test_two_writers_in_one_dir(tmp_path):
+    """Learner and collector processes may log distinct tags into one run directory."""
+    a, b = ScalarWriter(tmp_path), ScalarWriter(tmp_path)
+    for s in range(5):
+        a.add("timing/learner_train_ms", s, 10 * s)
+        b.add("timing/collector_env_step_ms", 2 * s, 10 * s + 1)
+    a.close()
+    b.close()
+    got = read_scalars(tmp_path)
+    assert got["timing/learner_train_ms"] == [(10 * s, float(s)) for s in range(5)]
+    assert got["timing/collector_env_step_ms"] == [(10 * s + 1, float(2 * s)) for s in range(5)]
+
+
+def test_unclosed_writer_flushed_at_exit(tmp_path):
+    code = f"from unilab.telemetry.scalars import ScalarWriter; w = ScalarWriter({str(tmp_path)!r}, flush_secs=3600); w.add('a', 5.0, 3)"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")]))
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=120)
+    assert read_scalars(tmp_path)["a"] == [(3, 5.0)]
 
 
 def test_bad_input_and_closed_writer(tmp_path):

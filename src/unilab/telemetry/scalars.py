@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import numbers
 import time
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -45,6 +46,9 @@ class ScalarWriter:
         # the writer's own thread drains the queue into the file and flushes
         # the file every flush_secs
         self._writer = EventFileWriter(str(self.log_dir), max_queue_size=max_queue, flush_secs=flush_secs)
+        # closes (and so flushes) at garbage collection or interpreter exit
+        # too, for callers that never reach close()
+        self._finalizer = weakref.finalize(self, self._writer.close)
         self._closed = False
         self.nonfinite_count = 0
         self.nonfinite_tags: set[str] = set()
@@ -90,7 +94,7 @@ class ScalarWriter:
     def close(self) -> None:
         """Flush and close the event file; later ``add`` calls raise."""
         if not self._closed:
-            self._writer.close()
+            self._finalizer()
             self._closed = True
 
     def __enter__(self) -> ScalarWriter:
