@@ -16,6 +16,10 @@ from unilab.telemetry.cpu_sampler import MACHINE_PERCENT, PROCESS_CORES, CpuSamp
 BUSY = "import sys; print('ready', flush=True)\nwhile True: pass"
 SLEEPING = "import sys, time; print('ready', flush=True); time.sleep(120)"
 INTERVAL_S = 1.0
+# an unloaded machine gives the busy child ~1 core; the bound leaves room for
+# a small CI box whose cores are shared with other jobs
+BUSY_MIN_CORES = 0.25
+SLEEPING_MAX_CORES = 0.1
 
 
 def _spawn(code: str) -> subprocess.Popen:
@@ -43,14 +47,14 @@ def test_busy_vs_sleeping_child(children):
     s_busy, s_sleep, s_both = CpuSampler([busy.pid]), CpuSampler([sleeping.pid]), CpuSampler([busy.pid, sleeping.pid])
     time.sleep(INTERVAL_S)
     a, b, c = s_busy.sample(), s_sleep.sample(), s_both.sample()
-    assert a[PROCESS_CORES] > 0.5
-    assert b[PROCESS_CORES] < 0.2
-    assert c[PROCESS_CORES] > 0.5
+    assert a[PROCESS_CORES] > BUSY_MIN_CORES
+    assert b[PROCESS_CORES] < SLEEPING_MAX_CORES
+    assert c[PROCESS_CORES] > BUSY_MIN_CORES
     for s in (a, b, c):
         assert 0.0 < s[MACHINE_PERCENT] <= 100.0  # the busy child keeps the machine above idle
     # the next sample covers only the interval since this one
     time.sleep(INTERVAL_S)
-    assert s_busy.sample()[PROCESS_CORES] > 0.5
+    assert s_busy.sample()[PROCESS_CORES] > BUSY_MIN_CORES
 
 
 def test_dead_and_missing_pids_are_dropped(children):
