@@ -155,3 +155,33 @@ def test_state_dict_round_trip_reproduces_actions_and_learning(distributional):
         assert torch.equal(pa, pb)
     with pytest.raises(ValueError, match="dims"):
         FastSAC(_cfg(), OBS + 1, COBS, ACT).load_state_dict(state)
+
+
+def test_grad_sync_hook_sees_every_backward_before_the_step():
+    agent = FastSAC(_cfg(weight_decay=0.0), OBS, COBS, ACT)
+    calls = []
+
+    def zero_grads(params):
+        calls.append(len(params))
+        for p in params:
+            p.grad.zero_()
+
+    agent.grad_sync = zero_grads
+    before = [p.clone() for p in agent.critic.parameters()]
+    agent.update(_batch())
+    # critic, actor and temperature steps each synchronise their gradients
+    assert calls == [len(list(agent.critic.parameters())), len(list(agent.actor.parameters())), 1]
+    for old, new in zip(before, agent.critic.parameters()):
+        assert torch.equal(old, new)  # zeroed gradients -> Adam leaves weights unchanged
+
+
+@pytest.mark.parametrize("distributional", [False, True])
+def test_bf16_autocast_path_keeps_float32_losses_and_actions(distributional):
+    # AMP is enabled only on CUDA in training; force it here to exercise the same code on the CPU
+    agent = FastSAC(_cfg(distributional=distributional), OBS, COBS, ACT)
+    agent.use_amp = True
+    for i in range(3):
+        m = agent.update(_batch(seed=i))
+    assert all(torch.isfinite(torch.tensor(v)) for v in m.values())
+    a = agent.act(torch.randn(4, OBS))
+    assert a.dtype == torch.float32 and a.abs().max() <= 1.0

@@ -34,6 +34,11 @@ class FastSAC:
         critic_obs_dim: critic observation width (``obs["critic"]``).
         action_dim: action width; actions are in [-1, 1].
         device: overrides ``cfg.device`` when given ("auto", "cpu", "cuda", ...).
+
+    ``grad_sync`` (default None) may be set to a callable taking a list of
+    parameters; it runs after every backward pass, before clipping and the
+    optimiser step (e.g. an all-reduce average for multi-process training).
+    Observation normalisers stay per-process.
     """
 
     def __init__(self, cfg: SACConfig, obs_dim: int, critic_obs_dim: int, action_dim: int,
@@ -80,6 +85,8 @@ class FastSAC:
         self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=cfg.alpha_lr, **fused)
 
         self.num_updates_done = 0
+        # multi-process training sets this to an all-reduce over ranks; called after every backward
+        self.grad_sync: Callable[[list[nn.Parameter]], None] | None = None
         self._last_actor_metrics: dict[str, torch.Tensor] = {}
         self._critic_loss_fn: Callable[..., Any] = self._critic_loss
         self._actor_loss_fn: Callable[..., Any] = self._actor_loss
@@ -97,7 +104,7 @@ class FastSAC:
 
     def _autocast(self) -> contextlib.AbstractContextManager:
         if self.use_amp:
-            return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
+            return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
         return contextlib.nullcontext()
 
     def _policy(self, obs: torch.Tensor, deterministic: bool) -> torch.Tensor:
@@ -174,6 +181,8 @@ class FastSAC:
               params: list[nn.Parameter]) -> torch.Tensor:
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        if self.grad_sync is not None:
+            self.grad_sync(params)
         max_norm = self.cfg.max_grad_norm if self.cfg.max_grad_norm > 0 else float("inf")
         grad_norm = nn.utils.clip_grad_norm_(params, max_norm)
         optimizer.step()
@@ -219,6 +228,8 @@ class FastSAC:
             if self.cfg.autotune_alpha:
                 self.alpha_optimizer.zero_grad(set_to_none=True)
                 alpha_loss.backward()
+                if self.grad_sync is not None:
+                    self.grad_sync([self.log_alpha])
                 self.alpha_optimizer.step()
             self._last_actor_metrics = {
                 "actor_loss": actor_loss.detach(), "alpha_loss": alpha_loss.detach(),
