@@ -1,0 +1,37 @@
+"""Shared bits of the runtime tests: a tiny, fast pendulum training command."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+TINY = [
+    "--task", "pendulum",
+    "algo.num_envs=8",
+    "algo.batch_size=64",
+    "algo.buffer_size=64",
+    "algo.learning_starts=2",
+    "algo.actor_hidden_dims=[16]",
+    "algo.critic_hidden_dims=[16]",
+    "training.no_play=true",
+    "training.console_interval_s=0.5",
+    "training.log_interval=5",
+]
+
+
+def train_cmd(log_root: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "unilab.cli.train", *TINY, f"training.log_root={log_root}", *extra]
+
+
+def run_dirs(log_root: Path) -> list[Path]:
+    return sorted((log_root / "fast_sac").glob("*/*_mujoco"))
+
+
+def popen_train(log_root: Path, *extra: str) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen(
+        train_cmd(log_root, *extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        start_new_session=True,
+    )

@@ -1,0 +1,166 @@
+"""Training end to end on the pendulum: metrics, checkpoints, resume, traces, failures."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import psutil
+import pytest
+
+from runtime_helpers import popen_train, run_dirs, train_cmd
+from unilab.runtime.checkpoint import latest_checkpoint, load_checkpoint
+from unilab.telemetry.scalars import read_scalars
+
+DESIGN_TAGS = [
+    "perf/steps_per_sec", "perf/iter_ms", "perf/collector_active_steps_per_sec",
+    "timing/learner_train_ms", "timing/learner_collector_wait_ms",
+    "timing/collector_env_step_ms", "timing/collector_env_step_backend_ms",
+    "timing/collector_env_step_update_state_ms", "timing/collector_env_step_reset_done_ms",
+    "timing/collector_learner_action_wait_ms", "timing/collector_replay_write_ms",
+    "cpu/process_cores", "cpu/machine_percent",
+]
+
+
+def _run(cmd, timeout=240):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+def test_training_writes_metrics_checkpoints_and_trace(tmp_path):
+    out = _run(train_cmd(tmp_path, "algo.max_iterations=30", "training.save_interval=20", "training.trace_enabled=true"))
+    assert out.returncode == 0, out.stderr
+    (run,) = run_dirs(tmp_path)
+    assert run.parent.name == "pendulum" and run.name.endswith("_mujoco")
+    assert sorted(p.name for p in run.glob("model_*.pt")) == ["model_20.pt", "model_30.pt"]
+    assert (run / "config.yaml").exists()
+    scalars = read_scalars(run)
+    for tag in DESIGN_TAGS:
+        assert tag in scalars, tag
+        assert len(scalars[tag]) == 6  # every 5 of 30 iterations
+    assert "reward/angle" in scalars and "train/critic_loss" in scalars
+    steps = [s for s, _ in scalars["perf/steps_per_sec"]]
+    assert steps == [5 * 8 * k for k in range(1, 7)]  # env steps of 8 envs
+    trace = json.loads((run / "trace.json").read_text())["traceEvents"]
+    pids = {e["pid"] for e in trace if e["ph"] == "X"}
+    names = {e["name"] for e in trace}
+    assert len(pids) == 2
+    assert {"learner_train", "learner_collector_wait", "env_step", "backend_step", "action_wait"} <= names
+    assert "iter 30" in out.stdout or "iter 25" in out.stdout
+
+
+def test_resume_continues_the_iteration_count(tmp_path):
+    first = tmp_path / "a"
+    assert _run(train_cmd(first, "algo.max_iterations=10")).returncode == 0
+    (run,) = run_dirs(first)
+    second = tmp_path / "b"
+    out = _run(train_cmd(second, "algo.max_iterations=16", f"training.resume={run}", "training.save_replay=true"))
+    assert out.returncode == 0, out.stderr
+    assert "resumed from" in out.stdout
+    (run2,) = run_dirs(second)
+    payload, path = load_checkpoint(run2)
+    assert path.name == "model_16.pt" and payload["iteration"] == 16
+    assert "replay" in payload
+
+
+def test_resume_from_a_missing_checkpoint_is_clear(tmp_path):
+    out = _run(train_cmd(tmp_path, "algo.max_iterations=5", f"training.resume={tmp_path / 'nope.pt'}"))
+    assert out.returncode != 0
+    assert "does not exist" in out.stderr
+
+
+def _collector_of(proc: subprocess.Popen, timeout=120) -> psutil.Process:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        kids = psutil.Process(proc.pid).children(recursive=True)
+        for k in kids:
+            try:
+                if "multiprocessing" in " ".join(k.cmdline()) and "resource_tracker" not in " ".join(k.cmdline()):
+                    return k
+            except psutil.Error:
+                pass
+        time.sleep(0.2)
+    raise AssertionError("no collector process appeared")
+
+
+def _wait_for_line(proc: subprocess.Popen, needle: str, timeout=120) -> None:
+    t0 = time.monotonic()
+    for line in proc.stdout:
+        if needle in line:
+            return
+        if time.monotonic() - t0 > timeout:
+            break
+    raise AssertionError(f"never saw {needle!r}")
+
+
+def test_dead_collector_stops_the_learner_with_a_clear_message(tmp_path):
+    proc = popen_train(tmp_path, "algo.max_iterations=100000")
+    try:
+        _wait_for_line(proc, "unilab: iter")
+        collector = _collector_of(proc)
+        collector.send_signal(signal.SIGKILL)
+        t0 = time.monotonic()
+        rc = proc.wait(timeout=30)
+        took = time.monotonic() - t0
+        err = proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert rc == 1
+    assert f"collector process (pid {collector.pid}) died with exit code -9" in err
+    assert took < 15
+
+
+def test_dead_learner_stops_the_collector(tmp_path):
+    proc = popen_train(tmp_path, "algo.max_iterations=100000")
+    try:
+        _wait_for_line(proc, "unilab: iter")
+        collector = _collector_of(proc)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        collector.wait(timeout=15)  # psutil raises TimeoutExpired if it hangs
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL) if proc.poll() is None else None
+    assert not collector.is_running()
+
+
+def test_collector_error_reaches_the_learner(tmp_path):
+    out = _run(train_cmd(tmp_path, "algo.max_iterations=5", "task.model_path=/nonexistent/pendulum.xml"))
+    assert out.returncode == 1
+    assert "collector process" in out.stderr and "exit code 1" in out.stderr
+    assert "/nonexistent/pendulum.xml" in out.stderr  # the collector's own traceback
+
+
+def test_ctrl_c_saves_a_checkpoint_and_exits(tmp_path):
+    proc = popen_train(tmp_path, "algo.max_iterations=100000")
+    try:
+        _wait_for_line(proc, "unilab: iter")
+        collector = _collector_of(proc)
+        os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole group
+        rc = proc.wait(timeout=60)
+        out = proc.stdout.read()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert rc == 130
+    assert "interrupted at iteration" in out
+    (run,) = run_dirs(tmp_path)
+    ckpt = latest_checkpoint(run)
+    assert ckpt is not None
+    it = load_checkpoint(ckpt)[0]["iteration"]
+    assert it > 0 and ckpt.name == f"model_{it}.pt"
+    assert not collector.is_running()
+
+
+def test_play_writes_a_video(tmp_path):
+    pytest.importorskip("imageio")
+    out = _run(train_cmd(tmp_path, "algo.max_iterations=5", "training.no_play=false", "training.play_steps=10"))
+    assert out.returncode == 0, out.stderr
+    (run,) = run_dirs(tmp_path)
+    assert "play:" in out.stdout
+    videos = list((run / "videos").glob("*.mp4"))
+    if "no video" in out.stdout:
+        pytest.skip("no offscreen OpenGL on this machine: " + out.stdout)
+    assert len(videos) == 1 and videos[0].stat().st_size > 1000
