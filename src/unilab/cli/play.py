@@ -21,6 +21,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-video", action="store_true", help="only print the rollout numbers")
     p.add_argument("--device", default=None, help="torch device of the policy (default: cpu)")
     p.add_argument("--seed", type=int, default=1, help="seed of the env resets")
+    p.add_argument("--width", type=int, default=320, help="video width in pixels (even)")
+    p.add_argument("--height", type=int, default=240, help="video height in pixels (even)")
     return p
 
 
@@ -30,7 +32,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         play(args.checkpoint, num_envs=args.num_envs, steps=args.steps, out=args.out,
-             video=not args.no_video, device=args.device, seed=args.seed)
+             video=not args.no_video, device=args.device, seed=args.seed, width=args.width, height=args.height)
     except (FileNotFoundError, ValueError) as err:
         print(f"play: error: {err}", file=sys.stderr)
         return 2

@@ -33,12 +33,15 @@ def play(
     video: bool = True,
     device: str | None = None,
     seed: int = 1,
+    width: int = 320,
+    height: int = 240,
 ) -> PlayResult:
     """Roll out the deterministic policy of ``checkpoint`` (file or run dir).
 
     Writes ``<run dir>/videos/play_<iter>.mp4`` (or ``out``) unless
     ``video=False``; a machine without offscreen OpenGL gets a clear message
-    and the rollout numbers anyway.
+    and the rollout numbers anyway. Frames are small by default: CPU
+    rendering (Mesa llvmpipe) costs a few hundred ms per 640x480 frame.
     """
     if num_envs < 1 or steps < 1:
         raise ValueError(f"play needs num_envs >= 1 and steps >= 1, got {num_envs} and {steps}")
@@ -86,7 +89,7 @@ def play(
         target = Path(out) if out else path.parent / "videos" / f"play_{payload['iteration']}.mp4"
         fps = 1.0 / getattr(env, "control_dt", env.pool.model.opt.timestep)
         try:
-            res.video = render_states(env.pool.model, np.stack(frames), target, fps=fps)
+            res.video = render_states(env.pool.model, np.stack(frames), target, fps=fps, width=width, height=height)
             print(f"play: video written to {res.video}", flush=True)
         except RenderUnavailable as err:
             print(f"play: no video: {err}", flush=True)
