@@ -21,7 +21,7 @@ def test_running_stats_match_numpy_over_all_batches():
     assert norm.count.item() == len(data)
 
     x = torch.from_numpy(rng.normal(size=(4, 5))).float()
-    expected = (x.numpy() - data.mean(0)) / np.sqrt(data.var(0) + norm.eps)
+    expected = (x.numpy() - data.mean(0)) / (np.sqrt(data.var(0)) + norm.eps)
     before = norm.mean.clone()
     np.testing.assert_allclose(norm(x).numpy(), expected, rtol=1e-5, atol=1e-5)
     assert torch.equal(norm.mean, before)  # forward is frozen
@@ -29,11 +29,19 @@ def test_running_stats_match_numpy_over_all_batches():
 
 def test_fresh_normalizer_is_identity_and_disabled_one_never_changes():
     x = torch.randn(6, 3) * 5 + 2
-    assert torch.allclose(RunningNormalizer(3)(x), x, atol=1e-6)
+    assert torch.allclose(RunningNormalizer(3, eps=0.0)(x), x, atol=1e-6)
     off = RunningNormalizer(3, enabled=False)
     off.update(x)
     assert off.count.item() == 0
     assert torch.equal(off(x), x)
+
+
+def test_eps_bounds_the_gain_of_constant_inputs():
+    norm = RunningNormalizer(2, eps=0.01)
+    norm.update(torch.tensor([[1.0, 0.0], [1.0, 2.0]]))  # first column constant
+    out = norm(torch.tensor([[1.5, 1.0]]))
+    assert out[0, 0].item() == pytest.approx(0.5 / 0.01)
+    assert out[0, 1].item() == pytest.approx(0.0)
 
 
 def test_state_dict_round_trip_and_shape_errors():

@@ -39,6 +39,8 @@ class SACConfig:
     """Length of the n-step return window (cut at the first episode end)."""
     obs_normalization: bool = True
     """Normalise actor and critic observations with running mean/var."""
+    obs_norm_eps: float = 0.01
+    """Added to the running std before dividing (caps the gain of near-constant inputs)."""
 
     # --- objective ---
     gamma: float = 0.99
@@ -52,8 +54,11 @@ class SACConfig:
 
     # --- optimisation ---
     actor_lr: float = 3e-4
+    """AdamW learning rate of the actor."""
     critic_lr: float = 3e-4
+    """AdamW learning rate of the critic ensemble."""
     alpha_lr: float = 3e-4
+    """Adam learning rate of log(alpha)."""
     weight_decay: float = 0.001
     """AdamW weight decay of actor and critic."""
     max_grad_norm: float = 0.0
@@ -61,14 +66,17 @@ class SACConfig:
 
     # --- networks ---
     actor_hidden_dims: list[int] = field(default_factory=lambda: [512, 256, 128])
+    """Hidden layer widths of the actor MLP."""
     critic_hidden_dims: list[int] = field(default_factory=lambda: [768, 384, 192])
+    """Hidden layer widths of each critic MLP."""
     layer_norm: bool = True
     """LayerNorm after every hidden Linear layer (actor and critic)."""
     activation: str = "silu"
     """Hidden activation: "silu", "relu", "elu" or "tanh"."""
     log_std_min: float = -5.0
+    """Lower end of the pre-tanh Gaussian log-std."""
     log_std_max: float = 0.0
-    """Pre-tanh Gaussian log-std range (squashed smoothly into it)."""
+    """Upper end of the pre-tanh Gaussian log-std range (squashed smoothly into it)."""
 
     # --- critic ---
     num_q: int = 2
@@ -78,9 +86,11 @@ class SACConfig:
     distributional: bool = False
     """C51-style categorical critic instead of scalar Q regression."""
     v_min: float = -20.0
+    """Lowest return atom of the distributional critic (match it to the task's return scale)."""
     v_max: float = 20.0
+    """Highest return atom of the distributional critic."""
     num_atoms: int = 101
-    """Support of the distributional critic (used only when distributional)."""
+    """Number of return atoms of the distributional critic."""
 
     # --- entropy ---
     alpha_init: float = 0.001
@@ -90,6 +100,7 @@ class SACConfig:
     target_entropy: float | None = None
     """Entropy target; None means -action_dim * target_entropy_scale."""
     target_entropy_scale: float = 0.5
+    """Default entropy target per action dimension (target = -action_dim * scale)."""
 
     # --- performance (CUDA only; ignored on CPU) ---
     compile: bool = True
@@ -119,8 +130,9 @@ class SACConfig:
         for name in ("actor_lr", "critic_lr", "alpha_lr", "alpha_init"):
             if getattr(self, name) <= 0.0:
                 raise ValueError(f"SACConfig.{name} must be > 0, got {getattr(self, name)}")
-        if self.weight_decay < 0.0 or self.max_grad_norm < 0.0:
-            raise ValueError("SACConfig.weight_decay and max_grad_norm must be >= 0")
+        for name in ("weight_decay", "max_grad_norm", "obs_norm_eps"):
+            if getattr(self, name) < 0.0:
+                raise ValueError(f"SACConfig.{name} must be >= 0, got {getattr(self, name)}")
         if self.n_steps > self.buffer_size:
             raise ValueError(
                 f"SACConfig.n_steps ({self.n_steps}) exceeds buffer_size ({self.buffer_size})"

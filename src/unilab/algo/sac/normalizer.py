@@ -13,10 +13,11 @@ class RunningNormalizer(nn.Module):
     float64, so counts in the billions stay exact); :meth:`forward` never
     touches them, which keeps a whole gradient step — including its bootstrap
     targets — on one frozen set of statistics. With ``enabled=False`` the
-    module is the identity but keeps the same state_dict keys.
+    module is the identity but keeps the same state_dict keys. ``eps`` is
+    added to the standard deviation so near-constant inputs are not blown up.
     """
 
-    def __init__(self, dim: int, *, enabled: bool = True, eps: float = 1e-8,
+    def __init__(self, dim: int, *, enabled: bool = True, eps: float = 1e-2,
                  device: torch.device | str | None = None) -> None:
         super().__init__()
         if dim < 1:
@@ -50,9 +51,9 @@ class RunningNormalizer(nn.Module):
         self.count.copy_(total)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Return ``(x - mean) / sqrt(var + eps)`` in ``x``'s dtype (stats unchanged)."""
+        """Return ``(x - mean) / (sqrt(var) + eps)`` in ``x``'s dtype (stats unchanged)."""
         if not self.enabled:
             return x
         mean = self.mean.to(x.dtype)
-        std = torch.sqrt(self.var + self.eps).to(x.dtype)
-        return (x - mean) / std
+        scale = (self.var.sqrt() + self.eps).to(x.dtype)
+        return (x - mean) / scale
