@@ -31,68 +31,83 @@ from unilab.tasks.g1_motion_tracking.env import G1MotionTrackingEnv
 PHASES = ("backend_step", "update_state", "reset_done")
 
 
-def _timed_env_run(env: G1MotionTrackingEnv, steps: int, warmup: int, rng: np.random.Generator) -> dict:
-    shape = (env.num_envs, env.action_dim)
-    for _ in range(warmup):
-        env.step(rng.uniform(-1, 1, shape).astype(np.float32))
-    actions = [rng.uniform(-1, 1, shape).astype(np.float32) for _ in range(min(steps, 16))]
-    env.timer.reset()
-    ended = lengths = 0.0
-    wall = cpu_t = 0.0
-    for i in range(steps):
-        a = actions[i % len(actions)]
-        w0, c0 = time.perf_counter(), time.process_time()
-        _, _, _, _, info = env.step(a)
-        wall += time.perf_counter() - w0
-        cpu_t += time.process_time() - c0
-        ep = info["episode"]
-        ended += ep["count"]
-        lengths += ep["count"] * ep["length_mean"]
-    phases = {}
-    for name, s in env.timer.summary().items():
-        phases[name] = {"ms": s.mean_ms, "cores": s.cores, "count": s.count}
-    phases["env.step"] = {"ms": 1e3 * wall / steps, "cores": cpu_t / wall if wall else 0.0, "count": steps}
-    return {
-        "phases": phases,
-        "env_steps_per_sec": env.num_envs * steps / wall,
-        "episodes_ended": int(ended),
-        "mean_episode_length": lengths / ended if ended else float("nan"),
-    }
+class _EnvRunner:
+    """Times env.step with random actions (phases come from env.timer)."""
+
+    def __init__(self, env: G1MotionTrackingEnv, rng: np.random.Generator, pool_steps: int):
+        self.env = env
+        shape = (env.num_envs, env.action_dim)
+        self.actions = [rng.uniform(-1, 1, shape).astype(np.float32) for _ in range(pool_steps)]
+        self.i = 0
+        self.wall = self.cpu = 0.0
+        self.steps = 0
+        self.ended = 0
+        self.lengths = 0.0
+
+    def run(self, n: int, timed: bool) -> None:
+        for _ in range(n):
+            a = self.actions[self.i % len(self.actions)]
+            self.i += 1
+            w0, c0 = time.perf_counter(), time.process_time()
+            _, _, _, _, info = self.env.step(a)
+            if timed:
+                self.wall += time.perf_counter() - w0
+                self.cpu += time.process_time() - c0
+                self.steps += 1
+                ep = info["episode"]
+                self.ended += ep["count"]
+                self.lengths += ep["count"] * ep["length_mean"]
+
+    @property
+    def mean_episode_length(self) -> float:
+        return self.lengths / self.ended if self.ended else float("nan")
 
 
-def _timed_raw_run(env: G1MotionTrackingEnv, start_qpos: np.ndarray, start_qvel: np.ndarray, steps: int,
-                   warmup: int, episode_len: float, rng: np.random.Generator, pool_kwargs: dict) -> dict:
-    """Bare pool stepping from the env's start states; restarts (untimed) every ~episode_len steps."""
-    n = env.num_envs
-    pool = BatchEnvPool(env.model, n, outputs=("xpos", "xquat", "cvel", "subtree_com"),
-                        substeps=env.cfg.decimation, **pool_kwargs)
-    ids = np.arange(n)
-    pool.reset(ids, start_qpos, start_qvel)
-    ctrls = [env.action_default + env.action_scale * rng.uniform(-1, 1, (n, env.action_dim))
-             for _ in range(min(steps, 16))]
-    period = max(1, int(round(episode_len))) if np.isfinite(episode_len) else steps + warmup
-    wall = cpu_t = 0.0
-    for i in range(warmup + steps):
-        if i and i % period == 0:
-            pool.reset(ids, start_qpos, start_qvel)
-        c = ctrls[i % len(ctrls)]
-        w0, c0 = time.perf_counter(), time.process_time()
-        bad = pool.step(c, env.cfg.decimation)
-        if i >= warmup:
-            wall += time.perf_counter() - w0
-            cpu_t += time.process_time() - c0
-        if bad.any():  # keep diverged sims out of the timing
-            b = np.flatnonzero(bad)
-            pool.reset(b, start_qpos[b], start_qvel[b])
-    out = {"ms": 1e3 * wall / steps, "cores": cpu_t / wall if wall else 0.0, "count": steps,
-           "nthread": pool.nthread, "steps_per_sec": n * steps / wall}
-    pool.close()
-    return out
+class _RawRunner:
+    """Times bare ``pool.step`` on the env's PD model from the env's start states.
+
+    All sims restart (untimed) every ~mean episode length of the env run, so
+    the physics sees a similar mix of standing and fallen robots.
+    """
+
+    def __init__(self, env: G1MotionTrackingEnv, start_qpos, start_qvel, rng, pool_kwargs: dict, pool_steps: int):
+        n = env.num_envs
+        self.env = env
+        self.pool = BatchEnvPool(env.model, n, outputs=("xpos", "xquat", "cvel", "subtree_com"),
+                                 substeps=env.cfg.decimation, **pool_kwargs)
+        self.ids = np.arange(n)
+        self.q0, self.v0 = start_qpos, start_qvel
+        self.pool.reset(self.ids, self.q0, self.v0)
+        self.ctrls = [env.action_default + env.action_scale * rng.uniform(-1, 1, (n, env.action_dim))
+                      for _ in range(pool_steps)]
+        self.i = 0
+        self.since_reset = 0
+        self.wall = self.cpu = 0.0
+        self.steps = 0
+
+    def run(self, n: int, timed: bool, period: float) -> None:
+        period = max(1, int(round(period))) if np.isfinite(period) else 10
+        for _ in range(n):
+            if self.since_reset >= period:
+                self.pool.reset(self.ids, self.q0, self.v0)
+                self.since_reset = 0
+            c = self.ctrls[self.i % len(self.ctrls)]
+            self.i += 1
+            w0, c0 = time.perf_counter(), time.process_time()
+            bad = self.pool.step(c, self.env.cfg.decimation)
+            if timed:
+                self.wall += time.perf_counter() - w0
+                self.cpu += time.process_time() - c0
+                self.steps += 1
+            self.since_reset += 1
+            if bad.any():  # keep diverged sims out of the timing
+                b = np.flatnonzero(bad)
+                self.pool.reset(b, self.q0[b], self.v0[b])
 
 
-def run_one(cfg: G1TaskConfig, num_envs: int, steps: int, warmup: int, cpu_ids: list[int] | None,
+def run_one(cfg: G1TaskConfig, num_envs: int, steps: int, warmup: int, block: int, cpu_ids: list[int] | None,
             nthread: int | None, seed: int) -> dict:
-    """One env run and its matching raw-pool run."""
+    """Env and raw-pool timing, interleaved in blocks so machine load hits both alike."""
     pool_kwargs: dict = {}
     if cpu_ids is not None:
         pool_kwargs["cpu_ids"] = cpu_ids
@@ -103,23 +118,42 @@ def run_one(cfg: G1TaskConfig, num_envs: int, steps: int, warmup: int, cpu_ids: 
     env = G1MotionTrackingEnv(cfg, num_envs, pool_kwargs=pool_kwargs, seed=seed)
     env.reset()
     start_qpos, start_qvel = env.pool.qpos.copy(), env.pool.qvel.copy()
+    raw = _RawRunner(env, start_qpos, start_qvel, rng, pool_kwargs, pool_steps=16)
+    envr = _EnvRunner(env, rng, pool_steps=16)
     build_s = time.perf_counter() - t0
-    res = _timed_env_run(env, steps, warmup, rng)
-    nthread_used = env.pool.nthread
+
+    envr.run(warmup, timed=False)
+    raw.run(warmup, timed=False, period=10)
+    env.timer.reset()
+    done = 0
+    while done < steps:
+        k = min(block, steps - done)
+        envr.run(k, timed=True)
+        raw.run(k, timed=True, period=envr.mean_episode_length)
+        done += k
+
+    phases = {name: {"ms": s.mean_ms, "cores": s.cores, "count": s.count} for name, s in env.timer.summary().items()}
+    phases["env.step"] = {"ms": 1e3 * envr.wall / steps, "cores": envr.cpu / envr.wall, "count": steps}
+    raw_stats = {"ms": 1e3 * raw.wall / steps, "cores": raw.cpu / raw.wall, "count": steps,
+                 "nthread": raw.pool.nthread, "steps_per_sec": num_envs * steps / raw.wall}
+    env_sps = num_envs * steps / envr.wall
+    host = phases["update_state"]["ms"] + phases["reset_done"]["ms"]
+    res = {
+        "label": "pinned " + ",".join(map(str, cpu_ids)) if cpu_ids is not None else "default sizing",
+        "cpu_ids": cpu_ids,
+        "nthread": env.pool.nthread,
+        "build_s": build_s,
+        "phases": phases,
+        "raw_pool": raw_stats,
+        "env_steps_per_sec": env_sps,
+        "raw_steps_per_sec": raw_stats["steps_per_sec"],
+        "host_fraction": host / phases["env.step"]["ms"],
+        "env_over_raw": env_sps / raw_stats["steps_per_sec"],
+        "episodes_ended": envr.ended,
+        "mean_episode_length": envr.mean_episode_length,
+    }
+    raw.pool.close()
     env.close()
-    raw = _timed_raw_run(env, start_qpos, start_qvel, steps, warmup, res["mean_episode_length"], rng, pool_kwargs)
-    ph = res["phases"]
-    host = ph["update_state"]["ms"] + ph["reset_done"]["ms"]
-    res.update(
-        label="pinned " + ",".join(map(str, cpu_ids)) if cpu_ids is not None else "default sizing",
-        cpu_ids=cpu_ids,
-        nthread=nthread_used,
-        build_s=build_s,
-        raw_pool=raw,
-        raw_steps_per_sec=raw["steps_per_sec"],
-        host_fraction=host / ph["env.step"]["ms"],
-        env_over_raw=res["env_steps_per_sec"] / raw["steps_per_sec"],
-    )
     return res
 
 
@@ -142,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--num-envs", type=int, default=1024)
     p.add_argument("--steps", type=int, default=60, help="timed env steps per run")
     p.add_argument("--warmup", type=int, default=5, help="untimed steps before timing")
+    p.add_argument("--block", type=int, default=5,
+                   help="env and raw-pool steps alternate in blocks of this many (shared machine load hits both)")
     p.add_argument("--cpu-ids", default=None, help="pin the pool's threads, e.g. 0-1 (one thread per id)")
     p.add_argument("--compare-cpu-ids", default=None,
                    help="A/B in one invocation: default sizing vs pinned to these cpu ids")
@@ -167,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"usable cpus {cpu.usable_cpus()}; G1 motion tracking, decimation {cfg.decimation}, sim dt {cfg.sim_dt}")
     results = []
     for cpu_ids, nthread in runs:
-        r = run_one(cfg, args.num_envs, args.steps, args.warmup, cpu_ids, nthread, args.seed)
+        r = run_one(cfg, args.num_envs, args.steps, args.warmup, args.block, cpu_ids, nthread, args.seed)
         print_run(r, args.num_envs)
         results.append(r)
     if len(results) == 2:

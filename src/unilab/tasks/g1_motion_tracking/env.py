@@ -275,7 +275,6 @@ class G1MotionTrackingEnv:
     # ------------------------------------------------------------------
     def reset(self) -> dict[str, np.ndarray]:
         """Restart every env at a sampled clip frame; return the first observations."""
-        self.timer.reset()
         rows = self._all_rows
         self._restart(rows)
         state = self._gather(rows)
