@@ -29,12 +29,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as err:
         print(f"train: error: {err}", file=sys.stderr)
         return 2
+    from unilab.runtime import distributed  # noqa: PLC0415
+
     try:
-        result = Trainer(spec).train()
+        trainer = Trainer(spec)
+        result = trainer.train()
     except CollectorDied as err:
         print(f"train: error: {err}", file=sys.stderr, flush=True)
         return 1
-    if not spec.training.no_play and result.checkpoint is not None:
+    except (FileNotFoundError, ValueError) as err:  # e.g. training.resume pointing nowhere
+        print(f"train: error: {err}", file=sys.stderr, flush=True)
+        return 2
+    finally:
+        distributed.shutdown()
+    if trainer.dist.rank == 0 and not spec.training.no_play and result.checkpoint is not None:
         from unilab.runtime.play import play  # noqa: PLC0415
 
         try:

@@ -77,6 +77,14 @@ def broadcast_parameters(agent) -> None:
         dist.broadcast(agent.log_alpha.data, src=0)
 
 
+def any_rank(flag: bool) -> bool:
+    """True on every rank if ``flag`` is true on any rank."""
+    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else "cpu"
+    t = torch.tensor([1.0 if flag else 0.0], device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item() > 0)
+
+
 def shutdown() -> None:
     if dist.is_initialized():
         dist.destroy_process_group()

@@ -137,6 +137,12 @@ class Trainer:
             log_interval=tr.log_interval, console_interval_s=tr.console_interval_s,
         )
         metrics.banner(self.spec, facts, agent.device, self.dist)
+        if self.dist.world_size > 1:
+            print(
+                f"unilab[rank {self.dist.rank}/{self.dist.world_size}]: collector pid {col.pid} pinned to "
+                f"cpu_ids={facts['cpu_ids']}, learner on {agent.device}",
+                flush=True,
+            )
         last_ckpt: Path | None = None
         interrupted = False
         rng = torch.Generator().manual_seed(a.seed + 7 * self.dist.rank)
@@ -176,7 +182,11 @@ class Trainer:
                 metrics.step(self.iteration, self.timer, train_metrics)
                 if tr.save_interval and self.iteration % tr.save_interval == 0:
                     last_ckpt = self.save(agent, replay)
-                if tr.time_limit_s is not None and time.monotonic() - t_start >= tr.time_limit_s:
+                out_of_time = tr.time_limit_s is not None and time.monotonic() - t_start >= tr.time_limit_s
+                if self.dist.world_size > 1:
+                    # every rank must leave at the same iteration, or the next all-reduce hangs
+                    out_of_time = distributed.any_rank(out_of_time)
+                if out_of_time:
                     print(f"unilab: training.time_limit_s={tr.time_limit_s} reached at iteration {self.iteration}", flush=True)
                     break
         except KeyboardInterrupt:
@@ -185,16 +195,16 @@ class Trainer:
         finally:
             col.close()
         if last_ckpt is None or not last_ckpt.name.endswith(f"_{self.iteration}.pt"):
-            last_ckpt = self.save(agent, replay)
+            last_ckpt = self.save(agent, replay, final=True)
         summary = metrics.close()
         self._finish_trace()
         print(f"unilab: run directory {self.run_dir}; checkpoint {last_ckpt}", flush=True)
         return TrainResult(self.run_dir, self.iteration, last_ckpt, interrupted, summary)
 
     # ------------------------------------------------------------ persistence
-    def save(self, agent: FastSAC, replay: ReplayBuffer) -> Path | None:
-        """Atomically write model_<iteration>.pt (rank 0 only)."""
-        if self.dist.rank != 0:
+    def save(self, agent: FastSAC, replay: ReplayBuffer, final: bool = False) -> Path | None:
+        """Atomically write model_<iteration>.pt (other ranks: only the final one, in their own dir)."""
+        if self.dist.rank != 0 and not final:
             return None
         payload = {
             "iteration": self.iteration,

@@ -35,6 +35,8 @@ def task_config(name: str, values: Mapping[str, Any]) -> Any:
     if name not in TASKS:
         raise ValueError(f"unknown task {name!r}; known tasks: {sorted(TASKS)}")
     cls, _ = TASKS[name]()
+    if hasattr(cls, "from_dict"):  # a config with nested sections parses itself
+        return cls.from_dict(dict(values))
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(values) - known)
     if unknown:
