@@ -32,6 +32,7 @@ def make_fake_wheel(path: Path) -> tuple[Path, str]:
     members = dict(FAKE_MEMBERS)
     members["holosoma/data/motions/g1_29dof/whole_body_tracking/clip_a.npz"] = _npz_bytes(0)
     members["holosoma/data/motions/g1_29dof/whole_body_tracking/clip_a_w_obj.npz"] = _npz_bytes(1)
+    members["holosoma/data/motions/g1_29dof/whole_body_tracking/motion_crawl_slope.npz"] = _npz_bytes(2)
     with zipfile.ZipFile(path, "w") as zf:
         for name, data in members.items():
             zf.writestr(name, data)
@@ -179,12 +180,14 @@ def test_pre_downloaded_wheel_in_downloads_dir(fake):
     assert res.rebuilt
 
 
-def test_motion_paths_skip_object_clips(fake, monkeypatch):
+def test_motion_paths_skip_object_and_terrain_clips(fake, monkeypatch):
     cache, wheel, digest = fake
     holosoma.ensure_assets(cache, expected_sha256=digest, downloader=CountingDownloader(wheel), progress=False)
     names = [p.name for p in g1.motion_paths(cache)]
     assert names == ["clip_a.npz"]
     assert [p.name for p in g1.motion_paths(cache, include_object_clips=True)] == ["clip_a.npz", "clip_a_w_obj.npz"]
+    assert [p.name for p in g1.motion_paths(cache, include_terrain_clips=True)] == [
+        "clip_a.npz", "motion_crawl_slope.npz"]
 
 
 def test_cli_help_and_path(fake, capsys):

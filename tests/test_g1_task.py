@@ -314,3 +314,27 @@ def test_g1_env_on_reference_and_random_steps():
     for _ in range(5):
         obs, reward, terminated, truncated, info = env.step(rng.uniform(-1, 1, (8, 29)).astype(np.float32))
         assert np.isfinite(obs["policy"]).all() and np.isfinite(obs["critic"]).all() and np.isfinite(reward).all()
+
+
+@pytest.mark.g1
+@pytest.mark.slow
+def test_benchmark_script_smoke(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "scripts/benchmark/env/benchmark_env_step_phase_cpu.py"
+    out = tmp_path / "bench.json"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1] / "src") + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.run([sys.executable, str(script), "--num-envs", "8", "--steps", "4", "--warmup", "1",
+                           "--block", "2", "--json", str(out)], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "backend_step" in proc.stdout and "env / raw steps/s" in proc.stdout
+    data = json.loads(out.read_text())
+    (run,) = data["runs"]
+    assert set(run["phases"]) == {"backend_step", "update_state", "reset_done", "env.step"}
+    assert run["phases"]["env.step"]["count"] == 4
+    assert run["env_steps_per_sec"] > 0 and run["raw_steps_per_sec"] > 0

@@ -220,7 +220,7 @@ def test_g1_fk_matches_npz_body_poses():
 
     model = g1.load_model()
     names = [model.body(i).name for i in range(1, model.nbody)]
-    for path in g1.motion_paths():
+    for path in g1.motion_paths(include_terrain_clips=True):
         with np.load(path) as npz:
             npz_names = [str(n) for n in npz["body_names"]]
             ref_pos, ref_quat = npz["body_pos_w"], npz["body_quat_w"]

@@ -16,6 +16,9 @@ MOTIONS_REL = MOTION_PREFIX[len(WHEEL_DATA_PREFIX):]
 # object body and a motion that only makes sense with the object present, which
 # the robot-only scene lacks.
 OBJECT_CLIP_MARKER = "_w_obj"
+# Clips performed on terrain (e.g. "motion_crawl_slope.npz", which ends on a
+# slope 0.4 m above the floor) cannot be tracked in the flat-plane scene.
+TERRAIN_CLIP_MARKERS = ("_slope",)
 
 
 def assets_root(cache_dir: str | os.PathLike | None = None, *, progress: bool = True) -> Path:
@@ -33,17 +36,21 @@ def robot_xml_path(cache_dir: str | os.PathLike | None = None) -> Path:
     return assets_root(cache_dir) / ROBOT_REL
 
 
-def motion_paths(cache_dir: str | os.PathLike | None = None, *, include_object_clips: bool = False) -> list[Path]:
+def motion_paths(cache_dir: str | os.PathLike | None = None, *, include_object_clips: bool = False,
+                 include_terrain_clips: bool = False) -> list[Path]:
     """The whole-body-tracking clips (BeyondMimic npz), sorted by name.
 
     Clips that involve an object (``*_w_obj*``) are left out unless
     ``include_object_clips``: their joint layout matches, but the object they
-    interact with is not in the scene.
+    interact with is not in the scene.  Clips recorded on terrain (``*_slope*``)
+    are left out unless ``include_terrain_clips``: the scene is a flat plane.
     """
     root = assets_root(cache_dir)
     paths = manifest_paths(root, MOTIONS_REL, (".npz",))
     if not include_object_clips:
         paths = [p for p in paths if OBJECT_CLIP_MARKER not in p.name]
+    if not include_terrain_clips:
+        paths = [p for p in paths if not any(m in p.name for m in TERRAIN_CLIP_MARKERS)]
     return paths
 
 

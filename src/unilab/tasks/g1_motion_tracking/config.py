@@ -91,6 +91,7 @@ class G1TaskConfig:
     model_xml: str | None = None
     motion_files: list[str] | None = None
     include_object_clips: bool = False
+    include_terrain_clips: bool = False
     sim_dt: float = 0.005
     decimation: int = 4
     integrator: str | None = "implicitfast"

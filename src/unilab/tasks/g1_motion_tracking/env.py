@@ -62,7 +62,8 @@ def task_motion_files(cfg: G1TaskConfig) -> list[Path]:
         return [Path(p).expanduser() for p in cfg.motion_files]
     from unilab.assets import g1
 
-    return g1.motion_paths(include_object_clips=cfg.include_object_clips)
+    return g1.motion_paths(include_object_clips=cfg.include_object_clips,
+                           include_terrain_clips=cfg.include_terrain_clips)
 
 
 def actuated_joints(model: mujoco.MjModel, joint_names: list[str]) -> np.ndarray:
