@@ -154,28 +154,45 @@ def check_cache(root: Path, *, full: bool = False) -> list[str]:
 # wheel acquisition
 
 
-def pip_download(dest: Path, *, python: str | None = None) -> Path:
+def pip_download(dest: Path, *, python: str | None = None, show_progress: bool | None = None) -> Path:
     """Download the holosoma wheel (no dependencies) into ``dest`` with pip.
 
     Runs ``python -m pip download`` as a subprocess so the user's pip
-    configuration (index URL, proxy, certificates) applies.
+    configuration (index URL, proxy, certificates) applies.  On an interactive
+    terminal (``show_progress=None``: when stderr is a TTY) pip's own progress
+    bar is shown on stderr; otherwise pip's output is captured and its last
+    lines are quoted in the error.
     """
     dest.mkdir(parents=True, exist_ok=True)
     cmd = [
         python or sys.executable, "-m", "pip", "download", "--no-deps",
         "--only-binary", ":all:", f"holosoma=={HOLOSOMA_VERSION}", "-d", str(dest),
     ]
+    if show_progress is None:
+        show_progress = _stderr_is_tty()
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if show_progress:
+            # pip's stdout (where its progress bar goes) onto our stderr, so stdout stays clean
+            proc = subprocess.run(cmd, stdout=sys.stderr.fileno(), text=True)
+        else:
+            proc = subprocess.run(cmd, capture_output=True, text=True)
     except OSError as exc:
         raise WheelDownloadError(f"could not run pip: {exc}") from exc
     if proc.returncode != 0:
-        tail = "\n".join((proc.stderr or proc.stdout or "").strip().splitlines()[-6:])
+        out = (proc.stderr or proc.stdout or "") if not show_progress else "(pip's output is above)"
+        tail = "\n".join(out.strip().splitlines()[-6:])
         raise WheelDownloadError(f"`{' '.join(cmd)}` failed (exit {proc.returncode}):\n{tail}")
     found = sorted(dest.glob(f"holosoma-{HOLOSOMA_VERSION}-*.whl"))
     if not found:
         raise WheelDownloadError(f"pip reported success but no holosoma wheel appeared in {dest}")
     return found[0]
+
+
+def _stderr_is_tty() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def _no_network_message(cache_dir: Path | None, reason: str) -> str:
