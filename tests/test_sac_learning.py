@@ -112,6 +112,15 @@ def _config(**overrides) -> SACConfig:
 THRESHOLD = 36.0
 
 
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """Small networks: one thread is as fast and does not fight other work for the 2 cores."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def _check_learns(cfg: SACConfig) -> None:
     torch.manual_seed(cfg.seed)
     gen = torch.Generator().manual_seed(1)
