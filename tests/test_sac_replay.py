@@ -157,3 +157,12 @@ def test_state_dict_round_trip():
     sa, sb = a.sample(64), b.sample(64)
     for key in sa:
         assert torch.equal(sa[key], sb[key]), key
+
+
+def test_too_large_buffer_fails_with_a_clear_message(monkeypatch):
+    import unilab.algo.sac.replay as replay_module
+
+    assert replay_module.transition_nbytes(OBS, COBS, ACT) * 4 * 5 == ReplayBuffer(4, 5, OBS, COBS, ACT).nbytes
+    monkeypatch.setattr(replay_module, "available_memory_bytes", lambda device: 1000)
+    with pytest.raises(MemoryError, match="buffer_size"):
+        ReplayBuffer(4, 5, OBS, COBS, ACT)

@@ -9,7 +9,20 @@ autoreset), which makes truncated windows bootstrap from the right state.
 
 from __future__ import annotations
 
+import psutil
 import torch
+
+
+def transition_nbytes(obs_dim: int, critic_obs_dim: int, action_dim: int) -> int:
+    """Storage bytes of one transition (float32 obs/next obs/action/reward, two bool flags)."""
+    return 4 * (2 * (obs_dim + critic_obs_dim) + action_dim + 1) + 2
+
+
+def available_memory_bytes(device: torch.device) -> int:
+    """Free memory where the buffer would live (CUDA device memory or host RAM)."""
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    return int(psutil.virtual_memory().available)
 
 
 class ReplayBuffer:
@@ -45,6 +58,14 @@ class ReplayBuffer:
         self.n_steps = int(n_steps)
         self.gamma = float(gamma)
         self.device = torch.device(device)
+        need = self.num_envs * self.capacity * transition_nbytes(obs_dim, critic_obs_dim, action_dim)
+        free = available_memory_bytes(self.device)
+        if need > free:
+            raise MemoryError(
+                f"replay buffer needs {need / 2**30:.1f} GiB on {self.device} for num_envs={num_envs} x "
+                f"buffer_size={capacity} transitions but only {free / 2**30:.1f} GiB is free; "
+                "lower algo.buffer_size (transitions per env) or algo.num_envs"
+            )
         shape = (self.num_envs, self.capacity)
         f32 = dict(dtype=torch.float32, device=self.device)
         self.obs = torch.zeros(*shape, self.obs_dim, **f32)
