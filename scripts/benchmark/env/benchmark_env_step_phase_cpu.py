@@ -17,6 +17,7 @@ A step/s counts one policy step of one env.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -114,10 +115,14 @@ def run_one(cfg: G1TaskConfig, num_envs: int, steps: int, warmup: int, block: in
     elif nthread is not None:
         pool_kwargs["nthread"] = nthread
     rng = np.random.default_rng(seed)
+    usable = cpu.usable_cpus()
     t0 = time.perf_counter()
     env = G1MotionTrackingEnv(cfg, num_envs, pool_kwargs=pool_kwargs, seed=seed)
     env.reset()
     start_qpos, start_qvel = env.pool.qpos.copy(), env.pool.qvel.copy()
+    # a pinned pool pins the calling thread too; give it back its CPU set so the
+    # second pool's cpu ids validate (it pins the caller to the same cpu_ids[0])
+    _restore_affinity(usable)
     raw = _RawRunner(env, start_qpos, start_qvel, rng, pool_kwargs, pool_steps=16)
     envr = _EnvRunner(env, rng, pool_steps=16)
     build_s = time.perf_counter() - t0
@@ -154,7 +159,13 @@ def run_one(cfg: G1TaskConfig, num_envs: int, steps: int, warmup: int, block: in
     }
     raw.pool.close()
     env.close()
+    _restore_affinity(usable)
     return res
+
+
+def _restore_affinity(cpus: list[int]) -> None:
+    if cpu.affinity_supported():
+        os.sched_setaffinity(0, set(cpus))
 
 
 def print_run(r: dict, num_envs: int) -> None:

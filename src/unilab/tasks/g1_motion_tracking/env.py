@@ -332,6 +332,8 @@ class G1MotionTrackingEnv:
         with timer.phase("reset_done"):
             done = terminated | truncated
             done_ids = np.flatnonzero(done)
+            # failure statistics decay every step, so record even when nothing ended
+            self.sampler.record(self.clip[done_ids], self.frame[done_ids], terminated[done_ids])
             info: dict[str, Any] = {
                 "reward_terms": {name: self._terms[:, i].astype(np.float32) for i, name in enumerate(TERM_NAMES)},
                 "num_bad_envs": int(bad.sum()),
@@ -343,7 +345,6 @@ class G1MotionTrackingEnv:
                     "return_mean": float(self.episode_return[done_ids].mean()),
                     "length_mean": float(self.episode_len[done_ids].mean()),
                 }
-                self.sampler.record(self.clip[done_ids], self.frame[done_ids], terminated[done_ids])
                 final = {"policy": policy, "critic": critic}
                 policy = policy.copy()
                 critic = critic.copy()

@@ -273,6 +273,7 @@ class MotionLibrary:
 
     @property
     def num_joints(self) -> int:
+        """Number of (non-root) joints, model order."""
         return len(self.joint_names)
 
     def flat_index(self, clip_ids: np.ndarray, frame_ids: np.ndarray) -> np.ndarray:
