@@ -338,3 +338,23 @@ def test_benchmark_script_smoke(tmp_path):
     assert set(run["phases"]) == {"backend_step", "update_state", "reset_done", "env.step"}
     assert run["phases"]["env.step"]["count"] == 4
     assert run["env_steps_per_sec"] > 0 and run["raw_steps_per_sec"] > 0
+
+
+def test_policy_noise_only_on_policy_obs(tiny_cfg):
+    tiny_cfg.obs_noise.joint_pos = 0.05
+    tiny_cfg.obs_noise.base_ang_vel = 0.2
+    env = G1MotionTrackingEnv(tiny_cfg, 64, seed=2)
+    obs = env.reset()
+    s = policy_obs_slices(2)
+    diff = obs["policy"] - obs["critic"][:, : env.obs_dim]
+    assert 0 < np.abs(diff[:, s["joint_pos_rel"]]).max() <= 0.05 + 1e-6
+    assert 0.1 < np.abs(diff[:, s["base_ang_vel"]]).max() <= 0.2 + 1e-6
+    untouched = np.ones(env.obs_dim, dtype=bool)
+    untouched[s["joint_pos_rel"]] = untouched[s["base_ang_vel"]] = False
+    np.testing.assert_array_equal(diff[:, untouched], 0.0)
+
+
+def test_missing_user_model_is_a_clear_error(tiny_cfg, tmp_path):
+    tiny_cfg.model_xml = str(tmp_path / "nope.xml")
+    with pytest.raises(FileNotFoundError, match="nope.xml"):
+        G1MotionTrackingEnv(tiny_cfg, 2)

@@ -295,7 +295,16 @@ class G1MotionTrackingEnv:
         self.last_action[rows] = 0.0
 
     def step(self, action: np.ndarray):
-        """Advance every env one policy step; auto-reset finished ones (see module docstring)."""
+        """Advance every env one policy step; auto-reset finished ones.
+
+        Returns ``(obs, reward, terminated, truncated, info)`` as in
+        ``unilab.tasks.base.VecEnv``.  ``terminated`` marks failures (including
+        diverged envs, counted in ``info["num_bad_envs"]``, whose reward is 0);
+        ``truncated`` marks clip ends and time-outs.  ``info["final_obs"]``
+        holds the pre-reset observations in done rows (it is ``obs`` itself
+        when nothing ended); ``info["reward_terms"]`` the unweighted terms,
+        ``info["termination_terms"]`` each failure condition.
+        """
         timer = self.timer
         action = np.asarray(action)
         if action.shape != (self.num_envs, self.action_dim):
