@@ -44,6 +44,30 @@ def test_eps_bounds_the_gain_of_constant_inputs():
     assert out[0, 1].item() == pytest.approx(0.0)
 
 
+def test_all_reduce_hook_merges_every_ranks_batch():
+    rng = np.random.default_rng(1)
+    rank_batches = [rng.normal(loc=2.0 * r, size=(40 + r, 3)) for r in range(2)]
+    ranks = [RunningNormalizer(3), RunningNormalizer(3)]
+    # a fake 2-rank all-reduce: every rank ends up with the sum of both ranks' packed moments
+    packed = [None, None]
+
+    def capture(rank):
+        def hook(t):
+            packed[rank] = t.clone()
+        return hook
+
+    for r in range(2):  # first pass: collect each rank's local moments
+        RunningNormalizer(3).update(torch.from_numpy(rank_batches[r]), all_reduce=capture(r))
+    total = packed[0] + packed[1]
+    for r in range(2):
+        ranks[r].update(torch.from_numpy(rank_batches[r]), all_reduce=lambda t: t.copy_(total))
+    data = np.concatenate(rank_batches)
+    for norm in ranks:
+        np.testing.assert_allclose(norm.mean.numpy(), data.mean(0), rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(norm.var.numpy(), data.var(0), rtol=1e-9, atol=1e-9)
+        assert norm.count.item() == len(data)
+
+
 def test_state_dict_round_trip_and_shape_errors():
     a = RunningNormalizer(2)
     a.update(torch.randn(50, 2) * 3 + 1)

@@ -38,7 +38,9 @@ class FastSAC:
     ``grad_sync`` (default None) may be set to a callable taking a list of
     parameters; it runs after every backward pass, before clipping and the
     optimiser step (e.g. an all-reduce average for multi-process training).
-    Observation normalisers stay per-process.
+    ``stats_sync`` (default None) may be set to an in-place all-reduce SUM of a
+    tensor (``torch.distributed.all_reduce``); the observation normalisers then
+    merge the batches of all ranks and stay identical across them.
     """
 
     def __init__(self, cfg: SACConfig, obs_dim: int, critic_obs_dim: int, action_dim: int,
@@ -88,6 +90,8 @@ class FastSAC:
         self.num_updates_done = 0
         # multi-process training sets this to an all-reduce over ranks; called after every backward
         self.grad_sync: Callable[[list[nn.Parameter]], None] | None = None
+        # ... and this to an in-place all-reduce SUM, to keep the normalisers equal across ranks
+        self.stats_sync: Callable[[torch.Tensor], None] | None = None
         self._last_actor_metrics: dict[str, torch.Tensor] = {}
         self._critic_loss_fn: Callable[..., Any] = self._critic_loss
         self._actor_loss_fn: Callable[..., Any] = self._actor_loss
@@ -205,8 +209,8 @@ class FastSAC:
             raise ValueError(f"FastSAC.update: batch is missing keys {missing}")
         b = {k: batch[k].to(self.device, non_blocking=True) for k in _BATCH_KEYS}
 
-        self.obs_normalizer.update(b["obs"])
-        self.critic_obs_normalizer.update(b["critic_obs"])
+        self.obs_normalizer.update(b["obs"], all_reduce=self.stats_sync)
+        self.critic_obs_normalizer.update(b["critic_obs"], all_reduce=self.stats_sync)
         obs = self.obs_normalizer(b["obs"])
         next_obs = self.obs_normalizer(b["next_obs"])
         obs_c = self.critic_obs_normalizer(b["critic_obs"])

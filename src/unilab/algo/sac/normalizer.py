@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 from torch import nn
 
@@ -9,8 +11,8 @@ from torch import nn
 class RunningNormalizer(nn.Module):
     """Normalise ``(batch, dim)`` observations by a running mean and variance.
 
-    Statistics change only in :meth:`update` (batched parallel-Welford merge in
-    float64, so counts in the billions stay exact); :meth:`forward` never
+    Statistics change only in :meth:`update` (batch moments merged Chan-style
+    in float64, so counts in the billions stay exact); :meth:`forward` never
     touches them, which keeps a whole gradient step — including its bootstrap
     targets — on one frozen set of statistics. With ``enabled=False`` the
     module is the identity but keeps the same state_dict keys. ``eps`` is
@@ -30,24 +32,35 @@ class RunningNormalizer(nn.Module):
         self.register_buffer("count", torch.zeros((), dtype=torch.float64, device=device))
 
     @torch.no_grad()
-    def update(self, x: torch.Tensor) -> None:
-        """Merge the population mean/var of a ``(batch, dim)`` batch into the stats."""
+    def update(self, x: torch.Tensor, all_reduce: Callable[[torch.Tensor], None] | None = None) -> None:
+        """Merge the population mean/var of a ``(batch, dim)`` batch into the stats.
+
+        ``all_reduce`` (optional) sums a float64 tensor in place across
+        processes (e.g. ``torch.distributed.all_reduce``) so every rank merges
+        the moments of the union of all ranks' batches and the stats stay equal.
+        """
         if not self.enabled:
             return
         if x.ndim != 2 or x.shape[1] != self.dim:
             raise ValueError(f"normaliser expects (batch, {self.dim}), got {tuple(x.shape)}")
-        if x.shape[0] == 0:
+        if x.shape[0] == 0 and all_reduce is None:
             return
         x = x.to(device=self.mean.device, dtype=torch.float64)
-        batch_count = float(x.shape[0])
-        batch_mean = x.mean(dim=0)
-        batch_var = x.var(dim=0, unbiased=False)
+        # packed raw moments [n, sum x, sum x^2]: one reduction covers all of them
+        moments = torch.cat([x.new_full((1,), float(x.shape[0])), x.sum(dim=0), x.square().sum(dim=0)])
+        if all_reduce is not None:
+            all_reduce(moments)
+        # tensor arithmetic only (no host sync); clamps keep an all-empty round a no-op
+        batch_count = moments[0]
+        batch_mean = moments[1 : 1 + self.dim] / batch_count.clamp(min=1.0)
+        batch_var = (moments[1 + self.dim :] / batch_count.clamp(min=1.0) - batch_mean.square()).clamp(min=0.0)
         total = self.count + batch_count
+        safe_total = total.clamp(min=1.0)
         delta = batch_mean - self.mean
-        new_mean = self.mean + delta * (batch_count / total)
-        m2 = self.var * self.count + batch_var * batch_count + delta.square() * (self.count * batch_count / total)
+        new_mean = self.mean + delta * (batch_count / safe_total)
+        m2 = self.var * self.count + batch_var * batch_count + delta.square() * (self.count * batch_count / safe_total)
         self.mean.copy_(new_mean)
-        self.var.copy_(m2 / total)
+        self.var.copy_(torch.where(total > 0, m2 / safe_total, self.var))
         self.count.copy_(total)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
