@@ -111,6 +111,8 @@ def test_dead_collector_stops_the_learner_with_a_clear_message(tmp_path):
     assert rc == 1
     assert f"collector process (pid {collector.pid}) died with exit code -9" in err
     assert took < 15
+    (run,) = run_dirs(tmp_path)
+    assert latest_checkpoint(run) is not None  # what was learned is kept
 
 
 def test_dead_learner_stops_the_collector(tmp_path):

@@ -26,7 +26,7 @@ from unilab.algo.sac.agent import FastSAC
 from unilab.algo.sac.config import SACConfig
 from unilab.algo.sac.replay import ReplayBuffer
 from unilab.runtime import distributed
-from unilab.runtime.checkpoint import checkpoint_path, load_checkpoint, save_checkpoint
+from unilab.runtime.checkpoint import checkpoint_path, load_checkpoint, resolve_checkpoint, save_checkpoint
 from unilab.runtime.collector import CollectorArgs
 from unilab.runtime.collector_client import CollectorClient, CollectorDied  # noqa: F401 - re-exported
 from unilab.runtime.config import SimConfig, TrainingConfig
@@ -125,8 +125,17 @@ class Trainer:
     def train(self) -> TrainResult:
         """Run until max_iterations, the time limit, Ctrl-C or a collector failure."""
         tr, a = self.spec.training, self.spec.algo
+        if tr.resume:
+            resolve_checkpoint(tr.resume)  # a wrong path fails before any process starts
         self._write_config()
         col = self._start_collector()
+        try:
+            return self._train(col)
+        finally:
+            col.close()
+
+    def _train(self, col: CollectorClient) -> TrainResult:
+        tr, a = self.spec.training, self.spec.algo
         facts, names = col.facts, col.counter_names
         agent, replay = self._build(facts)
         self._set_threads(agent.device)
@@ -192,8 +201,14 @@ class Trainer:
         except KeyboardInterrupt:
             interrupted = True
             print(f"\nunilab: interrupted at iteration {self.iteration}; saving a checkpoint", flush=True)
-        finally:
+        except CollectorDied:
             col.close()
+            if self.iteration > start_iter:  # keep what was learned before the failure
+                path = self.save(agent, replay, final=True)
+                print(f"unilab: saved {path} before stopping", file=sys.stderr, flush=True)
+            metrics.close()
+            raise
+        col.close()
         if last_ckpt is None or not last_ckpt.name.endswith(f"_{self.iteration}.pt"):
             last_ckpt = self.save(agent, replay, final=True)
         summary = metrics.close()
