@@ -85,7 +85,7 @@ class FastSAC:
             self.actor.parameters(), lr=cfg.actor_lr, weight_decay=cfg.weight_decay, **fused)
         self.critic_optimizer = torch.optim.AdamW(
             self.critic.parameters(), lr=cfg.critic_lr, weight_decay=cfg.weight_decay, **fused)
-        self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=cfg.alpha_lr, **fused)
+        self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=cfg.alpha_lr)  # one scalar: no fused kernel
 
         self.num_updates_done = 0
         # multi-process training sets this to an all-reduce over ranks; called after every backward
