@@ -168,9 +168,13 @@ class BatchEnvPool:
         return self.bad_envs
 
     def forward(self, ids: np.ndarray | None = None) -> None:
-        """Recompute derived fields (mj_forward) for ``ids`` (all when None)."""
+        """Recompute position- and velocity-dependent fields for ``ids`` (all when None).
+
+        The same stage ``step`` leaves the envs in; accelerations are left to
+        the next step, which computes them anyway.
+        """
         try:
-            self._batch.forward(ids)
+            self._batch.forward(ids, self._stage)
         except mjbatch.SimulationError as err:
             self._mark(np.asarray(err.ids), "mujoco error")
 
