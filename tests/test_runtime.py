@@ -30,7 +30,10 @@ def _run(cmd, timeout=240):
 
 
 def test_training_writes_metrics_checkpoints_and_trace(tmp_path):
-    out = _run(train_cmd(tmp_path, "algo.max_iterations=30", "training.save_interval=20", "training.trace_enabled=true"))
+    out = _run(train_cmd(
+        tmp_path, "algo.max_iterations=30", "training.save_interval=20", "training.trace_enabled=true",
+        "training.console_interval_s=0",
+    ))
     assert out.returncode == 0, out.stderr
     (run,) = run_dirs(tmp_path)
     assert run.parent.name == "pendulum" and run.name.endswith("_mujoco")
@@ -48,7 +51,7 @@ def test_training_writes_metrics_checkpoints_and_trace(tmp_path):
     names = {e["name"] for e in trace}
     assert len(pids) == 2
     assert {"learner_train", "learner_collector_wait", "env_step", "backend_step", "action_wait"} <= names
-    assert "iter 30" in out.stdout or "iter 25" in out.stdout
+    assert "unilab: iter 30 |" in out.stdout  # a console line at every log point with interval 0
 
 
 def test_resume_continues_the_iteration_count(tmp_path):
@@ -194,3 +197,6 @@ def test_two_ranks_with_gloo_share_cpus_and_weights(tmp_path):
     actors = [load_checkpoint(r)[0]["agent"]["actor"] for r in runs]
     for key in actors[0]:
         assert torch.equal(actors[0][key], actors[1][key]), key
+    norms = [load_checkpoint(r)[0]["agent"]["obs_normalizer"] for r in runs]
+    for key in norms[0]:
+        assert torch.equal(norms[0][key], norms[1][key]), key

@@ -108,6 +108,7 @@ class Trainer:
         agent = FastSAC(a, facts["obs_dim"], facts["critic_obs_dim"], facts["action_dim"])
         if self.dist.world_size > 1:
             agent.grad_sync = distributed.average_gradients
+            agent.stats_sync = distributed.all_reduce_sum
             distributed.broadcast_parameters(agent)
         replay = ReplayBuffer(
             a.num_envs, a.buffer_size, facts["obs_dim"], facts["critic_obs_dim"], facts["action_dim"],

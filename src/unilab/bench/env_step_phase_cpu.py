@@ -1,0 +1,232 @@
+"""Where env.step time goes: backend_step / update_state / reset_done, wall ms and cores used.
+
+Steps the G1 motion-tracking env with random actions, then steps a bare
+BatchEnvPool of the same PD model, env count, thread sizing and substeps from
+the same start states ("raw pool"), and prints per run
+
+    phase | ms | cores      (backend_step, update_state, reset_done, env.step, raw pool.step)
+
+plus env steps/s, raw pool steps/s, and the two ratios the performance bar is
+about: (update_state + reset_done) / env.step wall, and env / raw steps/s.
+A step/s counts one policy step of one env.
+
+    python scripts/benchmark/env/benchmark_env_step_phase_cpu.py --num-envs 1024 --steps 100
+    python scripts/benchmark/env/benchmark_env_step_phase_cpu.py --compare-cpu-ids 0-1 --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+from unilab.bench.report import format_table, write_json
+from unilab.sim import cpu
+from unilab.sim.mujoco.pool import BatchEnvPool
+from unilab.tasks.g1_motion_tracking.config import G1TaskConfig
+from unilab.tasks.g1_motion_tracking.env import G1MotionTrackingEnv
+
+PHASES = ("backend_step", "update_state", "reset_done")
+
+
+class _EnvRunner:
+    """Times env.step with random actions (phases come from env.timer)."""
+
+    def __init__(self, env: G1MotionTrackingEnv, rng: np.random.Generator, pool_steps: int):
+        self.env = env
+        shape = (env.num_envs, env.action_dim)
+        self.actions = [rng.uniform(-1, 1, shape).astype(np.float32) for _ in range(pool_steps)]
+        self.i = 0
+        self.wall = self.cpu = 0.0
+        self.steps = 0
+        self.ended = 0
+        self.lengths = 0.0
+
+    def run(self, n: int, timed: bool) -> None:
+        for _ in range(n):
+            a = self.actions[self.i % len(self.actions)]
+            self.i += 1
+            w0, c0 = time.perf_counter(), time.process_time()
+            _, _, _, _, info = self.env.step(a)
+            if timed:
+                self.wall += time.perf_counter() - w0
+                self.cpu += time.process_time() - c0
+                self.steps += 1
+                ep = info["episode"]
+                self.ended += ep["count"]
+                self.lengths += ep["count"] * ep["length_mean"]
+
+    @property
+    def mean_episode_length(self) -> float:
+        return self.lengths / self.ended if self.ended else float("nan")
+
+
+class _RawRunner:
+    """Times bare ``pool.step`` on the env's PD model from the env's start states.
+
+    All sims restart (untimed) every ~mean episode length of the env run, so
+    the physics sees a similar mix of standing and fallen robots.
+    """
+
+    def __init__(self, env: G1MotionTrackingEnv, start_qpos, start_qvel, rng, pool_kwargs: dict, pool_steps: int):
+        n = env.num_envs
+        self.env = env
+        self.pool = BatchEnvPool(env.model, n, outputs=("xpos", "xquat", "cvel", "subtree_com"),
+                                 substeps=env.cfg.decimation, **pool_kwargs)
+        self.ids = np.arange(n)
+        self.q0, self.v0 = start_qpos, start_qvel
+        self.pool.reset(self.ids, self.q0, self.v0)
+        self.ctrls = [env.action_default + env.action_scale * rng.uniform(-1, 1, (n, env.action_dim))
+                      for _ in range(pool_steps)]
+        self.i = 0
+        self.since_reset = 0
+        self.wall = self.cpu = 0.0
+        self.steps = 0
+
+    def run(self, n: int, timed: bool, period: float) -> None:
+        period = max(1, int(round(period))) if np.isfinite(period) else 10
+        for _ in range(n):
+            if self.since_reset >= period:
+                self.pool.reset(self.ids, self.q0, self.v0)
+                self.since_reset = 0
+            c = self.ctrls[self.i % len(self.ctrls)]
+            self.i += 1
+            w0, c0 = time.perf_counter(), time.process_time()
+            bad = self.pool.step(c, self.env.cfg.decimation)
+            if timed:
+                self.wall += time.perf_counter() - w0
+                self.cpu += time.process_time() - c0
+                self.steps += 1
+            self.since_reset += 1
+            if bad.any():  # keep diverged sims out of the timing
+                b = np.flatnonzero(bad)
+                self.pool.reset(b, self.q0[b], self.v0[b])
+
+
+def run_one(cfg: G1TaskConfig, num_envs: int, steps: int, warmup: int, block: int, cpu_ids: list[int] | None,
+            nthread: int | None, seed: int) -> dict:
+    """Env and raw-pool timing, interleaved in blocks so machine load hits both alike."""
+    pool_kwargs: dict = {}
+    if cpu_ids is not None:
+        pool_kwargs["cpu_ids"] = cpu_ids
+    elif nthread is not None:
+        pool_kwargs["nthread"] = nthread
+    rng = np.random.default_rng(seed)
+    usable = cpu.usable_cpus()
+    t0 = time.perf_counter()
+    env = G1MotionTrackingEnv(cfg, num_envs, pool_kwargs=pool_kwargs, seed=seed)
+    env.reset()
+    start_qpos, start_qvel = env.pool.qpos.copy(), env.pool.qvel.copy()
+    # a pinned pool pins the calling thread too; give it back its CPU set so the
+    # second pool's cpu ids validate (it pins the caller to the same cpu_ids[0])
+    _restore_affinity(usable)
+    raw = _RawRunner(env, start_qpos, start_qvel, rng, pool_kwargs, pool_steps=16)
+    envr = _EnvRunner(env, rng, pool_steps=16)
+    build_s = time.perf_counter() - t0
+
+    envr.run(warmup, timed=False)
+    raw.run(warmup, timed=False, period=10)
+    env.timer.reset()
+    done = 0
+    while done < steps:
+        k = min(block, steps - done)
+        envr.run(k, timed=True)
+        raw.run(k, timed=True, period=envr.mean_episode_length)
+        done += k
+
+    phases = {name: {"ms": s.mean_ms, "cores": s.cores, "count": s.count} for name, s in env.timer.summary().items()}
+    phases["env.step"] = {"ms": 1e3 * envr.wall / steps, "cores": envr.cpu / envr.wall, "count": steps}
+    raw_stats = {"ms": 1e3 * raw.wall / steps, "cores": raw.cpu / raw.wall, "count": steps,
+                 "nthread": raw.pool.nthread, "steps_per_sec": num_envs * steps / raw.wall}
+    env_sps = num_envs * steps / envr.wall
+    host = phases["update_state"]["ms"] + phases["reset_done"]["ms"]
+    res = {
+        "label": "pinned " + ",".join(map(str, cpu_ids)) if cpu_ids is not None else "default sizing",
+        "cpu_ids": cpu_ids,
+        "nthread": env.pool.nthread,
+        "build_s": build_s,
+        "phases": phases,
+        "raw_pool": raw_stats,
+        "env_steps_per_sec": env_sps,
+        "raw_steps_per_sec": raw_stats["steps_per_sec"],
+        "host_fraction": host / phases["env.step"]["ms"],
+        "env_over_raw": env_sps / raw_stats["steps_per_sec"],
+        "episodes_ended": envr.ended,
+        "mean_episode_length": envr.mean_episode_length,
+    }
+    raw.pool.close()
+    env.close()
+    _restore_affinity(usable)
+    return res
+
+
+def _restore_affinity(cpus: list[int]) -> None:
+    if cpu.affinity_supported():
+        os.sched_setaffinity(0, set(cpus))
+
+
+def print_run(r: dict, num_envs: int) -> None:
+    ph = r["phases"]
+    rows = [[name, ph[name]["ms"], ph[name]["cores"]] for name in (*PHASES, "env.step")]
+    rows.append(["raw pool.step", r["raw_pool"]["ms"], r["raw_pool"]["cores"]])
+    print(f"\n== {r['label']}: {num_envs} envs, nthread {r['nthread']}, {r['phases']['env.step']['count']} steps ==")
+    print(format_table(["phase", "ms", "cores"], rows))
+    print(f"env steps/s        {r['env_steps_per_sec']:,.0f}")
+    print(f"raw pool steps/s   {r['raw_steps_per_sec']:,.0f}")
+    print(f"(update_state + reset_done) / env.step wall = {100 * r['host_fraction']:.1f} %   (bar <= 15 %)")
+    print(f"env / raw steps/s                           = {r['env_over_raw']:.3f}   (bar >= 0.85)")
+    print(f"episodes ended {r['episodes_ended']}, mean length {r['mean_episode_length']:.1f} steps")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    p.add_argument("--num-envs", type=int, default=1024)
+    p.add_argument("--steps", type=int, default=60, help="timed env steps per run")
+    p.add_argument("--warmup", type=int, default=5, help="untimed steps before timing")
+    p.add_argument("--block", type=int, default=5,
+                   help="env and raw-pool steps alternate in blocks of this many (shared machine load hits both)")
+    p.add_argument("--cpu-ids", default=None, help="pin the pool's threads, e.g. 0-1 (one thread per id)")
+    p.add_argument("--compare-cpu-ids", default=None,
+                   help="A/B in one invocation: default sizing vs pinned to these cpu ids")
+    p.add_argument("--nthread", type=int, default=None, help="thread count (default: the sizing rule)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", default=None, help="also write the results to this JSON file")
+    p.add_argument("--motion-files", nargs="*", default=None, help="clips to use (default: the built-in G1 clips)")
+    args = p.parse_args(argv)
+    if args.cpu_ids and args.compare_cpu_ids:
+        p.error("--cpu-ids and --compare-cpu-ids are exclusive")
+
+    cfg = G1TaskConfig()
+    if args.motion_files:
+        cfg.motion_files = list(args.motion_files)
+    runs: list[tuple[list[int] | None, int | None]] = []
+    if args.compare_cpu_ids:
+        runs = [(None, args.nthread), (cpu.parse_cpu_ids(args.compare_cpu_ids), None)]
+    elif args.cpu_ids:
+        runs = [(cpu.parse_cpu_ids(args.cpu_ids), None)]
+    else:
+        runs = [(None, args.nthread)]
+
+    print(f"usable cpus {cpu.usable_cpus()}; G1 motion tracking, decimation {cfg.decimation}, sim dt {cfg.sim_dt}")
+    results = []
+    for cpu_ids, nthread in runs:
+        r = run_one(cfg, args.num_envs, args.steps, args.warmup, args.block, cpu_ids, nthread, args.seed)
+        print_run(r, args.num_envs)
+        results.append(r)
+    if len(results) == 2:
+        a, b = results
+        print(f"\nA/B env steps/s: {a['label']} {a['env_steps_per_sec']:,.0f} vs {b['label']} "
+              f"{b['env_steps_per_sec']:,.0f} ({b['env_steps_per_sec'] / a['env_steps_per_sec']:.3f}x)")
+    out = write_json(args.json, {"benchmark": "env_step_phase_cpu", "num_envs": args.num_envs,
+                                 "steps": args.steps, "decimation": cfg.decimation, "runs": results})
+    if out:
+        print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
