@@ -20,7 +20,8 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from unilab.algo.sac.config import SACConfig
-from unilab.runtime.config import SimConfig, TrainingConfig, from_mapping
+from unilab.dataclass_config import build_dataclass
+from unilab.runtime.config import SimConfig, TrainingConfig
 from unilab.runtime.trainer import RunSpec
 from unilab.tasks import registry
 
@@ -84,9 +85,9 @@ def to_run_spec(cfg: Any) -> RunSpec:
         if not name:
             raise ValueError("the task config has no 'name'")
         registry.task_config(name, task)  # validates early, in this process
-        sim = from_mapping(SimConfig, raw["sim"], "sim")
+        sim = build_dataclass(SimConfig, raw["sim"], "sim")
         sim.pool_kwargs()
-        training = from_mapping(TrainingConfig, raw["training"], "training")
+        training = build_dataclass(TrainingConfig, raw["training"], "training")
     except (ValueError, TypeError) as err:
         raise ConfigError(str(err)) from None
     return RunSpec(algo=algo, task_name=name, task_cfg=task, sim=sim, training=training, raw=raw)

@@ -2,19 +2,8 @@
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-
-
-def from_mapping(cls: type, values: Mapping[str, Any], group: str) -> Any:
-    """Build dataclass ``cls`` from a mapping; unknown keys raise ValueError naming ``group``."""
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise ValueError(f"unknown {group} config keys: {unknown}; known keys: {sorted(known)}")
-    return cls(**dict(values))
 
 
 @dataclass

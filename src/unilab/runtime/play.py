@@ -10,7 +10,8 @@ import torch
 
 from unilab.algo.sac.agent import FastSAC
 from unilab.runtime.checkpoint import load_checkpoint
-from unilab.runtime.config import SimConfig, from_mapping
+from unilab.dataclass_config import build_dataclass
+from unilab.runtime.config import SimConfig
 from unilab.tasks.registry import make_env, task_config
 
 
@@ -49,7 +50,7 @@ def play(
     raw = payload["config"]
     name = raw["task"]["name"]
     task_cfg = task_config(name, raw["task"])
-    sim = from_mapping(SimConfig, raw["sim"], "sim")
+    sim = build_dataclass(SimConfig, raw["sim"], "sim")
     kw = sim.pool_kwargs()
     kw["cpu_ids"] = None  # play is small: the default sizing rule
     if kw["nthread"] == "auto":

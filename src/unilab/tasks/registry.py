@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from unilab.dataclass_config import build_dataclass
 from unilab.tasks.base import VecEnv
 
 
@@ -35,13 +35,9 @@ def task_config(name: str, values: Mapping[str, Any]) -> Any:
     if name not in TASKS:
         raise ValueError(f"unknown task {name!r}; known tasks: {sorted(TASKS)}")
     cls, _ = TASKS[name]()
-    if hasattr(cls, "from_dict"):  # a config with nested sections parses itself
+    if hasattr(cls, "from_dict"):  # a config that validates itself after parsing
         return cls.from_dict(dict(values))
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise ValueError(f"unknown keys for task {name!r}: {unknown}; known: {sorted(known)}")
-    return cls(**dict(values))
+    return build_dataclass(cls, values, f"task {name!r}")
 
 
 def make_env(name: str, cfg: Any, num_envs: int, pool_kwargs: dict | None = None, seed: int = 0) -> VecEnv:

@@ -13,6 +13,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from unilab.dataclass_config import build_dataclass
+
 
 @dataclass
 class SACConfig:
@@ -165,15 +167,11 @@ class SACConfig:
 
         Unknown keys raise ValueError so a typo in an override is never ignored.
         """
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"unknown SAC config keys: {unknown}; known keys: {sorted(known)}")
         kwargs = dict(values)
         for name in ("actor_hidden_dims", "critic_hidden_dims"):
-            if name in kwargs:
+            if name in kwargs and isinstance(kwargs[name], (list, tuple)):
                 kwargs[name] = [int(d) for d in kwargs[name]]
-        return cls(**kwargs)
+        return build_dataclass(cls, kwargs, "algo")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-dict copy (for checkpoints and logging)."""

@@ -10,6 +10,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from unilab.dataclass_config import build_dataclass
+
 YAML_PATH = Path(__file__).resolve().parents[2] / "config" / "task" / "g1_motion_tracking.yaml"
 
 _TRACKED = [
@@ -157,7 +159,7 @@ class G1TaskConfig:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "G1TaskConfig":
         """Build from a plain mapping (e.g. ``OmegaConf.to_container(cfg.task)``); unknown keys raise."""
-        cfg = _build(cls, dict(data), "task")
+        cfg = build_dataclass(cls, dict(data), "task")
         cfg.validate()
         return cfg
 
@@ -167,24 +169,6 @@ class G1TaskConfig:
         from omegaconf import OmegaConf
 
         return cls.from_dict(OmegaConf.to_container(OmegaConf.load(str(path)), resolve=True))
-
-
-def _build(cls, data: dict, where: str):
-    known = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - set(known))
-    if unknown:
-        raise ValueError(f"{where}: unknown key(s) {unknown}; expected some of {sorted(known)}")
-    kwargs = {}
-    defaults = cls()
-    for name, value in data.items():
-        current = getattr(defaults, name)
-        if dataclasses.is_dataclass(current) and value is not None:
-            if not isinstance(value, Mapping):
-                raise ValueError(f"{where}.{name} must be a mapping, got {value!r}")
-            kwargs[name] = _build(type(current), dict(value), f"{where}.{name}")
-        else:
-            kwargs[name] = value
-    return cls(**kwargs)
 
 
 def match_joint_values(patterns: Mapping[str, float], joint_names: list[str], default: float | None,
