@@ -93,6 +93,14 @@ def to_run_spec(cfg: Any) -> RunSpec:
     return RunSpec(algo=algo, task_name=name, task_cfg=task, sim=sim, training=training, raw=raw)
 
 
+def group_options(group: str) -> list[str]:
+    """The YAML files of a config group (the values --algo/--task/--sim accept)."""
+    from importlib import resources  # noqa: PLC0415
+
+    folder = resources.files("unilab.config") / group
+    return sorted(p.name[: -len(".yaml")] for p in folder.iterdir() if p.name.endswith(".yaml"))
+
+
 def field_docs(cls: type) -> dict[str, str]:
     """The attribute docstrings (a string right after a field) of a dataclass."""
     docs: dict[str, str] = {}
@@ -131,9 +139,9 @@ def help_text(cfg: Any, prog: str = "train") -> str:
         "Trains a FastSAC policy: a collector process steps the task's MuJoCo envs on the CPU",
         "while the learner (GPU if available) trains on the replay buffer.",
         "",
-        f"  --algo NAME   algorithm group (available: sac)",
-        f"  --task NAME   task group (available: {', '.join(sorted(registry.TASKS))})",
-        "  --sim NAME    physics backend group (available: mujoco)",
+        f"  --algo NAME   algorithm group (available: {', '.join(group_options('algo'))})",
+        f"  --task NAME   task group (available: {', '.join(group_options('task'))})",
+        f"  --sim NAME    physics backend group (available: {', '.join(group_options('sim'))})",
         "  --cfg         print the composed config and exit",
         "  key=value     override any key below, e.g. algo.num_envs=4096 training.trace_enabled=true",
         "",
