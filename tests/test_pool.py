@@ -157,3 +157,16 @@ def test_pool_rejects_bad_cpu_ids(humanoid):
         BatchEnvPool(humanoid, N, nthread="auto", cpu_ids=[0])
     with pytest.raises(ValueError, match="nthread"):
         BatchEnvPool(humanoid, N, nthread="fast")
+
+
+@pytest.mark.skipif(not cpu.affinity_supported() or cpu.usable_cpu_count() < 2, reason="needs 2 usable cpus")
+def test_a_second_pinned_pool_in_the_same_thread(humanoid):
+    ids = cpu.usable_cpus()
+    first = BatchEnvPool(humanoid, N, cpu_ids=ids[:1])
+    assert cpu.thread_affinity(cpu.current_tid()) == {ids[0]}
+    assert cpu.usable_cpus() == ids  # the pinned caller still sees the process's CPUs
+    second = BatchEnvPool(humanoid, N, cpu_ids=ids[1:2])
+    assert cpu.thread_affinity(cpu.current_tid()) == {ids[1]}
+    second.close()
+    first.close()
+    assert cpu.thread_affinity(cpu.current_tid()) == set(ids)

@@ -20,14 +20,21 @@ def affinity_supported() -> bool:
     return hasattr(os, "sched_setaffinity") and hasattr(os, "sched_getaffinity")
 
 
+# CPU sets that threads had before a pool pinned them (native tid -> set):
+# a pinned caller thread must still see the process's usable set
+_unpinned_affinity: dict[int, set[int]] = {}
+
+
 def usable_cpus() -> list[int]:
     """Sorted ids of the CPUs this process may run on.
 
     ``os.sched_getaffinity(0)`` where it exists (respects taskset and cgroup
-    cpusets), else ``range(os.cpu_count())`` (macOS, Windows).
+    cpusets), else ``range(os.cpu_count())`` (macOS, Windows). A thread that
+    a pool pinned still gets the set it had before the pinning.
     """
     if hasattr(os, "sched_getaffinity"):
-        return sorted(os.sched_getaffinity(0))
+        before = _unpinned_affinity.get(threading.get_native_id())
+        return sorted(before if before is not None else os.sched_getaffinity(0))
     return list(range(os.cpu_count() or 1))
 
 
@@ -151,6 +158,21 @@ def pin_threads(tids: Sequence[int], cpu_ids: Sequence[int | set[int]]) -> None:
         raise ValueError(f"{len(tids)} threads for {len(cpu_ids)} cpu ids")
     for tid, cpus in zip(tids, cpu_ids):
         os.sched_setaffinity(tid, cpus if isinstance(cpus, set) else {cpus})
+
+
+def pin_caller(cpu_id: int) -> set[int]:
+    """Pin the calling thread to ``cpu_id``; return the set to restore with :func:`unpin_caller`."""
+    tid = threading.get_native_id()
+    before = _unpinned_affinity.get(tid) or set(os.sched_getaffinity(0))
+    _unpinned_affinity[tid] = before
+    os.sched_setaffinity(0, {cpu_id})
+    return before
+
+
+def unpin_caller(cpus: set[int]) -> None:
+    """Give the calling thread ``cpus`` back (undoes :func:`pin_caller`)."""
+    _unpinned_affinity.pop(threading.get_native_id(), None)
+    os.sched_setaffinity(0, cpus)
 
 
 def current_tid() -> int:

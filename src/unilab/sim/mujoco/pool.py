@@ -137,9 +137,8 @@ class BatchEnvPool:
                 f"expected {self.nthread - 1} new pool threads, saw {len(workers)} "
                 "(another library started threads while the pool was built); cannot pin reliably"
             )
-        self._caller_tid = cpu.current_tid()
-        self._caller_affinity = cpu.thread_affinity(self._caller_tid)
-        cpu.pin_threads([self._caller_tid, *workers], self.cpu_ids)
+        cpu.pin_threads(workers, self.cpu_ids[1:])
+        self._caller_affinity = cpu.pin_caller(self.cpu_ids[0])
 
     def thread_affinities(self) -> dict[int, set[int]]:
         """Each pool thread's CPU set, caller's thread first (Linux)."""
@@ -239,7 +238,7 @@ class BatchEnvPool:
     def close(self) -> None:
         """Release the MuJoCo thread pool and give the caller's thread its old CPU set."""
         if self._caller_affinity is not None:
-            cpu.pin_threads([self._caller_tid], [self._caller_affinity])
+            cpu.unpin_caller(self._caller_affinity)
             self._caller_affinity = None
         self._batch = None  # type: ignore[assignment]
 
