@@ -200,3 +200,21 @@ def test_two_ranks_with_gloo_share_cpus_and_weights(tmp_path):
     norms = [load_checkpoint(r)[0]["agent"]["obs_normalizer"] for r in runs]
     for key in norms[0]:
         assert torch.equal(norms[0][key], norms[1][key]), key
+
+
+def test_sigterm_saves_a_checkpoint_and_cleans_up(tmp_path):
+    proc = popen_train(tmp_path, "algo.max_iterations=100000")
+    try:
+        _wait_for_line(proc, "unilab: iter")
+        collector = _collector_of(proc)
+        proc.send_signal(signal.SIGTERM)  # the learner only, as `timeout` or a scheduler does
+        rc = proc.wait(timeout=60)
+        err = proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert rc == 130
+    assert "leaked" not in err  # semaphores and shared memory were released
+    (run,) = run_dirs(tmp_path)
+    assert latest_checkpoint(run) is not None
+    collector.wait(timeout=15)

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import Sequence
 
 from omegaconf import OmegaConf
 
 from unilab.cli.config import ConfigError, compose_config, help_text, split_argv, to_run_spec
+
+
+def _terminate(signum, frame) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -30,6 +35,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"train: error: {err}", file=sys.stderr)
         return 2
     from unilab.runtime import distributed  # noqa: PLC0415
+
+    # a scheduler's SIGTERM (timeout, SLURM, docker stop) stops like Ctrl-C: checkpoint, then exit
+    signal.signal(signal.SIGTERM, _terminate)
 
     try:
         trainer = Trainer(spec)

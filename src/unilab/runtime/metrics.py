@@ -51,6 +51,12 @@ class MetricsLogger:
             flush=True,
         )
         print(f"unilab: logging to {self.run_dir}", flush=True)
+        if str(device) == "cpu" and a.batch_size * sum(a.critic_hidden_dims) > 2_000_000:
+            print(
+                f"unilab: note: the learner is on the CPU with GPU-sized settings (batch {a.batch_size}, critic "
+                f"{a.critic_hidden_dims}); `--algo sac_cpu` is sized for a CPU learner",
+                flush=True,
+            )
 
     def start(self, iteration: int, counters: np.ndarray) -> None:
         self._counters = counters
