@@ -138,25 +138,33 @@ def test_collector_error_reaches_the_learner(tmp_path):
     assert "/nonexistent/pendulum.xml" in out.stderr  # the collector's own traceback
 
 
-def test_ctrl_c_saves_a_checkpoint_and_exits(tmp_path):
+@pytest.mark.parametrize(
+    "sig,group",
+    [
+        (signal.SIGINT, True),  # a terminal's Ctrl-C reaches the whole process group
+        (signal.SIGTERM, False),  # `timeout` or a scheduler signals the learner only
+    ],
+)
+def test_stop_signal_saves_a_checkpoint_and_exits_cleanly(tmp_path, sig, group):
     proc = popen_train(tmp_path, "algo.max_iterations=100000")
     try:
         _wait_for_line(proc, "unilab: iter")
         collector = _collector_of(proc)
-        os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole group
+        os.killpg(proc.pid, sig) if group else proc.send_signal(sig)
         rc = proc.wait(timeout=60)
-        out = proc.stdout.read()
+        out, err = proc.stdout.read(), proc.stderr.read()
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert rc == 130
     assert "interrupted at iteration" in out
+    assert "leaked" not in err  # semaphores and shared memory were released
     (run,) = run_dirs(tmp_path)
     ckpt = latest_checkpoint(run)
     assert ckpt is not None
     it = load_checkpoint(ckpt)[0]["iteration"]
     assert it > 0 and ckpt.name == f"model_{it}.pt"
-    assert not collector.is_running()
+    collector.wait(timeout=15)  # psutil raises TimeoutExpired if it lingers
 
 
 def test_play_writes_a_video(tmp_path):
@@ -201,20 +209,3 @@ def test_two_ranks_with_gloo_share_cpus_and_weights(tmp_path):
     for key in norms[0]:
         assert torch.equal(norms[0][key], norms[1][key]), key
 
-
-def test_sigterm_saves_a_checkpoint_and_cleans_up(tmp_path):
-    proc = popen_train(tmp_path, "algo.max_iterations=100000")
-    try:
-        _wait_for_line(proc, "unilab: iter")
-        collector = _collector_of(proc)
-        proc.send_signal(signal.SIGTERM)  # the learner only, as `timeout` or a scheduler does
-        rc = proc.wait(timeout=60)
-        err = proc.stderr.read()
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    assert rc == 130
-    assert "leaked" not in err  # semaphores and shared memory were released
-    (run,) = run_dirs(tmp_path)
-    assert latest_checkpoint(run) is not None
-    collector.wait(timeout=15)

@@ -17,7 +17,7 @@ import numpy as np
 from unilab.bench.report import format_table, write_json
 from unilab.runtime.collector import CollectorArgs
 from unilab.runtime.collector_client import CollectorClient
-from unilab.runtime.stats import delta
+from unilab.runtime.stats import Counters, delta
 from unilab.tasks.registry import make_env, task_config
 
 
@@ -72,14 +72,14 @@ def collector_rate(name: str, values: dict, num_envs: int, steps: int, warmup: i
         for k in range(warmup):
             col.send_action(actions[k])
             col.wait_step()
-        names = col.counter_names
-        c0 = dict(zip(names, col["counters"].tolist()))
+        counters = Counters(col["counters"], col.counter_names)
+        c0 = counters.snapshot()
         t0 = time.perf_counter()
         for k in range(warmup, warmup + steps):
             col.send_action(actions[k])
             col.wait_step()
         wall = time.perf_counter() - t0
-        d = delta(dict(zip(names, col["counters"].tolist())), c0)
+        d = delta(counters.snapshot(), c0)
     finally:
         col.close()
     n = d["iterations"] or steps

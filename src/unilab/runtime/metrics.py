@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from unilab.runtime.stats import delta
+from unilab.runtime.stats import Counters, delta
 from unilab.telemetry.phase_timer import PhaseTimer
 
 
@@ -37,7 +37,7 @@ class MetricsLogger:
             self.writer = ScalarWriter(str(run_dir))
             self.sampler = CpuSampler(pids)
         self.last: dict[str, float] = {}
-        self._counters: np.ndarray | None = None
+        self._counters: Counters | None = None
 
     def banner(self, spec: Any, facts: dict, device: Any, dist: Any) -> None:
         """Print what is about to run (once)."""
@@ -59,18 +59,14 @@ class MetricsLogger:
             )
 
     def start(self, iteration: int, counters: np.ndarray) -> None:
-        self._counters = counters
-        self._c0 = self._snapshot()
+        self._counters = Counters(counters, self.names)
+        self._c0 = self._counters.snapshot()
         self._it0 = iteration
         self._t0 = time.monotonic()
         self._console_t = self._t0
         self._console_it = iteration
         if self.sampler is not None:
             self.sampler.sample()
-
-    def _snapshot(self) -> dict[str, float]:
-        assert self._counters is not None
-        return {n: float(v) for n, v in zip(self.names, self._counters)}
 
     def due(self, iteration: int) -> bool:
         return iteration % self.log_interval == 0
@@ -82,7 +78,7 @@ class MetricsLogger:
         now = time.monotonic()
         d_it = iteration - self._it0
         wall = now - self._t0
-        c1 = self._snapshot()
+        c1 = self._counters.snapshot()
         d = delta(c1, self._c0)
         lt = timer.pop_summary()
         s: dict[str, float] = {}
