@@ -13,11 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from unilab.runtime.collector import CollectorArgs, CollectorChannels, run_collector
+from unilab.runtime.collector import POLL_S, CollectorArgs, CollectorChannels, run_collector
 from unilab.runtime.shm import SharedArrays
 from unilab.runtime.stats import counter_names
-
-POLL_S = 0.2
 
 
 class CollectorDied(RuntimeError):

@@ -152,12 +152,12 @@ def thread_ids() -> set[int]:
         return set()
 
 
-def pin_threads(tids: Sequence[int], cpu_ids: Sequence[int | set[int]]) -> None:
-    """Pin thread ``tids[i]`` to cpu ``cpu_ids[i]`` (an id or a set of ids; Linux only)."""
+def pin_threads(tids: Sequence[int], cpu_ids: Sequence[int]) -> None:
+    """Pin thread ``tids[i]`` to cpu ``cpu_ids[i]`` (Linux only)."""
     if len(tids) != len(cpu_ids):
         raise ValueError(f"{len(tids)} threads for {len(cpu_ids)} cpu ids")
-    for tid, cpus in zip(tids, cpu_ids):
-        os.sched_setaffinity(tid, cpus if isinstance(cpus, set) else {cpus})
+    for tid, cpu_id in zip(tids, cpu_ids):
+        os.sched_setaffinity(tid, {cpu_id})
 
 
 def pin_caller(cpu_id: int) -> set[int]:
