@@ -22,6 +22,9 @@ from .device import resolve_device
 from .networks import Actor, CriticEnsemble, project_distribution
 from .normalizer import RunningNormalizer
 
+# counters of nonfinite_counts(): updates with any skipped step, steps skipped per optimiser,
+# and the current run of consecutive updates with a skipped step
+NONFINITE_KEYS = ("updates", "critic", "actor", "alpha", "streak")
 _BATCH_KEYS = ("obs", "critic_obs", "actions", "rewards", "next_obs", "next_critic_obs", "bootstrap", "discount")
 
 
@@ -80,12 +83,15 @@ class FastSAC:
         self.log_alpha = torch.tensor(math.log(cfg.alpha_init), dtype=torch.float32, device=self.device,
                                       requires_grad=True)
 
-        fused = {"fused": True} if on_cuda else {}
+        # fused kernels (CPU and CUDA) take AMP's ``found_inf`` flag: a step whose loss or gradient
+        # is not finite is skipped on the device, with no host sync per update (see _step)
         self.actor_optimizer = torch.optim.AdamW(
-            self.actor.parameters(), lr=cfg.actor_lr, weight_decay=cfg.weight_decay, **fused)
+            self.actor.parameters(), lr=cfg.actor_lr, weight_decay=cfg.weight_decay, fused=True)
         self.critic_optimizer = torch.optim.AdamW(
-            self.critic.parameters(), lr=cfg.critic_lr, weight_decay=cfg.weight_decay, **fused)
-        self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=cfg.alpha_lr)  # one scalar: no fused kernel
+            self.critic.parameters(), lr=cfg.critic_lr, weight_decay=cfg.weight_decay, fused=True)
+        self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=cfg.alpha_lr, fused=True)
+        # skipped-step counters on the device, read on the host only by nonfinite_counts()
+        self._nonfinite = torch.zeros(len(NONFINITE_KEYS), dtype=torch.float32, device=self.device)
 
         self.num_updates_done = 0
         # multi-process training sets this to an all-reduce over ranks; called after every backward
@@ -182,16 +188,23 @@ class FastSAC:
         loss = (alpha * log_prob - q).mean()
         return loss, log_prob.detach(), log_std.float().mean().detach()
 
-    def _step(self, optimizer: torch.optim.Optimizer, loss: torch.Tensor,
-              params: list[nn.Parameter]) -> torch.Tensor:
+    def _step(self, optimizer: torch.optim.Optimizer, loss: torch.Tensor, params: list[nn.Parameter],
+              clip: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+        """Backward, sync, clip and step; returns the gradient norm and a 0/1 "skipped" flag.
+
+        The step is skipped (parameters and optimiser state untouched) when the
+        loss or the gradient norm is not finite; the decision stays on the device.
+        """
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if self.grad_sync is not None:
             self.grad_sync(params)
-        max_norm = self.cfg.max_grad_norm if self.cfg.max_grad_norm > 0 else float("inf")
+        max_norm = self.cfg.max_grad_norm if clip and self.cfg.max_grad_norm > 0 else float("inf")
         grad_norm = nn.utils.clip_grad_norm_(params, max_norm)
+        skipped = (~(torch.isfinite(loss.detach()) & torch.isfinite(grad_norm))).float()
+        optimizer.found_inf = skipped  # read by the fused kernel
         optimizer.step()
-        return grad_norm
+        return grad_norm, skipped
 
     def update(self, batch: dict[str, torch.Tensor], *, return_metrics: bool = True) -> dict[str, float]:
         """One FastSAC gradient step on a batch from ``ReplayBuffer.sample``.
@@ -219,7 +232,8 @@ class FastSAC:
 
         critic_loss, q_mean, q_target_mean = self._critic_loss_fn(
             obs_c, b["actions"], b["rewards"], next_obs, next_obs_c, b["bootstrap"], b["discount"], alpha)
-        critic_grad_norm = self._step(self.critic_optimizer, critic_loss, list(self.critic.parameters()))
+        critic_grad_norm, critic_skipped = self._step(self.critic_optimizer, critic_loss, list(self.critic.parameters()))
+        actor_skipped = alpha_skipped = torch.zeros((), device=self.device)
         metrics = {
             "critic_loss": critic_loss.detach(), "q_mean": q_mean, "q_target_mean": q_target_mean,
             "critic_grad_norm": critic_grad_norm.detach(),
@@ -228,14 +242,10 @@ class FastSAC:
         if self.num_updates_done % self.cfg.policy_frequency == 0:
             # the critic is not trained by the actor loss; its grads are dropped by the next zero_grad
             actor_loss, log_prob, log_std_mean = self._actor_loss_fn(obs, obs_c, alpha)
-            actor_grad_norm = self._step(self.actor_optimizer, actor_loss, list(self.actor.parameters()))
+            actor_grad_norm, actor_skipped = self._step(self.actor_optimizer, actor_loss, list(self.actor.parameters()))
             alpha_loss = -(self.log_alpha * (log_prob + self.target_entropy)).mean()
             if self.cfg.autotune_alpha:
-                self.alpha_optimizer.zero_grad(set_to_none=True)
-                alpha_loss.backward()
-                if self.grad_sync is not None:
-                    self.grad_sync([self.log_alpha])
-                self.alpha_optimizer.step()
+                _, alpha_skipped = self._step(self.alpha_optimizer, alpha_loss, [self.log_alpha], clip=False)
             self._last_actor_metrics = {
                 "actor_loss": actor_loss.detach(), "alpha_loss": alpha_loss.detach(),
                 "entropy": -log_prob.mean(), "log_std_mean": log_std_mean,
@@ -244,12 +254,34 @@ class FastSAC:
 
         self.soft_update_target()
         self.num_updates_done += 1
+        self._count_nonfinite(critic_skipped, actor_skipped, alpha_skipped)
         if not return_metrics:
             return {}
         metrics.update(self._last_actor_metrics)
         out = {k: float(v) for k, v in metrics.items()}
         out["alpha"] = self.alpha
         return out
+
+    @torch.no_grad()
+    def _count_nonfinite(self, critic: torch.Tensor, actor: torch.Tensor, alpha: torch.Tensor) -> None:
+        any_skipped = torch.maximum(critic, torch.maximum(actor, alpha))
+        n = self._nonfinite
+        n[:4] += torch.stack([any_skipped, critic, actor, alpha])
+        n[4] = (n[4] + 1.0) * any_skipped  # streak: consecutive updates with a skipped step
+
+    def nonfinite_counts(self) -> dict[str, int]:
+        """Updates skipped for a non-finite loss or gradient (one host sync; see NONFINITE_KEYS)."""
+        return dict(zip(NONFINITE_KEYS, (int(v) for v in self._nonfinite.tolist())))
+
+    def nonfinite_parameters(self) -> list[str]:
+        """Names of the parameters and buffers (normalisers, temperature) holding NaN or inf."""
+        modules = {"actor": self.actor, "critic": self.critic, "critic_target": self.critic_target,
+                   "obs_normalizer": self.obs_normalizer, "critic_obs_normalizer": self.critic_obs_normalizer}
+        tensors = {"log_alpha": self.log_alpha}
+        for prefix, module in modules.items():
+            for name, t in (*module.named_parameters(), *module.named_buffers()):
+                tensors[f"{prefix}.{name}"] = t
+        return [name for name, t in tensors.items() if t.is_floating_point() and not bool(torch.isfinite(t).all())]
 
     @torch.no_grad()
     def soft_update_target(self, tau: float | None = None) -> None:
@@ -290,9 +322,11 @@ class FastSAC:
         self.critic_obs_normalizer.load_state_dict(state["critic_obs_normalizer"])
         with torch.no_grad():
             self.log_alpha.copy_(state["log_alpha"].to(self.device))
-        self.actor_optimizer.load_state_dict(state["actor_optimizer"])
-        self.critic_optimizer.load_state_dict(state["critic_optimizer"])
-        self.alpha_optimizer.load_state_dict(state["alpha_optimizer"])
+        for opt, key in ((self.actor_optimizer, "actor_optimizer"), (self.critic_optimizer, "critic_optimizer"),
+                         (self.alpha_optimizer, "alpha_optimizer")):
+            opt.load_state_dict(state[key])
+            for group in opt.param_groups:  # older checkpoints carry foreach groups: keep the fused guard
+                group.update(fused=True, foreach=None)
         self.num_updates_done = int(state.get("num_updates_done", 0))
 
     @classmethod

@@ -65,6 +65,8 @@ class SACConfig:
     """AdamW weight decay of actor and critic."""
     max_grad_norm: float = 0.0
     """Gradient norm clip of actor and critic; 0 disables clipping."""
+    max_nonfinite_updates: int = 10
+    """Updates in a row whose loss or gradient is NaN/inf (each such step is skipped) before training stops."""
 
     # --- networks ---
     actor_hidden_dims: list[int] = field(default_factory=lambda: [512, 256, 128])
@@ -117,7 +119,7 @@ class SACConfig:
         """Raise ValueError naming the first inconsistent hyperparameter."""
         positive_ints = (
             "num_envs", "buffer_size", "batch_size", "n_steps", "num_updates",
-            "policy_frequency", "num_q", "max_iterations",
+            "policy_frequency", "num_q", "max_iterations", "max_nonfinite_updates",
         )
         for name in positive_ints:
             value = getattr(self, name)
