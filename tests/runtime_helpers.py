@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 TINY = [
@@ -35,3 +36,14 @@ def popen_train(log_root: Path, *extra: str) -> subprocess.Popen:
         train_cmd(log_root, *extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
         start_new_session=True,
     )
+
+
+def wait_for_line(proc: subprocess.Popen, needle: str, timeout: float = 120) -> None:
+    """Read ``proc``'s stdout until a line contains ``needle`` (AssertionError after ``timeout``)."""
+    t0 = time.monotonic()
+    for line in proc.stdout:
+        if needle in line:
+            return
+        if time.monotonic() - t0 > timeout:
+            break
+    raise AssertionError(f"never saw {needle!r}")

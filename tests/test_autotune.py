@@ -89,3 +89,39 @@ def test_ties_go_to_the_sizing_rule(humanoid, tmp_path, monkeypatch):
     monkeypatch.setattr(at, "measure", lambda m, n, s, nthread, persistent, **kw: 10.0 + 0.1 * persistent)
     res = at.autotune(humanoid, 32, 2, cache_path=tmp_path / "t.json")
     assert res.nthread == at.cpu.resolve_nthread(32) and not res.persistent
+
+
+# 33 > num_envs 32: never a candidate, whatever the machine
+@pytest.mark.parametrize("nthread", [0, -1, 33, 500, 2.5, "2", True, None])
+def test_out_of_range_nthread_entry_warns_remeasures_and_is_overwritten(humanoid, tmp_path, counted, nthread):
+    path = tmp_path / "tune.json"
+    key = at.cache_key(humanoid, 32, 2)
+    path.write_text(json.dumps({key: {"nthread": nthread, "persistent": False, "ms_per_step": {}}}))
+    with pytest.warns(UserWarning) as rec:
+        res = at.autotune(humanoid, 32, 2, cache_path=path)
+    msg = " ".join(str(w.message) for w in rec)
+    assert str(path) in msg and f"nthread={nthread!r}" in msg and "re-measuring" in msg
+    assert not res.cached and (res.nthread, res.persistent) in at.candidates(32)
+    assert set(counted) == set(at.candidates(32))  # measured again
+    saved = json.loads(path.read_text())[key]
+    assert (saved["nthread"], saved["persistent"]) == (res.nthread, res.persistent)
+    again = at.autotune(humanoid, 32, 2, cache_path=path)
+    assert again.cached and again.nthread == res.nthread
+
+
+def test_non_bool_persistent_entry_is_remeasured(humanoid, tmp_path, counted):
+    path = tmp_path / "tune.json"
+    path.write_text(json.dumps({at.cache_key(humanoid, 32, 2): {"nthread": 1, "persistent": "false"}}))
+    with pytest.warns(UserWarning, match=r"persistent='false'"):
+        assert not at.autotune(humanoid, 32, 2, cache_path=path).cached
+
+
+def test_pool_auto_survives_a_zero_nthread_entry(humanoid, tmp_cache, counted):
+    path = tmp_cache / "autotune.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({at.cache_key(humanoid, 32, 2): {"nthread": 0, "persistent": False}}))
+    with pytest.warns(UserWarning, match=r"autotune\.json: nthread=0 is not an int"):
+        pool = BatchEnvPool(humanoid, 32, nthread="auto", substeps=2)
+    assert 1 <= pool.nthread <= at.cpu.usable_cpu_count()
+    pool.close()
+    assert json.loads(path.read_text())[at.cache_key(humanoid, 32, 2)]["nthread"] == pool.nthread

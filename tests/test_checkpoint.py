@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import errno
+import os
+import subprocess
+import sys
+import time
+import zipfile
+
 import pytest
 import torch
 
@@ -57,3 +64,117 @@ def test_missing(tmp_path):
         ck.load_checkpoint(tmp_path)
     with pytest.raises(FileNotFoundError, match="does not exist"):
         ck.load_checkpoint(tmp_path / "model_9.pt")
+
+
+# --------------------------------------------------------------- disk full
+def _disk_full_after(limit):
+    """An ``open`` whose files accept ``limit`` bytes, then fail like a full disk."""
+    real_open = open
+
+    class FullFile:
+        def __init__(self, *args, **kwargs):
+            self._f = real_open(*args, **kwargs)
+            self._left = limit
+
+        def write(self, data):
+            data = bytes(data)
+            if len(data) > self._left:
+                self._f.write(data[: self._left])
+                self._left = 0
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            self._left -= len(data)
+            return self._f.write(data)
+
+        def __getattr__(self, name):
+            return getattr(self._f, name)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self._f.close()
+
+    return FullFile
+
+
+def test_disk_full_is_a_clear_error_and_keeps_the_old_file(tmp_path, monkeypatch):
+    path = ck.checkpoint_path(tmp_path, 1)
+    ck.save_checkpoint(path, _payload(1))
+    old_bytes = path.read_bytes()
+    big = {"iteration": 2, "agent": {"w": torch.randn(50_000)}}
+    monkeypatch.setattr(ck, "open", _disk_full_after(1000), raising=False)
+    with pytest.raises(OSError) as info:
+        ck.save_checkpoint(path, big)
+    monkeypatch.undo()
+    err = info.value
+    assert err.errno == errno.ENOSPC
+    assert str(err) == f"could not write checkpoint {path}: [Errno 28] {os.strerror(errno.ENOSPC)}"
+    assert path.read_bytes() == old_bytes
+    assert ck.load_checkpoint(path)[0]["iteration"] == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["model_1.pt"]  # no temp file left
+
+
+def _dead_pid():
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_stale_temp_files_of_a_killed_save_are_removed(tmp_path):
+    old = time.time() - 3600
+    dead = tmp_path / f".model_7.pt.{_dead_pid()}.tmp"  # a save killed an hour ago
+    own = tmp_path / f".model_8.pt.{os.getpid()}.tmp"  # this process's own leftover
+    live = tmp_path / f".model_9.pt.{os.getppid()}.tmp"  # another live process: maybe still writing
+    fresh = tmp_path / f".model_10.pt.{_dead_pid()}.tmp"  # just written (e.g. by another host)
+    for p in (dead, own, live, fresh):
+        p.write_bytes(b"x" * 1000)
+    for p in (dead, own, live):
+        os.utime(p, (old, old))
+    ck.save_checkpoint(ck.checkpoint_path(tmp_path, 11), _payload(11))
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["model_11.pt", live.name, fresh.name])
+    # resuming from / playing a run directory cleans up after that run too
+    other = tmp_path / "other_run"
+    other.mkdir()
+    ck.save_checkpoint(ck.checkpoint_path(other, 3), _payload(3))
+    leftover = other / f".model_4.pt.{_dead_pid()}.tmp"
+    leftover.write_bytes(b"x")
+    os.utime(leftover, (old, old))
+    assert ck.load_checkpoint(other)[1].name == "model_3.pt"
+    assert not leftover.exists()
+
+
+def test_keep_only_the_newest_checkpoints(tmp_path):
+    for i in (1, 2, 3, 10, 20):
+        ck.save_checkpoint(ck.checkpoint_path(tmp_path, i), _payload(i), keep=3)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model_10.pt", "model_20.pt", "model_3.pt"]
+    ck.save_checkpoint(ck.checkpoint_path(tmp_path, 5), _payload(5), keep=1)  # never deletes what it wrote
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model_20.pt", "model_5.pt"]
+    for i in (30, 40):
+        ck.save_checkpoint(ck.checkpoint_path(tmp_path, i), _payload(i))  # keep=0: keep all
+    assert len(list(tmp_path.iterdir())) == 4
+
+
+# -------------------------------------------------------------- bit flips
+def test_flipped_bits_are_detected(tmp_path):
+    path = ck.save_checkpoint(tmp_path / "model_1.pt", {"iteration": 1, "agent": {"w": torch.randn(4096)}})
+    good = path.read_bytes()
+    n = len(good)
+    positions = sorted({*(n * k // 16 for k in range(16)), *range(n - 100, n)})
+    for pos in positions:
+        bad = bytearray(good)
+        bad[pos] ^= 0x10
+        path.write_bytes(bytes(bad))
+        with pytest.raises(ValueError) as info:
+            ck.load_checkpoint(path)
+        assert "corrupt" in str(info.value) and str(path) in str(info.value), pos
+    path.write_bytes(good)
+    assert ck.load_checkpoint(path)[0]["iteration"] == 1
+    # still a plain torch file and zip archive
+    assert torch.load(path, weights_only=False)["iteration"] == 1
+    assert zipfile.ZipFile(path).testzip() is None
+
+
+def test_checkpoints_without_a_hash_still_load(tmp_path):
+    path = tmp_path / "model_2.pt"
+    torch.save(_payload(2), path)  # how checkpoints were written before the hash
+    assert ck.load_checkpoint(path)[0]["iteration"] == 2

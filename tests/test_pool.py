@@ -170,3 +170,48 @@ def test_a_second_pinned_pool_in_the_same_thread(humanoid):
     second.close()
     first.close()
     assert cpu.thread_affinity(cpu.current_tid()) == set(ids)
+
+
+def test_exploding_velocity_is_flagged_bad(humanoid):
+    """A finite but absurd |qvel| (an unstable integration) counts as diverged; a bound of None does not flag it."""
+    qpos = np.tile(humanoid.qpos0, (N, 1))
+    qvel = np.zeros((N, humanoid.nv))
+    qvel[[2, 9], 0] = 1e5  # root flying at 100 km/s: finite, far below MuJoCo's own 1e10 check
+    for max_qvel, expected in ((1e3, [2, 9]), (None, [])):
+        pool = BatchEnvPool(humanoid, N, nthread=1, max_qvel=max_qvel)
+        pool.reset(np.arange(N), qpos, qvel)
+        bad = pool.step(None, 1)
+        assert np.flatnonzero(bad).tolist() == expected
+        if expected:
+            assert "max_qvel" in pool.bad_reasons[2]
+    with pytest.raises(ValueError, match="max_qvel"):
+        BatchEnvPool(humanoid, N, nthread=1, max_qvel=0)
+
+
+def test_a_reset_state_mujoco_rejects_is_flagged_bad(humanoid):
+    """MuJoCo resets a row itself on a huge qvel (BADQVEL) during the reset's forward: the env is still bad."""
+    pool = BatchEnvPool(humanoid, N, nthread=1, max_qvel=None)
+    qvel = np.zeros((N, humanoid.nv))
+    qvel[5, 6] = 1e12
+    pool.reset(np.arange(N), np.tile(humanoid.qpos0, (N, 1)), qvel)
+    assert np.flatnonzero(pool.step(None, 1)).tolist() == [5]
+    assert pool.bad_reasons[5] == "divergence warning"
+
+
+def test_silenced_mujoco_warnings_still_mark_envs_bad(humanoid, capfd):
+    import mujoco
+
+    from unilab.sim.mujoco.pool import silence_mujoco_warnings
+
+    before = mujoco.get_mju_user_warning()
+    silence_mujoco_warnings()
+    try:
+        pool = BatchEnvPool(humanoid, N, nthread=2, max_qvel=None)
+        qvel = np.zeros((N, humanoid.nv))
+        qvel[:, 6] = 1e12
+        pool.reset(np.arange(N), np.tile(humanoid.qpos0, (N, 1)), qvel)
+        assert pool.step(None, 1).all()
+    finally:
+        mujoco.set_mju_user_warning(before)
+    out, err = capfd.readouterr()
+    assert "WARNING" not in out + err

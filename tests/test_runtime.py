@@ -11,7 +11,7 @@ import time
 import psutil
 import pytest
 
-from runtime_helpers import popen_train, run_dirs, train_cmd
+from runtime_helpers import popen_train, run_dirs, train_cmd, wait_for_line
 from unilab.runtime.checkpoint import latest_checkpoint, load_checkpoint
 from unilab.telemetry.scalars import read_scalars
 
@@ -88,20 +88,10 @@ def _collector_of(proc: subprocess.Popen, timeout=120) -> psutil.Process:
     raise AssertionError("no collector process appeared")
 
 
-def _wait_for_line(proc: subprocess.Popen, needle: str, timeout=120) -> None:
-    t0 = time.monotonic()
-    for line in proc.stdout:
-        if needle in line:
-            return
-        if time.monotonic() - t0 > timeout:
-            break
-    raise AssertionError(f"never saw {needle!r}")
-
-
 def test_dead_collector_stops_the_learner_with_a_clear_message(tmp_path):
     proc = popen_train(tmp_path, "algo.max_iterations=100000")
     try:
-        _wait_for_line(proc, "unilab: iter")
+        wait_for_line(proc, "unilab: iter")
         collector = _collector_of(proc)
         collector.send_signal(signal.SIGKILL)
         t0 = time.monotonic()
@@ -121,7 +111,7 @@ def test_dead_collector_stops_the_learner_with_a_clear_message(tmp_path):
 def test_dead_learner_stops_the_collector(tmp_path):
     proc = popen_train(tmp_path, "algo.max_iterations=100000")
     try:
-        _wait_for_line(proc, "unilab: iter")
+        wait_for_line(proc, "unilab: iter")
         collector = _collector_of(proc)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
@@ -131,11 +121,60 @@ def test_dead_learner_stops_the_collector(tmp_path):
     assert not collector.is_running()
 
 
-def test_collector_error_reaches_the_learner(tmp_path):
-    out = _run(train_cmd(tmp_path, "algo.max_iterations=5", "task.model_path=/nonexistent/pendulum.xml"))
-    assert out.returncode == 1
-    assert "collector process" in out.stderr and "exit code 1" in out.stderr
-    assert "/nonexistent/pendulum.xml" in out.stderr  # the collector's own traceback
+@pytest.mark.parametrize(
+    "override,needle",
+    [
+        ("task.model_path=/nonexistent/pendulum.xml", "/nonexistent/pendulum.xml"),
+        ("sim.cpu_ids=99999", "outside the usable CPU set"),
+    ],
+)
+def test_env_build_error_is_one_clear_message(tmp_path, override, needle):
+    """A config/asset problem in the collector's env build: one short message, exit 2, no run directory."""
+    out = _run(train_cmd(tmp_path, "algo.max_iterations=5", override))
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.startswith("train: error: could not build the pendulum env: ")
+    assert out.stderr.count(needle) == 1  # printed once, not once per process
+    assert "Traceback" not in out.stderr and "UNILAB_DEBUG=1" in out.stderr
+    assert len(out.stderr.splitlines()) <= 4
+    assert run_dirs(tmp_path) == []
+
+
+def test_stopped_collector_is_killed_within_the_timeout(tmp_path):
+    """SIGSTOP ignores SIGTERM: the learner must escalate to SIGKILL and exit, not wait forever."""
+    timeout = 3
+    proc = popen_train(tmp_path, "algo.max_iterations=100000", f"training.collector_timeout_s={timeout}")
+    try:
+        wait_for_line(proc, "unilab: iter")
+        collector = _collector_of(proc)
+        collector.send_signal(signal.SIGSTOP)
+        t0 = time.monotonic()
+        rc = proc.wait(timeout=120)
+        took = time.monotonic() - t0
+        err = proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        try:
+            collector.kill()
+        except (psutil.Error, NameError):
+            pass
+    assert rc == 1, err
+    assert f"collector process (pid {collector.pid}) sent no step" in err
+    assert f"training.collector_timeout_s={timeout}" in err
+    assert took < timeout + 15
+    assert not collector.is_running()  # killed and reaped by the learner
+
+
+def test_envs_that_all_diverge_stop_training(tmp_path):
+    """Every env starts at an absurd speed: a console warning, then a 'diverged' error and a non-zero exit."""
+    out = _run(train_cmd(
+        tmp_path, "algo.max_iterations=100000", "task.init_velocity=1e8", "training.divergence_window=20",
+        "training.console_interval_s=0",
+    ))
+    assert out.returncode == 1, out.stderr
+    assert "train: error: training diverged" in out.stderr
+    assert "% of envs diverged (bad state)" in out.stdout
+    assert "WARNING: Nan, Inf" not in out.stdout + out.stderr  # MuJoCo's per-env lines are silenced
 
 
 @pytest.mark.parametrize(
@@ -148,7 +187,7 @@ def test_collector_error_reaches_the_learner(tmp_path):
 def test_stop_signal_saves_a_checkpoint_and_exits_cleanly(tmp_path, sig, group):
     proc = popen_train(tmp_path, "algo.max_iterations=100000")
     try:
-        _wait_for_line(proc, "unilab: iter")
+        wait_for_line(proc, "unilab: iter")
         collector = _collector_of(proc)
         os.killpg(proc.pid, sig) if group else proc.send_signal(sig)
         rc = proc.wait(timeout=60)
@@ -156,7 +195,7 @@ def test_stop_signal_saves_a_checkpoint_and_exits_cleanly(tmp_path, sig, group):
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    assert rc == 130
+    assert rc == 128 + sig  # 130 for Ctrl-C, 143 for SIGTERM
     assert "interrupted at iteration" in out
     assert "leaked" not in err  # semaphores and shared memory were released
     (run,) = run_dirs(tmp_path)

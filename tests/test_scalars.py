@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import importlib.util
 import math
 import os
@@ -151,3 +152,47 @@ def test_plot_script_writes_png(plot_module, tmp_path, capsys):
     assert plot_module.main([str(logs), "--tags", "nope", "--out", str(tmp_path / "n.png")]) == 2
     assert "nope" in capsys.readouterr().err
     assert plot_module.main([str(tmp_path / "plots"), "--out", str(tmp_path / "e.png")]) == 2
+
+
+SCALARS_ON_A_FULL_DISK = """
+import resource, sys
+from unilab.telemetry.scalars import ScalarWriter
+# the kernel refuses writes past 4 KiB with EFBIG, as a full disk refuses them with ENOSPC
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+w = ScalarWriter(sys.argv[1], flush_secs=0.05)
+for step in range(300):
+    w.add_dict({f"tag/{k}": float(k) for k in range(20)}, step)
+    if step % 10 == 0:
+        w.flush()
+w.close()
+print("done", w.failed)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_FSIZE/EFBIG as on Linux")
+def test_write_errors_warn_once_and_the_caller_keeps_going(tmp_path):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")]))
+    out = subprocess.run(
+        [sys.executable, "-c", SCALARS_ON_A_FULL_DISK, str(tmp_path)], check=False, env=env, capture_output=True,
+        text=True, timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "done True" in out.stdout
+    warning = f"unilab: warning: TensorBoard scalars to {tmp_path} failed ([Errno {errno.EFBIG}] {os.strerror(errno.EFBIG)})"
+    assert out.stderr.count("unilab: warning:") == 1 and warning in out.stderr, out.stderr
+    assert "training continues without scalars" in out.stderr
+    assert "Traceback" not in out.stderr and "Exception" not in out.stderr, out.stderr
+    assert read_scalars(tmp_path)["tag/0"][0] == (0, 0.0)  # what fitted is readable
+
+
+def test_unwritable_log_dir_warns_and_drops_scalars(tmp_path, capsys):
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    w = ScalarWriter(not_a_dir / "run")
+    w.add("a", 1.0, 0)
+    w.flush()
+    w.close()
+    assert w.failed
+    err = capsys.readouterr().err
+    assert err.count("unilab: warning: TensorBoard scalars to") == 1 and f"{not_a_dir / 'run'}" in err
+    assert f"[Errno {errno.ENOTDIR}]" in err

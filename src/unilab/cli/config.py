@@ -61,6 +61,21 @@ def split_argv(argv: Sequence[str]) -> tuple[list[str], dict[str, bool]]:
     return overrides, flags
 
 
+def explicit_algo_keys(overrides: Sequence[str]) -> tuple[str, ...] | None:
+    """The ``algo.<key>`` names set by overrides; None when an algo preset was chosen (``--algo``).
+
+    A resumed run takes every other algo key from its checkpoint.
+    """
+    keys = []
+    for ov in overrides:
+        name = ov.split("=", 1)[0].lstrip("+~")
+        if name == "algo":
+            return None
+        if name.startswith("algo."):
+            keys.append(name[len("algo."):].split(".", 1)[0])
+    return tuple(keys)
+
+
 def _example(group: str) -> str:
     return {"algo": "sac", "task": "g1_motion_tracking", "sim": "mujoco"}[group]
 

@@ -6,6 +6,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from unilab.gl_env import gl_disabled
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -28,6 +30,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # before mujoco is imported: a MUJOCO_GL that cannot load here must not kill the
+    # import; the video is rendered in a subprocess with a probed backend (the user's first)
+    with gl_disabled():
+        return _main(args)
+
+
+def _main(args: argparse.Namespace) -> int:
     from unilab.runtime.play import play  # noqa: PLC0415
 
     try:

@@ -2,22 +2,25 @@
 
 from __future__ import annotations
 
-import signal
 import sys
 from collections.abc import Sequence
 
 from omegaconf import OmegaConf
 
-from unilab.cli.config import ConfigError, compose_config, help_text, split_argv, to_run_spec
-
-
-def _terminate(signum, frame) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
+from unilab.cli.config import ConfigError, compose_config, explicit_algo_keys, help_text, split_argv, to_run_spec
+from unilab.gl_env import gl_disabled
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``train`` console script; returns the exit code."""
-    from unilab.runtime.trainer import CollectorDied, Trainer, line_buffered_stdout  # noqa: PLC0415
+    # before mujoco is imported: training never renders; end-of-training play
+    # renders in a subprocess with a probed backend, the user's MUJOCO_GL first
+    with gl_disabled():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    from unilab.runtime.trainer import CollectorDied, NonFiniteTraining, Trainer, line_buffered_stdout  # noqa: PLC0415
 
     line_buffered_stdout()
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -31,18 +34,26 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(OmegaConf.to_yaml(cfg))
             return 0
         spec = to_run_spec(cfg)
+        spec.explicit_algo_keys = explicit_algo_keys(overrides)
     except ConfigError as err:
         print(f"train: error: {err}", file=sys.stderr)
         return 2
     from unilab.runtime import distributed  # noqa: PLC0415
 
-    # a scheduler's SIGTERM (timeout, SLURM, docker stop) stops like Ctrl-C: checkpoint, then exit
-    signal.signal(signal.SIGTERM, _terminate)
+    from unilab.runtime.checkpoint import CheckpointWriteError  # noqa: PLC0415
+    from unilab.runtime.collector_client import CollectorStartupError
+    from unilab.runtime.metrics import TrainingDiverged
 
     try:
         trainer = Trainer(spec)
         result = trainer.train()
-    except CollectorDied as err:
+    except CollectorStartupError as err:  # the env could not be built: a config or asset problem
+        print(f"train: error: {err}", file=sys.stderr, flush=True)
+        return 2
+    except (CollectorDied, TrainingDiverged, NonFiniteTraining) as err:
+        print(f"train: error: {err}", file=sys.stderr, flush=True)
+        return 1
+    except CheckpointWriteError as err:  # the final checkpoint could not be written (disk full, read-only)
         print(f"train: error: {err}", file=sys.stderr, flush=True)
         return 1
     except (FileNotFoundError, ValueError) as err:  # e.g. training.resume pointing nowhere
@@ -57,7 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             play(result.checkpoint, num_envs=spec.training.play_num_envs, steps=spec.training.play_steps)
         except Exception as err:  # noqa: BLE001 - the trained model is saved; a video failure must not hide that
             print(f"train: play after training failed: {err} (checkpoint {result.checkpoint} is saved)", file=sys.stderr)
-    return 130 if result.interrupted else 0
+    # Ctrl-C 130, SIGTERM (timeout, SLURM, docker stop) 143: both after a final checkpoint
+    return result.exit_code
 
 
 if __name__ == "__main__":

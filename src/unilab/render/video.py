@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from unilab.gl_env import user_mujoco_gl
+
 if TYPE_CHECKING:
     import mujoco
 
@@ -96,8 +98,12 @@ def probe_gl_backend(backend: str, timeout: float = _PROBE_TIMEOUT_S) -> str | N
 def select_gl_backend() -> str:
     """The OpenGL backend for offscreen rendering, exported as ``MUJOCO_GL``.
 
-    An existing ``MUJOCO_GL`` is honoured as is. Otherwise ``egl`` then
-    ``osmesa`` are probed in subprocesses; the first that creates a
+    The user's ``MUJOCO_GL`` (see ``unilab.gl_env.user_mujoco_gl``: the value
+    from before the entry point disabled OpenGL, else the environment's) is
+    probed first; if it cannot create a renderer here (``glfw`` without a
+    display, ``osmesa`` without libOSMesa, a name mujoco does not know) a
+    one-line notice goes to stderr and ``egl`` then ``osmesa`` are probed.
+    Probes run in subprocesses. The first backend that creates a
     ``mujoco.Renderer`` is written to ``os.environ["MUJOCO_GL"]`` (which takes
     effect in this process only if mujoco has not been imported yet, and in
     every subprocess) and returned.
@@ -105,13 +111,18 @@ def select_gl_backend() -> str:
     Raises:
         RenderUnavailable: no candidate works; the message says what to install.
     """
-    current = os.environ.get("MUJOCO_GL", "").strip().lower()
-    if current:
-        return current
+    user = user_mujoco_gl()
+    candidates = ([user] if user else []) + [b for b in HEADLESS_BACKENDS if b != user]
     errors = {}
-    for backend in HEADLESS_BACKENDS:
+    for backend in candidates:
         err = probe_gl_backend(backend)
         if err is None:
+            if user and backend != user:
+                print(
+                    f"unilab: MUJOCO_GL={user} does not work here ({errors[user]}); rendering with MUJOCO_GL={backend}",
+                    file=sys.stderr,
+                    flush=True,
+                )
             os.environ["MUJOCO_GL"] = backend
             return backend
         errors[backend] = err

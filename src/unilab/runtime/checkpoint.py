@@ -1,36 +1,230 @@
-"""Atomic checkpoints: ``model_<iter>.pt`` is either complete or absent."""
+"""Atomic, verifiable checkpoints: ``model_<iter>.pt`` is either complete or absent.
+
+A checkpoint is a torch.save zip archive whose zip comment holds the sha256 of
+the archive bytes before it (``unilab-sha256:<hex>``). The file stays a plain
+zip that ``torch.load`` reads as it is; ``load_checkpoint`` verifies the hash
+first, so flipped bits anywhere in the file are an error instead of silently
+changed weights (torch itself checks no CRC). Files written before the hash
+existed (no zip comment) load without a check.
+
+Writing streams torch.save through a file object that hashes the bytes and
+keeps the OSError of a failed write (torch.save reports it only as
+``enforce fail ... unexpected pos``) into a temp file, fsyncs and renames it
+over the target: a full or unwritable disk is a ``CheckpointWriteError``
+naming the path and the errno, the previous checkpoint stays intact and the
+temp file is removed.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
+import struct
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import torch
 
 _MODEL_RE = re.compile(r"^model_(\d+)\.pt$")
+_TEMP_RE = re.compile(r"^\.model_\d+\.pt\.(\d+)\.tmp$")
+
+_EOCD_SIG = b"PK\x05\x06"  # zip "end of central directory" record, 22 bytes + comment
+_EOCD_LEN = 22
+_HASH_TAG = b"unilab-sha256:"
+_TRAILER_LEN = len(_HASH_TAG) + 64  # the zip comment: tag + sha256 hex
+_STALE_TEMP_AGE_S = 60.0
+
+
+class CheckpointWriteError(OSError):
+    """A checkpoint could not be written; ``errno``/``strerror`` are the OS error's."""
+
+    def __init__(self, path: Path, cause: BaseException):
+        code = getattr(cause, "errno", None)
+        if code is not None:
+            super().__init__(code, getattr(cause, "strerror", None) or os.strerror(code))
+            reason = f"[Errno {code}] {self.strerror}"
+        else:
+            super().__init__(str(cause))
+            reason = str(cause) or type(cause).__name__
+        self.path = Path(path)
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"could not write checkpoint {self.path}: {self.reason}"
 
 
 def checkpoint_path(run_dir: str | Path, iteration: int) -> Path:
     return Path(run_dir) / f"model_{iteration}.pt"
 
 
-def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> Path:
-    """Write ``payload`` with torch.save to a temp file, fsync, then rename over ``path``."""
+class _HashingWriter:
+    """The file-like object torch.save streams into: sha256 of all but the last 2 bytes, OS errors kept.
+
+    torch.save turns an OSError of ``write`` into a RuntimeError ("enforce
+    fail ... unexpected pos"); ``error`` keeps the real one. The last 2 bytes
+    of a zip archive are its comment length, which the hash trailer replaces.
+    """
+
+    def __init__(self, f: Any):
+        self._f = f
+        self._sha = hashlib.sha256()
+        self._tail = b""
+        self.error: OSError | None = None
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        try:
+            self._f.write(view)
+        except OSError as err:
+            self.error = err
+            raise
+        if len(view) >= 2:
+            self._sha.update(self._tail)
+            self._sha.update(view[:-2])
+            self._tail = bytes(view[-2:])
+        else:
+            joined = self._tail + bytes(view)
+            self._sha.update(joined[:-2])
+            self._tail = joined[-2:]
+        return len(view)
+
+    def flush(self) -> None:
+        self._f.flush()
+
+    def trailer(self) -> bytes:
+        """The bytes that replace the archive's last 2: comment length and the hash comment."""
+        if self._tail != b"\0\0":
+            raise ValueError("torch.save wrote no zip archive ending in an empty comment; cannot add the hash")
+        return struct.pack("<H", _TRAILER_LEN) + _HASH_TAG + self._sha.hexdigest().encode("ascii")
+
+
+def save_checkpoint(path: str | Path, payload: dict[str, Any], keep: int = 0) -> Path:
+    """Write ``payload`` (with a sha256 trailer) to a temp file, fsync, rename over ``path``.
+
+    ``keep`` > 0: afterwards delete the oldest other ``model_<iter>.pt`` files of
+    the directory so that only the newest ``keep`` remain (``path`` is always
+    kept). Raises ``CheckpointWriteError`` (an OSError naming ``path`` and the
+    errno) when the file cannot be written; an existing ``path`` is then left
+    as it was and no temp file remains.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if keep < 0:
+        raise ValueError(f"keep must be >= 0 (0 keeps all), got {keep}")
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    writer: _HashingWriter | None = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_temps(path.parent)
         with open(tmp, "wb") as f:
-            torch.save(payload, f)
+            writer = _HashingWriter(f)
+            torch.save(payload, writer)
+            trailer = writer.trailer()
+            f.seek(-2, os.SEEK_END)
+            f.write(trailer)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as err:
+        raise CheckpointWriteError(path, err) from err
+    except RuntimeError as err:  # torch.save's wrapper around a failed write
+        if writer is None or writer.error is None:
+            raise
+        raise CheckpointWriteError(path, writer.error) from err
     finally:
-        if tmp.exists():
+        try:
             tmp.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as err:
+            print(f"unilab: warning: could not remove temp file {tmp}: {err}", file=sys.stderr, flush=True)
+    _fsync_dir(path.parent)
+    if keep:
+        try:
+            prune_checkpoints(path.parent, keep, protect=path)
+        except OSError as err:  # housekeeping: the new checkpoint is written
+            print(f"unilab: warning: could not prune old checkpoints in {path.parent}: {err}", file=sys.stderr, flush=True)
     return path
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make the rename durable (best effort; not every platform/filesystem allows it)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except (OSError, OverflowError):
+        return False
+    return True
+
+
+def remove_stale_temps(run_dir: str | Path) -> list[Path]:
+    """Delete ``.model_<iter>.pt.<pid>.tmp`` files left by a killed save; returns those removed.
+
+    A temp file is stale when it is this process's own (saves here are
+    sequential), or its pid is not alive on this host and it was not modified
+    in the last minute (a writer on another host sharing the filesystem is
+    still writing to it). Errors are ignored: this is housekeeping.
+    """
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(run_dir))
+    except OSError:
+        return removed
+    now = time.time()
+    for entry in entries:
+        m = _TEMP_RE.match(entry.name)
+        if not m:
+            continue
+        pid = int(m.group(1))
+        try:
+            if pid != os.getpid() and (_pid_alive(pid) or now - entry.stat().st_mtime < _STALE_TEMP_AGE_S):
+                continue
+            os.unlink(entry.path)
+            removed.append(Path(entry.path))
+        except OSError:
+            continue
+    return removed
+
+
+def prune_checkpoints(run_dir: str | Path, keep: int, protect: str | Path | None = None) -> list[Path]:
+    """Delete all but the newest ``keep`` ``model_<iter>.pt`` in ``run_dir`` (never ``protect``)."""
+    if keep <= 0:
+        return []
+    found = sorted(
+        ((int(m.group(1)), p) for p in Path(run_dir).iterdir() if (m := _MODEL_RE.match(p.name))),
+        reverse=True,
+    )
+    protect_name = Path(protect).name if protect is not None else None
+    removed = []
+    for _, p in found[keep:]:
+        if p.name == protect_name:
+            continue
+        try:
+            p.unlink()
+            removed.append(p)
+        except FileNotFoundError:
+            pass
+        except OSError as err:
+            print(f"unilab: warning: could not delete old checkpoint {p}: {err}", file=sys.stderr, flush=True)
+    return removed
 
 
 def latest_checkpoint(run_dir: str | Path) -> Path | None:
@@ -47,6 +241,7 @@ def resolve_checkpoint(spec: str | Path) -> Path:
     """A checkpoint file, or a run directory's latest checkpoint; clear errors otherwise."""
     p = Path(spec).expanduser()
     if p.is_dir():
+        remove_stale_temps(p)  # a killed run's half-written save (can be 100+ MB)
         found = latest_checkpoint(p)
         if found is None:
             raise FileNotFoundError(f"no model_<iter>.pt checkpoint in run directory {p}")
@@ -56,13 +251,62 @@ def resolve_checkpoint(spec: str | Path) -> Path:
     return p
 
 
+def verify_checkpoint(path: str | Path) -> bool:
+    """Check the sha256 trailer of ``path``: True if verified, False if the file has none (old format).
+
+    Raises ValueError naming the file when the hash does not match or the
+    trailer is damaged.
+    """
+    path = Path(path)
+    with open(path, "rb") as f:
+        size = f.seek(0, os.SEEK_END)
+        tail_len = min(size, _EOCD_LEN + _TRAILER_LEN)
+        f.seek(size - tail_len)
+        tail = f.read(tail_len)
+        ours = tail_len == _EOCD_LEN + _TRAILER_LEN and (tail.startswith(_EOCD_SIG) or _HASH_TAG[:8] in tail)
+        if not ours:
+            return False  # a plain torch.save file (or too short: torch.load reports it)
+        comment = tail[_EOCD_LEN:]
+        stored = comment[len(_HASH_TAG):]
+        well_formed = (
+            tail.startswith(_EOCD_SIG)
+            and tail[_EOCD_LEN - 2:_EOCD_LEN] == struct.pack("<H", _TRAILER_LEN)
+            and comment.startswith(_HASH_TAG)
+            and re.fullmatch(rb"[0-9a-f]{64}", stored) is not None
+        )
+        if not well_formed:
+            raise ValueError(f"checkpoint {path} is corrupt (its sha256 trailer is damaged)")
+        h = hashlib.sha256()
+        remaining = size - _TRAILER_LEN - 2
+        f.seek(0)
+        chunk = bytearray(1 << 20)
+        view = memoryview(chunk)
+        while remaining > 0:
+            n = f.readinto(view[: min(len(chunk), remaining)])
+            if not n:
+                raise ValueError(f"checkpoint {path} is corrupt (it changed while being read)")
+            h.update(view[:n])
+            remaining -= n
+    if h.hexdigest().encode("ascii") != stored:
+        raise ValueError(
+            f"checkpoint {path} is corrupt: its sha256 does not match the one stored when it was written "
+            "(flipped bits on disk or in a copy); use an older checkpoint"
+        )
+    return True
+
+
 def load_checkpoint(spec: str | Path, map_location: str | torch.device = "cpu") -> tuple[dict[str, Any], Path]:
-    """Load a checkpoint (file or run dir); a truncated or foreign file raises ValueError."""
+    """Load a checkpoint (file or run dir); a truncated, corrupt or foreign file raises ValueError."""
     path = resolve_checkpoint(spec)
     try:
+        verify_checkpoint(path)
+    except OSError as err:
+        raise ValueError(f"checkpoint {path} is unreadable ({type(err).__name__}: {err})") from err
+    try:
         payload = torch.load(path, map_location=map_location, weights_only=False)
-    except Exception as err:  # noqa: BLE001 - torch raises many kinds for a bad file
+    except Exception as err:  # torch raises many kinds for a bad file
         raise ValueError(f"checkpoint {path} is unreadable ({type(err).__name__}: {err})") from err
     if not isinstance(payload, dict) or "agent" not in payload or "iteration" not in payload:
         raise ValueError(f"{path} is not a unilab checkpoint (no 'agent'/'iteration' entries)")
     return payload, path
+

@@ -3,12 +3,15 @@
 Per iteration it waits for the learner's actions, steps every env, and writes
 the step's results into shared memory. It never imports torch. It exits when
 told to, when the learner process is gone, or on an error (whose traceback it
-sends to the learner before exiting with code 1).
+sends to the learner before exiting with code 1). An error while building the
+env (a config or asset problem) is sent as one short message instead, with
+exit code 2; UNILAB_DEBUG=1 adds the traceback.
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import signal
 import sys
 import time
@@ -67,6 +70,29 @@ def _wait(sem: Any, ch: CollectorChannels) -> bool:
     return not ch.stop.is_set()
 
 
+def build_error_message(task_name: str, err: BaseException) -> str:
+    """One clear line (or two) for an env that could not be built; the traceback only with UNILAB_DEBUG=1."""
+    text = str(err).strip() or repr(err)
+    msg = f"could not build the {task_name} env: {type(err).__name__}: {text}"
+    if _is_asset_problem(err):
+        msg += "\nthe cached robot assets look corrupt: run `unilab-assets fetch --force` to rebuild them"
+    if os.environ.get("UNILAB_DEBUG") == "1":
+        msg += "\n--- collector traceback ---\n" + "".join(traceback.format_exception(err)).rstrip()
+    else:
+        msg += "\n(set UNILAB_DEBUG=1 for the full traceback)"
+    return msg
+
+
+def _is_asset_problem(err: BaseException) -> bool:
+    """An error of the asset cache, or a parse error that names a file inside it."""
+    from unilab.assets import holosoma  # imported here: only this error path needs it
+
+    if isinstance(err, holosoma.AssetError):
+        return True
+    roots = {str(holosoma.default_cache_dir()), str(holosoma.default_cache_dir().resolve())}
+    return any(r in str(err) for r in roots)  # MuJoCo's mesh errors name the file's full path
+
+
 def write_step(shm: SharedArrays, obs: dict, reward, terminated, truncated, info: dict) -> None:
     """Copy one step's results into the shared arrays."""
     shm["obs"][...] = obs["policy"]
@@ -87,8 +113,17 @@ def run_collector(args: CollectorArgs, ch: CollectorChannels) -> None:
     timer = PhaseTimer(trace=trace)
     shm = None
     try:
+        # imported here, not at the top: the learner imports this module and needs no mujoco
+        from unilab.sim.mujoco.pool import silence_mujoco_warnings
+
+        silence_mujoco_warnings()  # one line per diverged env per step otherwise; the pool counts them anyway
         cfg = task_config(args.task_name, args.task_cfg)
         env = make_env(args.task_name, cfg, args.num_envs, pool_kwargs=args.pool_kwargs, seed=args.seed)
+    except Exception as err:  # noqa: BLE001 - a config or asset problem: one clear message, no traceback dump
+        ch.errors.put({"stage": "build", "message": build_error_message(args.task_name, err)})
+        time.sleep(0.2)  # let the queue's feeder thread flush
+        sys.exit(2)
+    try:
         env.timer.trace = trace
         pool = env.pool
         ch.ready.put(

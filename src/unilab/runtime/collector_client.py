@@ -22,6 +22,20 @@ class CollectorDied(RuntimeError):
     """The collector process exited (or hung) while the learner needed it."""
 
 
+class CollectorStartupError(CollectorDied):
+    """The collector could not build its env: a config or asset problem, not a crash.
+
+    Its message is the one clear line to show the user (``train`` exits 2 on it).
+    """
+
+
+# close(): how long the collector gets to stop by itself, then after SIGTERM, then after SIGKILL
+STOP_GRACE_S = 5.0
+HUNG_GRACE_S = 0.5
+TERM_WAIT_S = 2.0
+KILL_WAIT_S = 5.0
+
+
 def transport_spec(num_envs: int, facts: dict[str, Any], names: list[str]) -> dict:
     """Shared arrays of one step: observations, results, actions and counters."""
     n = num_envs
@@ -51,6 +65,10 @@ class CollectorClient:
             obs_ready=ctx.Semaphore(0), action_ready=ctx.Semaphore(0), stop=ctx.Event(),
         )
         self.proc = ctx.Process(target=run_collector, args=(args, self.ch), name="unilab-collector", daemon=True)
+        self._closed = False
+        self._hung = False  # declared stuck: close() does not wait for it to stop by itself
+        self.shm: SharedArrays | None = None
+        self._sent_t: float | None = None  # when the last actions were handed over
         self.proc.start()
         self.facts: dict[str, Any] = self._get(self.ch.ready, args.startup_timeout_s, "building its env")
         self.counter_names = counter_names(self.facts["reward_terms"])
@@ -65,15 +83,18 @@ class CollectorClient:
     def __getitem__(self, name: str) -> np.ndarray:
         return self.shm[name]
 
-    def _dead_message(self, doing: str) -> str:
+    def _died(self, doing: str) -> CollectorDied:
+        """The error to raise for a collector that exited: a build failure or a crash."""
         self.proc.join(timeout=1.0)
-        tb = ""
+        report: Any = ""
         try:
-            tb = self.ch.errors.get(timeout=0.5)
+            report = self.ch.errors.get(timeout=0.5)
         except Exception:  # noqa: BLE001 - queue.Empty: it died without a Python traceback
             pass
+        if isinstance(report, dict) and report.get("stage") == "build":
+            return CollectorStartupError(report["message"])
         msg = f"collector process (pid {self.proc.pid}) died with exit code {self.proc.exitcode} while {doing}"
-        return f"{msg}\n--- collector traceback ---\n{tb}" if tb else msg
+        return CollectorDied(f"{msg}\n--- collector traceback ---\n{report}" if report else msg)
 
     def _get(self, queue: Any, timeout: float, doing: str) -> Any:
         t0 = time.monotonic()
@@ -83,36 +104,61 @@ class CollectorClient:
             except Exception:  # noqa: BLE001 - queue.Empty
                 pass
             if not self.proc.is_alive():
-                raise CollectorDied(self._dead_message(doing))
+                raise self._died(doing)
             if time.monotonic() - t0 > timeout:
+                self._hung = True
                 self.close()
-                raise CollectorDied(f"collector process (pid {self.proc.pid}) took over {timeout:.0f} s {doing}")
+                raise CollectorDied(
+                    f"collector process (pid {self.proc.pid}) took over {timeout:.0f} s {doing} and was stopped; "
+                    f"training.startup_timeout_s={timeout:g} sets this limit"
+                )
 
     def wait_step(self) -> None:
-        """Block until the collector has written a step (the first one is the reset)."""
-        t0 = time.monotonic()
+        """Block until the collector has written a step (the first one is the reset).
+
+        The step timeout counts from when the actions were sent, so a learner
+        that trained longer than the timeout still notices a stuck collector at once.
+        """
+        t0 = self._sent_t if self._sent_t is not None else time.monotonic()
+        self._sent_t = None
         while not self.ch.obs_ready.acquire(timeout=POLL_S):
             if not self.proc.is_alive():
-                raise CollectorDied(self._dead_message(f"stepping (iteration {self.iteration})"))
+                raise self._died(f"stepping (iteration {self.iteration})")
             if time.monotonic() - t0 > self.step_timeout_s:
+                self._hung = True
+                self.close()  # a stuck (or SIGSTOPped) collector is killed now, not waited for
                 raise CollectorDied(
-                    f"collector process (pid {self.proc.pid}) sent no step for {self.step_timeout_s:.0f} s "
-                    f"(iteration {self.iteration}); training.collector_timeout_s sets this limit"
+                    f"collector process (pid {self.proc.pid}) sent no step for {self.step_timeout_s:g} s "
+                    f"(iteration {self.iteration}), so it was killed; training.collector_timeout_s="
+                    f"{self.step_timeout_s:g} sets this limit"
                 )
 
     def send_action(self, action: np.ndarray) -> None:
         """Write the actions of every env and let the collector step."""
         self.shm["action"][...] = action
         self.ch.action_ready.release()
+        self._sent_t = time.monotonic()
         self.iteration += 1
 
     def close(self) -> None:
-        """Ask the collector to stop, wait (then terminate), free the shared memory."""
+        """Stop the collector and free the shared memory, in bounded time; later calls do nothing.
+
+        Asks it to stop and waits ``STOP_GRACE_S`` (``HUNG_GRACE_S`` once it was
+        declared hung), then SIGTERM, then SIGKILL, which also ends a stopped
+        (SIGSTOP) process that SIGTERM cannot.
+        """
+        if self._closed:
+            return
+        self._closed = True
         self.ch.stop.set()
-        self.proc.join(timeout=10.0)
+        self.proc.join(timeout=HUNG_GRACE_S if self._hung else STOP_GRACE_S)
         if self.proc.is_alive():
             self.proc.terminate()
-            self.proc.join(timeout=5.0)
-        if getattr(self, "shm", None) is not None:
+            self.proc.join(timeout=TERM_WAIT_S)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join(timeout=KILL_WAIT_S)
+        self.ch.handle.cancel_join_thread()  # never block the exit on a pipe nobody reads any more
+        if self.shm is not None:
             self.shm.close()
-            self.shm = None  # type: ignore[assignment]
+            self.shm = None

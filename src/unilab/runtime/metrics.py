@@ -17,11 +17,16 @@ from unilab.runtime.stats import Counters, delta
 from unilab.telemetry.phase_timer import PhaseTimer
 
 
+class TrainingDiverged(RuntimeError):
+    """(Nearly) every env stayed in a bad state for training.divergence_window iterations."""
+
+
 class MetricsLogger:
     """See module docs. ``enabled=False`` (non-zero ranks) keeps only the bookkeeping."""
 
     def __init__(self, run_dir: Path, num_envs: int, counter_names: list[str], pids: list[int], enabled: bool = True,
-                 log_interval: int = 10, console_interval_s: float = 5.0):
+                 log_interval: int = 10, console_interval_s: float = 5.0, warn_bad_env_fraction: float = 0.05,
+                 max_bad_env_fraction: float | None = None, divergence_window: int = 200):
         self.run_dir = run_dir
         self.num_envs = num_envs
         self.names = counter_names
@@ -38,6 +43,11 @@ class MetricsLogger:
             self.sampler = CpuSampler(pids)
         self.last: dict[str, float] = {}
         self._counters: Counters | None = None
+        self.warn_bad_env_fraction = warn_bad_env_fraction
+        self.max_bad_env_fraction = max_bad_env_fraction
+        self.divergence_window = max(1, int(divergence_window))
+        self._bad_since: int | None = None  # first iteration of the current run of (nearly) all-bad intervals
+        self._console_bad = [0.0, 0.0, 0]  # bad env steps, env steps, iterations since the last console line
 
     def banner(self, spec: Any, facts: dict, device: Any, dist: Any) -> None:
         """Print what is about to run (once)."""
@@ -121,10 +131,50 @@ class MetricsLogger:
         if self.writer is not None:
             self.writer.add_dict(s, iteration * self.num_envs)
         self.last = s
+        it0 = self._it0
         self._c0, self._it0, self._t0 = c1, iteration, now
+        if n_c > 0:
+            self._console_bad[0] += d["bad_envs"]
+            self._console_bad[1] += n_c * self.num_envs
+            self._console_bad[2] += d_it
+            self._check_divergence(it0, iteration, d["bad_envs"] / (n_c * self.num_envs))
         if self.enabled and now - self._console_t >= self.console_interval_s:
             self._console(iteration, s)
+            self._warn_bad_envs()
             self._console_t = now
+
+    def _check_divergence(self, it0: int, iteration: int, bad_fraction: float) -> None:
+        """Raise TrainingDiverged once the bad share stayed at the limit for divergence_window iterations."""
+        limit = self.max_bad_env_fraction
+        if limit is None or bad_fraction < limit:
+            self._bad_since = None
+            return
+        if self._bad_since is None:
+            self._bad_since = it0
+        if iteration - self._bad_since >= self.divergence_window:
+            self.close()
+            raise TrainingDiverged(
+                f"training diverged: at least {limit:.0%} of the envs were in a bad state (non-finite, MuJoCo "
+                f"divergence warning, or |qvel| over sim.max_qvel) in each of the last {iteration - self._bad_since} "
+                f"iterations (up to iteration {iteration}); check the task's reset noise, sim_dt and actions "
+                f"(training.max_bad_env_fraction / training.divergence_window set this stop; null disables it)"
+            )
+
+    def _warn_bad_envs(self) -> None:
+        """One console line per console interval when too many env steps were bad."""
+        bad, steps, its = self._console_bad
+        self._console_bad = [0.0, 0.0, 0]
+        if steps > 0 and bad / steps > self.warn_bad_env_fraction:
+            stop = (
+                f"; training stops when {self.max_bad_env_fraction:.0%} stay bad for {self.divergence_window} iterations"
+                if self.max_bad_env_fraction is not None else ""
+            )
+            print(
+                f"unilab: warning: {100 * bad / steps:.0f} % of envs diverged (bad state) in the last {its} "
+                f"iterations; they are reset with zero reward (env/bad_envs_per_step in TensorBoard). Check the "
+                f"task's reset noise and sim_dt{stop}",
+                flush=True,
+            )
 
     def _console(self, iteration: int, s: dict[str, float]) -> None:
         parts = [
@@ -144,4 +194,5 @@ class MetricsLogger:
         if self.writer is not None:
             self.writer.flush()
             self.writer.close()
+            self.writer = None
         return self.last

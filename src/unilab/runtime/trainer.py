@@ -13,6 +13,7 @@ memory into the replay buffer:
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from dataclasses import dataclass, field
@@ -26,11 +27,17 @@ from unilab.algo.sac.agent import FastSAC
 from unilab.algo.sac.config import SACConfig
 from unilab.algo.sac.replay import ReplayBuffer
 from unilab.runtime import distributed
-from unilab.runtime.checkpoint import checkpoint_path, load_checkpoint, resolve_checkpoint, save_checkpoint
+from unilab.runtime.checkpoint import (
+    CheckpointWriteError,
+    checkpoint_path,
+    load_checkpoint,
+    save_checkpoint,
+)
 from unilab.runtime.collector import CollectorArgs
 from unilab.runtime.collector_client import CollectorClient, CollectorDied  # noqa: F401 - re-exported
 from unilab.runtime.config import SimConfig, TrainingConfig
 from unilab.runtime.metrics import MetricsLogger
+from unilab.runtime.signals import StopSignals
 from unilab.sim import cpu
 from unilab.telemetry.phase_timer import PhaseTimer
 from unilab.telemetry.trace import TraceRecorder, merge_traces
@@ -45,6 +52,9 @@ class RunSpec:
     sim: SimConfig
     training: TrainingConfig
     raw: dict[str, Any] = field(default_factory=dict)
+    explicit_algo_keys: tuple[str, ...] | None = None
+    """The algo keys the user set (command-line overrides); on resume every other algo key comes
+    from the checkpoint. None: all of ``algo`` is explicit (e.g. an --algo preset was named)."""
 
 
 @dataclass
@@ -54,6 +64,17 @@ class TrainResult:
     checkpoint: Path | None
     interrupted: bool
     metrics: dict[str, float]
+    stop_signal: int | None = None
+    """SIGINT or SIGTERM when a signal stopped the run."""
+
+    @property
+    def exit_code(self) -> int:
+        """0, or 128 + the signal that stopped the run (130 Ctrl-C, 143 SIGTERM)."""
+        return 128 + self.stop_signal if self.stop_signal else 0
+
+
+class NonFiniteTraining(RuntimeError):
+    """The learner's losses, gradients or weights stayed NaN/inf: training stopped."""
 
 
 def make_run_dir(training: TrainingConfig, task_name: str, rank: int = 0) -> Path:
@@ -71,6 +92,23 @@ def make_run_dir(training: TrainingConfig, task_name: str, rank: int = 0) -> Pat
     return run
 
 
+def remove_unused_run_dir(run: Path) -> None:
+    """Delete ``run`` if it holds nothing but config.yaml (and its experiment folder if that is then empty)."""
+    try:
+        if any(p.name != "config.yaml" for p in run.iterdir()):
+            return
+        (run / "config.yaml").unlink(missing_ok=True)
+        run.rmdir()
+        run.parent.rmdir()  # only succeeds when no other run is in it
+    except OSError:
+        pass
+
+
+# algo keys that shape the networks: a checkpoint cannot be loaded under other values
+RESUME_SHAPE_KEYS = ("actor_hidden_dims", "critic_hidden_dims", "num_q", "layer_norm", "distributional",
+                     "num_atoms", "activation")
+
+
 class Trainer:
     """Runs FastSAC on one task with a collector process; see module docs."""
 
@@ -80,6 +118,10 @@ class Trainer:
         self.run_dir = run_dir or make_run_dir(spec.training, spec.task_name, self.dist.rank)
         self.timer = PhaseTimer(trace=TraceRecorder("learner", spec.training.trace_max_events) if spec.training.trace_enabled else None)
         self.iteration = 0
+        self.signals = StopSignals()
+        self.stop_signal: int | None = None
+        self._resume_payload: tuple[dict[str, Any], Path] | None = None
+        self.last_checkpoint: Path | None = None
 
     # ------------------------------------------------------------------ setup
     def _pool_kwargs(self) -> dict[str, Any]:
@@ -125,13 +167,17 @@ class Trainer:
     # ---------------------------------------------------------------- running
     def train(self) -> TrainResult:
         """Run until max_iterations, the time limit, Ctrl-C or a collector failure."""
-        tr, a = self.spec.training, self.spec.algo
-        if tr.resume:
-            resolve_checkpoint(tr.resume)  # a wrong path fails before any process starts
-        self._write_config()
-        col = self._start_collector()
         try:
-            return self._train(col)
+            if self.spec.training.resume:  # a wrong path or setting fails before any process starts
+                self._resume_payload = self._load_resume()
+            self._write_config()
+            col = self._start_collector()
+        except BaseException:
+            remove_unused_run_dir(self.run_dir)  # a run whose env never came up leaves no directory
+            raise
+        try:
+            with self.signals:
+                return self._train(col)
         finally:
             col.close()
 
@@ -145,6 +191,8 @@ class Trainer:
         metrics = MetricsLogger(
             self.run_dir, a.num_envs, names, [os.getpid(), col.pid], enabled=self.dist.rank == 0,
             log_interval=tr.log_interval, console_interval_s=tr.console_interval_s,
+            warn_bad_env_fraction=tr.warn_bad_env_fraction, max_bad_env_fraction=tr.max_bad_env_fraction,
+            divergence_window=tr.divergence_window,
         )
         metrics.banner(self.spec, facts, agent.device, self.dist)
         if self.dist.world_size > 1:
@@ -153,7 +201,6 @@ class Trainer:
                 f"cpu_ids={facts['cpu_ids']}, learner on {agent.device}",
                 flush=True,
             )
-        last_ckpt: Path | None = None
         interrupted = False
         rng = torch.Generator().manual_seed(a.seed + 7 * self.dist.rank)
         obs_np, cobs_np = col["obs"], col["critic_obs"]
@@ -178,6 +225,8 @@ class Trainer:
                             batch = replay.sample(a.batch_size)
                             m = agent.update(batch, return_metrics=log_now and k == a.num_updates - 1)
                             train_metrics.update(m)
+                        if log_now:  # metrics read the device anyway: no extra sync
+                            train_metrics["nonfinite_updates"] = self._check_finite(agent)
                 with self.timer.phase("learner_collector_wait"):
                     col.wait_step()
                 with self.timer.phase("learner_replay_write"):
@@ -191,7 +240,7 @@ class Trainer:
                 self.iteration += 1
                 metrics.step(self.iteration, self.timer, train_metrics)
                 if tr.save_interval and self.iteration % tr.save_interval == 0:
-                    last_ckpt = self.save(agent, replay)
+                    self.save(agent, replay)
                 out_of_time = tr.time_limit_s is not None and time.monotonic() - t_start >= tr.time_limit_s
                 if self.dist.world_size > 1:
                     # every rank must leave at the same iteration, or the next all-reduce hangs
@@ -199,29 +248,59 @@ class Trainer:
                 if out_of_time:
                     print(f"unilab: training.time_limit_s={tr.time_limit_s} reached at iteration {self.iteration}", flush=True)
                     break
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as err:
             interrupted = True
+            self.stop_signal = getattr(err, "signum", signal.SIGINT)
             print(f"\nunilab: interrupted at iteration {self.iteration}; saving a checkpoint", flush=True)
+        except NonFiniteTraining:
+            col.close()
+            metrics.close()
+            raise
         except CollectorDied:
+            self.signals.stopping()
             col.close()
             if self.iteration > start_iter:  # keep what was learned before the failure
                 path = self.save(agent, replay, final=True)
                 print(f"unilab: saved {path} before stopping", file=sys.stderr, flush=True)
             metrics.close()
             raise
+        self.signals.stopping()  # from here on a signal cannot abandon the final checkpoint
         col.close()
+        last_ckpt = self.last_checkpoint
         if last_ckpt is None or not last_ckpt.name.endswith(f"_{self.iteration}.pt"):
             last_ckpt = self.save(agent, replay, final=True)
         summary = metrics.close()
         self._finish_trace()
         print(f"unilab: run directory {self.run_dir}; checkpoint {last_ckpt}", flush=True)
-        return TrainResult(self.run_dir, self.iteration, last_ckpt, interrupted, summary)
+        return TrainResult(self.run_dir, self.iteration, last_ckpt, interrupted, summary, self.stop_signal)
+
+    def _check_finite(self, agent: FastSAC) -> int:
+        """Stop with NonFiniteTraining after algo.max_nonfinite_updates skipped updates in a row."""
+        counts = agent.nonfinite_counts()
+        limit = self.spec.algo.max_nonfinite_updates
+        if counts["streak"] >= limit:
+            bad = agent.nonfinite_parameters()
+            raise NonFiniteTraining(
+                f"training stopped at iteration {self.iteration}: the last {counts['streak']} updates were "
+                f"non-finite (algo.max_nonfinite_updates={limit}); steps skipped for a NaN/inf loss or gradient: "
+                f"critic loss {counts['critic']}, actor loss {counts['actor']}, alpha {counts['alpha']}; "
+                f"non-finite parameters: {', '.join(bad[:8]) + (' ...' if len(bad) > 8 else '') if bad else 'none'}. "
+                f"Last finite checkpoint: {self.last_checkpoint or 'none written'}. "
+                "Lower algo.actor_lr / algo.critic_lr or set algo.max_grad_norm."
+            )
+        return counts["updates"]
 
     # ------------------------------------------------------------ persistence
     def save(self, agent: FastSAC, replay: ReplayBuffer, final: bool = False) -> Path | None:
         """Atomically write model_<iteration>.pt (other ranks: only the final one, in their own dir)."""
         if self.dist.rank != 0 and not final:
             return None
+        bad = agent.nonfinite_parameters()
+        if bad:  # a checkpoint with NaN/inf weights is never written
+            raise NonFiniteTraining(
+                f"non-finite weights at iteration {self.iteration} ({', '.join(bad[:8])}): checkpoint not written. "
+                f"Last finite checkpoint: {self.last_checkpoint or 'none written'}."
+            )
         payload = {
             "iteration": self.iteration,
             "agent": agent.state_dict(),
@@ -230,15 +309,30 @@ class Trainer:
         }
         if self.spec.training.save_replay:
             payload["replay"] = replay.state_dict()
-        return save_checkpoint(checkpoint_path(self.run_dir, self.iteration), payload)
+        try:
+            with self.signals.deferred():  # a signal inside torch.save would abandon the file
+                self.last_checkpoint = save_checkpoint(
+                    checkpoint_path(self.run_dir, self.iteration), payload, keep=self.spec.training.keep_checkpoints,
+                )
+        except CheckpointWriteError as err:  # disk full / unwritable; the previous checkpoint is intact
+            if final:  # nothing to fall back on: the run fails with this message
+                raise
+            if not getattr(self, "_save_error_reported", False):  # periodic: report once, keep training
+                print(
+                    f"unilab: error: {err}; training continues and retries at the next save "
+                    f"(last complete checkpoint: {self.last_checkpoint or 'none'}; further failures are not reported)",
+                    file=sys.stderr, flush=True,
+                )
+                self._save_error_reported = True
+            return None
+        return self.last_checkpoint
 
     def _maybe_resume(self, agent: FastSAC, replay: ReplayBuffer) -> int:
         spec = self.spec.training.resume
         if not spec:
             return 0
-        payload, path = load_checkpoint(spec, map_location=agent.device)
-        if payload.get("task") not in (None, self.spec.task_name):
-            raise ValueError(f"checkpoint {path} is of task {payload['task']!r}, not {self.spec.task_name!r}")
+        payload, path = self._resume_payload
+        self._resume_payload = None  # the replay copy may be large
         agent.load_state_dict(payload["agent"])
         if "replay" in payload:
             try:
@@ -247,6 +341,34 @@ class Trainer:
                 print(f"unilab: replay buffer of {path} not restored ({err}); starting with an empty one", flush=True)
         print(f"unilab: resumed from {path} at iteration {payload['iteration']}", flush=True)
         return int(payload["iteration"])
+
+    def _load_resume(self) -> tuple[dict[str, Any], Path]:
+        """Load training.resume and take its algo settings for every key the user did not set."""
+        payload, path = load_checkpoint(self.spec.training.resume)
+        if payload.get("task") not in (None, self.spec.task_name):
+            raise ValueError(f"checkpoint {path} is of task {payload['task']!r}, not {self.spec.task_name!r}")
+        saved = payload["agent"].get("config")
+        if saved is None:
+            return payload, path
+        mine = self.spec.algo.to_dict()
+        explicit = self.spec.explicit_algo_keys
+        if explicit is not None:
+            merged = {**mine, **{k: v for k, v in saved.items() if k in mine and k not in explicit}}
+            taken = sorted(k for k in merged if merged[k] != mine[k])
+            if taken:
+                self.spec.algo = SACConfig.from_mapping(merged)
+                self.spec.raw["algo"] = self.spec.algo.to_dict()
+                print(f"unilab: resume takes from {path.name}: "
+                      + ", ".join(f"algo.{k}={merged[k]}" for k in taken), flush=True)
+            mine = merged
+        clash = [k for k in RESUME_SHAPE_KEYS if k in saved and saved[k] != mine[k]]
+        if clash:
+            raise ValueError(
+                f"cannot resume {path} with these settings: "
+                + "; ".join(f"algo.{k} is {mine[k]} here but {saved[k]} in the checkpoint" for k in clash)
+                + ". Drop those overrides (or the --algo choice) to take the checkpoint's values."
+            )
+        return payload, path
 
     def _write_config(self) -> None:
         import yaml  # noqa: PLC0415 - hydra's dependency

@@ -1,16 +1,24 @@
 """TensorBoard scalar logging and reading back.
 
-``ScalarWriter`` writes TensorBoard event files with tensorboard's own event
-writer (no torch import, so a collector process stays light). A background
-thread flushes every ``flush_secs``: a crash loses at most that much.
+``ScalarWriter`` writes TensorBoard event files with tensorboard's own record
+and async writers (no torch import, so a collector process stays light). A
+background thread flushes every ``flush_secs``: a crash loses at most that
+much. Scalars are a side product: when the disk is full or the directory turns
+unwritable, the writer warns once on stderr (path and errno) and then drops
+everything, so the run it reports on keeps going.
 ``read_scalars`` loads every scalar of a run directory back, for tests and
 ``scripts/plot_curves.py``.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import numbers
+import os
+import socket
+import sys
+import threading
 import time
 import weakref
 from collections.abc import Mapping
@@ -18,9 +26,51 @@ from pathlib import Path
 
 from tensorboard.compat.proto.event_pb2 import Event
 from tensorboard.compat.proto.summary_pb2 import Summary
-from tensorboard.summary.writer.event_file_writer import EventFileWriter
+from tensorboard.summary.writer.event_file_writer import _AsyncWriter
+from tensorboard.summary.writer.record_writer import RecordWriter
 
 EVENT_FILE_GLOB = "events.out.tfevents.*"
+_file_uid = itertools.count()
+
+
+class _GuardedFile:
+    """A binary file whose OSErrors are recorded in ``error`` instead of raised.
+
+    tensorboard's writer thread dies (with a traceback on stderr) on the first
+    failed write; behind this it keeps running and the owner reports ``error``.
+    After an error every call is a no-op.
+    """
+
+    def __init__(self, path: Path):
+        self.error: OSError | None = None
+        self._lock = threading.Lock()
+        self._f = open(path, "wb")  # noqa: SIM115 - closed by close()
+
+    def _call(self, name: str, *args) -> None:
+        with self._lock:
+            if self.error is not None or self._f.closed:
+                return
+            try:
+                getattr(self._f, name)(*args)
+            except OSError as err:
+                self.error = err
+                try:
+                    self._f.close()  # may fail again flushing the same bytes
+                except OSError:
+                    pass
+
+    def write(self, data: bytes) -> None:
+        self._call("write", data)
+
+    def flush(self) -> None:
+        self._call("flush")
+
+    def close(self) -> None:
+        self._call("close")
+
+    @property
+    def closed(self) -> bool:
+        return self._f.closed
 
 
 class ScalarWriter:
@@ -29,6 +79,10 @@ class ScalarWriter:
     NaN and inf values are written as they are (TensorBoard shows them), and
     counted in ``nonfinite_count`` / ``nonfinite_tags`` so a caller can report
     them.
+
+    An OSError of the event file (disk full, read-only directory) is never
+    raised: the first one prints one warning on stderr naming ``log_dir`` and
+    the errno, ``failed`` turns True, and from then on scalars are dropped.
 
     >>> w = ScalarWriter(tmp_dir)            # doctest: +SKIP
     >>> w.add("perf/steps_per_sec", 1.5e5, step=10)  # doctest: +SKIP
@@ -41,17 +95,57 @@ class ScalarWriter:
         if max_queue < 1:
             raise ValueError(f"max_queue must be >= 1, got {max_queue}")
         self.log_dir = Path(log_dir)
-        self.log_dir.mkdir(parents=True, exist_ok=True)
         self.flush_secs = flush_secs
+        self._closed = False
+        self._failed = False
+        self.nonfinite_count = 0
+        self.nonfinite_tags: set[str] = set()
+        self._file: _GuardedFile | None = None
+        self._writer: _AsyncWriter | None = None
+        self._finalizer = None
+        # the same name as tensorboard's EventFileWriter gives its files
+        name = f"events.out.tfevents.{int(time.time()):010d}.{socket.gethostname()}.{os.getpid()}.{next(_file_uid)}"
+        try:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            self._file = _GuardedFile(self.log_dir / name)
+        except OSError as err:
+            self._fail(err)
+            return
         # the writer's own thread drains the queue into the file and flushes
         # the file every flush_secs
-        self._writer = EventFileWriter(str(self.log_dir), max_queue_size=max_queue, flush_secs=flush_secs)
+        self._writer = _AsyncWriter(RecordWriter(self._file), max_queue, flush_secs)
         # closes (and so flushes) at garbage collection or interpreter exit
         # too, for callers that never reach close()
         self._finalizer = weakref.finalize(self, self._writer.close)
-        self._closed = False
-        self.nonfinite_count = 0
-        self.nonfinite_tags: set[str] = set()
+        header = Event(wall_time=time.time(), file_version="brain.Event:2")
+        header.source_metadata.writer = "tensorboard.summary.writer.event_file_writer"
+        self._writer.write(header.SerializeToString())
+        self.flush()
+
+    @property
+    def failed(self) -> bool:
+        """True once writing failed (see the class docs); later scalars are dropped."""
+        return self._failed
+
+    def _check(self) -> bool:
+        """Turn a write error recorded by the file into the one warning; True while healthy."""
+        if self._failed:
+            return False
+        if self._file is not None and self._file.error is not None:
+            self._fail(self._file.error)
+            return False
+        return True
+
+    def _fail(self, err: OSError) -> None:
+        self._failed = True
+        print(
+            f"unilab: warning: TensorBoard scalars to {self.log_dir} failed ({_describe(err)}); "
+            "training continues without scalars",
+            file=sys.stderr,
+            flush=True,
+        )
+        if self._finalizer is not None:
+            self._finalizer()  # stops the thread; the guarded file raises nothing
 
     def add(self, tag: str, value: float, step: int, wall_time: float | None = None) -> None:
         """Write one scalar ``value`` of ``tag`` at ``step``."""
@@ -77,24 +171,28 @@ class ScalarWriter:
                 self.nonfinite_count += 1
                 self.nonfinite_tags.add(tag)
             summary_values.append(Summary.Value(tag=tag, simple_value=v))
-        if not summary_values:
+        if not summary_values or not self._check():
             return
         event = Event(
             wall_time=time.time() if wall_time is None else wall_time,
             step=int(step),
             summary=Summary(value=summary_values),
         )
-        self._writer.add_event(event)
+        self._writer.write(event.SerializeToString())
+        self._check()
 
     def flush(self) -> None:
         """Write everything queued so far to disk."""
-        if not self._closed:
+        if not self._closed and self._check():
             self._writer.flush()
+            self._check()
 
     def close(self) -> None:
         """Flush and close the event file; later ``add`` calls raise."""
         if not self._closed:
-            self._finalizer()
+            if self._check():
+                self._finalizer()
+                self._check()
             self._closed = True
 
     def __enter__(self) -> ScalarWriter:
@@ -102,6 +200,12 @@ class ScalarWriter:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _describe(err: OSError) -> str:
+    if err.errno is not None:
+        return f"[Errno {err.errno}] {err.strerror or os.strerror(err.errno)}"
+    return str(err) or type(err).__name__
 
 
 def read_scalars(log_dir: str | Path) -> dict[str, list[tuple[int, float]]]:

@@ -2,8 +2,10 @@
 
 The key is everything the winner depends on: the compiled model (hash of its
 MJB bytes), num_envs, substeps, the usable CPU set, the CPU model string and the
-MuJoCo version. A changed key re-tunes; an unreadable cache file is reported
-and replaced, never fatal.
+MuJoCo version. A changed key re-tunes; an unreadable cache file, or an entry
+whose values could not have been measured here (e.g. nthread 0, or more
+threads than usable CPUs), is reported (naming the file and the value),
+re-measured and replaced, never fatal.
 """
 
 from __future__ import annotations
@@ -141,6 +143,28 @@ def _save(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
+def _entry_problem(entry: object, num_envs: int) -> str | None:
+    """What is wrong with a cached entry (None: usable as is).
+
+    nthread must be an int in [1, min(num_envs, usable CPUs)] (the candidates'
+    range; the key pins the CPU set, so a larger value was never measured
+    here), persistent a bool, ms_per_step (optional) an object.
+    """
+    if not isinstance(entry, dict):
+        return f"entry is {type(entry).__name__} {entry!r}, not an object"
+    if "nthread" not in entry or "persistent" not in entry:
+        return f"entry {entry!r} lacks nthread or persistent"
+    nthread, bound = entry["nthread"], min(num_envs, cpu.usable_cpu_count())
+    if isinstance(nthread, bool) or not isinstance(nthread, int) or not 1 <= nthread <= bound:
+        return (f"nthread={nthread!r} is not an int in [1, {bound}] "
+                f"(num_envs {num_envs}, {cpu.usable_cpu_count()} usable CPUs)")
+    if not isinstance(entry["persistent"], bool):
+        return f"persistent={entry['persistent']!r} is not true/false"
+    if not isinstance(entry.get("ms_per_step", {}), dict):
+        return f"ms_per_step={entry['ms_per_step']!r} is not an object"
+    return None
+
+
 def autotune(
     model: mujoco.MjModel,
     num_envs: int,
@@ -155,17 +179,20 @@ def autotune(
     key = cache_key(model, num_envs, substeps)
     data = _load(path)
     entry = data.get(key)
-    if not force and isinstance(entry, dict):
-        try:
+    if not force and entry is not None:
+        problem = _entry_problem(entry, num_envs)
+        if problem is None:
             return AutotuneResult(
-                nthread=int(entry["nthread"]),
-                persistent=bool(entry["persistent"]),
+                nthread=entry["nthread"],
+                persistent=entry["persistent"],
                 ms_per_step=dict(entry.get("ms_per_step", {})),
                 cached=True,
                 key=key,
             )
-        except (KeyError, TypeError, ValueError):
-            warnings.warn(f"ignoring malformed autotune entry in {path}", stacklevel=2)
+        warnings.warn(
+            f"ignoring malformed autotune entry in {path}: {problem}; re-measuring and overwriting it",
+            stacklevel=2,
+        )
     timings = {}
     for n, p in candidates(num_envs):
         timings[f"{n}{'p' if p else ''}"] = (n, p, measure(model, num_envs, substeps, n, p, steps=steps))

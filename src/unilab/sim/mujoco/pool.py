@@ -26,6 +26,24 @@ _DIVERGENCE_WARNINGS = (
 
 _DEFAULT_OUTPUTS = ("xpos", "xquat", "cvel", "sensordata")
 
+# |qvel| (rad/s or m/s) past which a state counts as exploded: a humanoid's joints
+# stay below ~40 even under random actions, while an unstable integration
+# (e.g. too large a timestep) reaches 1e3-1e8 long before MuJoCo's own 1e10 check
+DEFAULT_MAX_QVEL = 100.0
+
+
+def silence_mujoco_warnings() -> None:
+    """Stop MuJoCo printing (and logging to MUJOCO_LOG.TXT) one line per diverged env.
+
+    Process-wide. The pool still sees every divergence: MuJoCo counts warnings
+    in each env's ``warning`` stats whatever the print callback does.
+    """
+    mujoco.set_mju_user_warning(_ignore_warning)
+
+
+def _ignore_warning(message: str) -> None:
+    pass
+
 
 class BatchEnvPool:
     """Batched MuJoCo backend: ``(num_envs, ...)`` arrays, one call per step.
@@ -44,6 +62,8 @@ class BatchEnvPool:
       substeps: the substeps per ``step`` the caller will use; only autotune
         reads it.
       outputs: derived fields bound up front and refreshed after every call.
+      max_qvel: an env whose ``|qvel|`` exceeds this after a step is bad
+        (exploded state); ``None`` checks only finiteness and MuJoCo's warnings.
     """
 
     def __init__(
@@ -56,10 +76,14 @@ class BatchEnvPool:
         persistent: bool = False,
         substeps: int = 1,
         outputs: Sequence[str] = _DEFAULT_OUTPUTS,
+        max_qvel: float | None = DEFAULT_MAX_QVEL,
     ):
         if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
             raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
         num_envs = int(num_envs)
+        if max_qvel is not None and not float(max_qvel) > 0:
+            raise ValueError(f"max_qvel must be > 0 or None, got {max_qvel!r}")
+        self.max_qvel = None if max_qvel is None else float(max_qvel)
         ids = cpu.parse_cpu_ids(cpu_ids)
         self.cpu_ids: list[int] | None = None
         self._caller_affinity: set[int] | None = None
@@ -150,8 +174,9 @@ class BatchEnvPool:
         """Apply ``ctrl`` ``(num_envs, nu)`` (None keeps the current one) and advance ``substeps``.
 
         Returns the ``(num_envs,)`` bool mask of envs that raised a MuJoCo
-        error, hold non-finite state, or raised a divergence warning during
-        this call or an earlier one since their last reset.
+        error, hold non-finite state or a ``|qvel|`` over ``max_qvel``, or
+        raised a divergence warning during this call or an earlier one since
+        their last reset (including one raised by the reset state itself).
         """
         if substeps < 1:
             raise ValueError(f"substeps must be >= 1, got {substeps}")
@@ -185,9 +210,14 @@ class BatchEnvPool:
             self.bad_reasons[int(i)] = f"{reason}: {msg}" if msg else reason
 
     def _check_health(self) -> None:
-        finite = np.isfinite(self.qpos).all(axis=1) & np.isfinite(self.qvel).all(axis=1)
+        vmax = np.abs(self.qvel).max(axis=1)  # NaN and inf propagate into the max
+        finite = np.isfinite(self.qpos).all(axis=1) & np.isfinite(vmax)
         if not finite.all():
             self._mark(np.flatnonzero(~finite), "non-finite state")
+        if self.max_qvel is not None:
+            fast = vmax > self.max_qvel
+            if fast.any():
+                self._mark(np.flatnonzero(fast), f"|qvel| over max_qvel={self.max_qvel:g}")
         counts = self._warning_count[:, self._warn_cols]
         rose = (counts > self._warn_seen).any(axis=1)
         if rose.any():
@@ -222,8 +252,9 @@ class BatchEnvPool:
         self.bad_envs[ids] = False
         for i in [i for i in self.bad_reasons if not self.bad_envs[i]]:
             del self.bad_reasons[i]
-        self.forward(ids)
+        # counted from the fresh row: a warning of the reset state's own forward marks the env at the next check
         self._warn_seen[ids] = self._warning_count[ids][:, self._warn_cols]
+        self.forward(ids)
 
     def reset_to_defaults(self, ids: np.ndarray | None = None) -> None:
         """Reset ``ids`` (all when None) to the model's default state (qpos0)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,6 +92,8 @@ class G1TaskConfig:
     name: str = "g1_motion_tracking"
     model_xml: str | None = None
     motion_files: list[str] | None = None
+    """npz clips (BeyondMimic layout): a list of paths, or one path (a list of one);
+    null: the built-in G1 clips."""
     include_object_clips: bool = False
     include_terrain_clips: bool = False
     sim_dt: float = 0.005
@@ -106,16 +108,25 @@ class G1TaskConfig:
         ".*_elbow_joint": 0.6, "left_shoulder_roll_joint": 0.2, ".*_shoulder_pitch_joint": 0.2,
         "right_shoulder_roll_joint": -0.2,
     })
+    """rad, {joint name or regex: value}; joints matching no key get 0. An exact joint name beats
+    every pattern (+task.default_joint_pos.left_knee_joint=0.5 overrides .*_knee_joint); other keys
+    are regexes (full match) and two giving one joint different values are an error naming both;
+    a plain-name key naming no joint is an error."""
     kp: dict[str, float] = field(default_factory=lambda: {
         ".*_hip_pitch_joint": 40.18, ".*_hip_roll_joint": 99.10, ".*_hip_yaw_joint": 40.18,
         ".*_knee_joint": 99.10, ".*_ankle_(pitch|roll)_joint": 28.50, "waist_yaw_joint": 40.18,
         "waist_(roll|pitch)_joint": 28.50, _ARMS: 14.25, ".*_wrist_(pitch|yaw)_joint": 16.78,
     })
+    """N m / rad, {joint name or regex: value}; every actuated joint needs a value. An exact joint
+    name beats every pattern (+task.kp.left_knee_joint=120 overrides .*_knee_joint); other keys are
+    regexes (full match) and two giving one joint different values are an error naming both; a
+    plain-name key naming no joint is an error."""
     kd: dict[str, float] = field(default_factory=lambda: {
         ".*_hip_pitch_joint": 2.558, ".*_hip_roll_joint": 6.309, ".*_hip_yaw_joint": 2.558,
         ".*_knee_joint": 6.309, ".*_ankle_(pitch|roll)_joint": 1.814, "waist_yaw_joint": 2.558,
         "waist_(roll|pitch)_joint": 1.814, _ARMS: 0.907, ".*_wrist_(pitch|yaw)_joint": 1.068,
     })
+    """N m s / rad, {joint name or regex: value}; every actuated joint needs a value; keys as for kp."""
     action_scale: float = 1.0
     action_scale_mode: str = "effort_over_kp"
     clip_targets_to_joint_range: bool = False
@@ -124,6 +135,9 @@ class G1TaskConfig:
     soft_joint_limit_factor: float = 0.9
     terminations: TerminationsConfig = field(default_factory=TerminationsConfig)
     reset: ResetConfig = field(default_factory=ResetConfig)
+
+    def __post_init__(self) -> None:
+        self.motion_files = motion_file_list(self.motion_files)
 
     @property
     def control_dt(self) -> float:
@@ -171,30 +185,87 @@ class G1TaskConfig:
         return cls.from_dict(OmegaConf.to_container(OmegaConf.load(str(path)), resolve=True))
 
 
+def motion_file_list(value: Any, key: str = "task.motion_files") -> list[str] | None:
+    """``motion_files`` as a list of path strings: one path (str or PathLike) is a list of one.
+
+    None stays None (the built-in clips). Anything else than a path or a
+    list/tuple of paths is a ValueError naming ``key`` and what was expected.
+    """
+    if value is None:
+        return None
+    if isinstance(value, (str, os.PathLike)):
+        value = [value]
+    elif not isinstance(value, (list, tuple)):
+        raise ValueError(  # noqa: TRY004 - config errors are ValueErrors (train: usage error, exit 2)
+            f"{key} must be a path or a list of paths to npz clips, got {type(value).__name__} {value!r}"
+        )
+    out = []
+    for i, item in enumerate(value):
+        if not isinstance(item, (str, os.PathLike)) or not os.fspath(item):
+            raise ValueError(f"{key}[{i}] must be a path to an npz clip, got {type(item).__name__} {item!r}")
+        out.append(os.fspath(item))
+    return out
+
+
 def match_joint_values(patterns: Mapping[str, float], joint_names: list[str], default: float | None,
                        what: str) -> np.ndarray:
-    """Per-joint values from a ``{regex: value}`` map (first full match wins).
+    """Per-joint values from a ``{joint name or regex: value}`` map.
 
-    ``default=None`` makes a joint that matches no key an error naming it.
+    The rule (the same for ``default_joint_pos``, ``kp`` and ``kd``):
+
+    - a key equal to a joint's name sets that joint, whatever patterns also
+      match it (``+task.kp.left_knee_joint=120`` beats ``.*_knee_joint``);
+    - otherwise the keys that fully match the joint's name as a regular
+      expression apply; when two of them give it different values that is an
+      error naming both keys (give the joint its own key, or make the
+      patterns disjoint); equal values are fine;
+    - a joint no key matches gets ``default``; ``default=None`` makes that an
+      error naming the joint;
+    - a key that is a plain name (no regex metacharacters) but names no joint
+      is an error: a misspelt override must not be ignored silently.
+
+    Raises:
+        ValueError: any of the errors above, a bad regex or a non-numeric
+            value; the message starts with ``what`` and names the key.
     """
-    compiled = []
-    for pat, val in patterns.items():
+    entries = []
+    for key, val in patterns.items():
+        key = str(key)
         try:
-            compiled.append((re.compile(pat), float(val)))
+            value = float(val)
+        except (TypeError, ValueError):
+            raise ValueError(f"{what}: key {key!r} needs a number, got {val!r}") from None
+        try:
+            entries.append((key, re.compile(key), value))
         except re.error as exc:
-            raise ValueError(f"{what}: bad joint pattern {pat!r}: {exc}") from exc
+            raise ValueError(f"{what}: bad joint pattern {key!r}: {exc}") from exc
+    names = set(joint_names)
+    strays = [key for key, _, _ in entries if key not in names and re.escape(key) == key]
+    if strays:
+        raise ValueError(f"{what}: key(s) {strays} name no joint of the model (joints: {list(joint_names)})")
+    exact = {key: value for key, _, value in entries if key in names}
     out = np.empty(len(joint_names))
     unmatched = []
     for i, name in enumerate(joint_names):
-        for rx, val in compiled:
-            if rx.fullmatch(name):
-                out[i] = val
-                break
-        else:
+        if name in exact:
+            out[i] = exact[name]
+            continue
+        hits = [(key, value) for key, rx, value in entries if rx.fullmatch(name)]
+        if not hits:
             if default is None:
                 unmatched.append(name)
             else:
                 out[i] = default
+            continue
+        first_key, first = hits[0]
+        for key, value in hits[1:]:
+            if value != first:
+                raise ValueError(
+                    f"{what}: joint {name!r} matches both {first_key!r} ({first:g}) and {key!r} ({value:g}); "
+                    f"give {what} the key {name!r} (an exact joint name beats every pattern) "
+                    "or make the patterns disjoint"
+                )
+        out[i] = first
     if unmatched:
         raise ValueError(f"{what}: no pattern matches joint(s) {unmatched}")
     return out

@@ -21,7 +21,7 @@ import mujoco
 import numpy as np
 
 from unilab.sim.mujoco.pool import BatchEnvPool
-from unilab.tasks.g1_motion_tracking.config import G1TaskConfig, match_joint_values
+from unilab.tasks.g1_motion_tracking.config import G1TaskConfig, match_joint_values, motion_file_list
 from unilab.tasks.g1_motion_tracking.motion import MotionLibrary
 from unilab.tasks.g1_motion_tracking.observations import (
     critic_obs_dim,
@@ -58,8 +58,9 @@ def load_task_model(cfg: G1TaskConfig) -> mujoco.MjModel:
 
 def task_motion_files(cfg: G1TaskConfig) -> list[Path]:
     """The configured clips (a user's list, or the built-in G1 clips)."""
-    if cfg.motion_files:
-        return [Path(p).expanduser() for p in cfg.motion_files]
+    files = motion_file_list(cfg.motion_files)  # also when set after construction
+    if files:
+        return [Path(p).expanduser() for p in files]
     from unilab.assets import g1
 
     return g1.motion_paths(include_object_clips=cfg.include_object_clips,

@@ -1,0 +1,82 @@
+"""Stop signals of the training process: Ctrl-C and SIGTERM stop it the same way.
+
+Either signal raises :class:`StopRequested` (a KeyboardInterrupt) in the main
+thread, so the trainer leaves its loop, writes a final checkpoint and exits
+with ``128 + signum`` (130 for Ctrl-C, 143 for SIGTERM). Inside
+:meth:`StopSignals.deferred` (a checkpoint being written) a signal is only
+recorded and raised when the block ends: an exception raised inside
+``torch.save`` would abandon the file. Once a stop has been requested, later
+signals are reported and ignored, so a second Ctrl-C cannot abandon the final
+checkpoint either (``kill -9`` still can).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class StopRequested(KeyboardInterrupt):
+    """SIGINT or SIGTERM arrived; ``signum`` says which."""
+
+    def __init__(self, signum: int):
+        super().__init__(f"signal {signum}")
+        self.signum = int(signum)
+
+
+class StopSignals:
+    """SIGINT/SIGTERM handlers for the duration of a ``with`` block (main thread only)."""
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self._stopping = False
+        self._depth = 0
+        self._pending: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> StopSignals:
+        for sig in STOP_SIGNALS:
+            self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous.clear()
+
+    def stopping(self) -> None:
+        """From now on signals are reported and ignored (the run is already ending)."""
+        self._stopping = True
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if self.received is not None or self._stopping:
+            print(
+                f"unilab: {signal.Signals(signum).name} ignored: already stopping (writing the final checkpoint); "
+                "kill -9 abandons it",
+                file=sys.stderr, flush=True,
+            )
+            return
+        self.received = signum
+        if self._depth:
+            self._pending = signum
+            print(f"unilab: {signal.Signals(signum).name}: stopping once the checkpoint being written is complete",
+                  file=sys.stderr, flush=True)
+            return
+        raise StopRequested(signum)
+
+    @contextlib.contextmanager
+    def deferred(self) -> Iterator[None]:
+        """Hold SIGINT/SIGTERM until the block ends, then raise StopRequested if one came."""
+        self._depth += 1
+        try:
+            yield
+        finally:
+            self._depth -= 1
+        if self._depth == 0 and self._pending is not None:
+            signum, self._pending = self._pending, None
+            raise StopRequested(signum)
