@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 
 from unilab.tasks.g1_motion_tracking.config import (
-    G1TaskConfig,
+    MotionTrackingConfig,
     ResetConfig,
     ResetNoiseConfig,
     TRACKING_TERMS,
 )
-from unilab.tasks.g1_motion_tracking.env import G1MotionTrackingEnv
-from unilab.tasks.g1_motion_tracking.math import quat_mul, quat_normalize
+from unilab.tasks.g1_motion_tracking.env import MotionTrackingEnv
+from unilab.sim.quat import quat_mul, quat_normalize
 from unilab.tasks.g1_motion_tracking.observations import policy_obs_slices
 from unilab.tasks.g1_motion_tracking.resets import StartFrameSampler
 
@@ -73,7 +73,7 @@ def tiny_cfg(tmp_path):
         path = tmp_path / f"clip{i}.npz"
         np.savez(path, **_clip(T))
         clips.append(str(path))
-    return G1TaskConfig(
+    return MotionTrackingConfig(
         model_xml=str(xml), motion_files=clips, tracked_bodies=["base", "upper", "tip"], anchor_body="base",
         end_effector_bodies=["tip"], default_joint_pos={"j_a": 0.1}, kp={".*": 20.0}, kd={".*": 1.0},
         max_episode_length_s=None, reset=ResetConfig(noise=ZERO_NOISE),
@@ -95,7 +95,7 @@ def teleport(env, modify=None):
 
 
 def test_pd_actuators_and_dimensions(tiny_cfg):
-    env = G1MotionTrackingEnv(tiny_cfg, 8)
+    env = MotionTrackingEnv(tiny_cfg, 8)
     m = env.model
     assert env.action_dim == 2 and env.obs_dim == 5 * 2 + 15 and env.critic_obs_dim == env.obs_dim + 27
     assert m.opt.timestep == pytest.approx(0.005)
@@ -114,24 +114,24 @@ def test_pd_actuators_and_dimensions(tiny_cfg):
 
 
 def test_reset_puts_env_on_reference_frame(tiny_cfg):
-    env = G1MotionTrackingEnv(tiny_cfg, 16, seed=3)
+    env = MotionTrackingEnv(tiny_cfg, 16, seed=3)
     obs = env.reset()
-    assert obs["policy"].shape == (16, env.obs_dim) and obs["policy"].dtype == np.float32
-    assert obs["critic"].shape == (16, env.critic_obs_dim)
+    assert obs["obs"].shape == (16, env.obs_dim) and obs["obs"].dtype == np.float32
+    assert obs["critic_obs"].shape == (16, env.critic_obs_dim)
     ref = env.motion.lookup(env.clip, env.frame)
     np.testing.assert_allclose(env.pool.qpos, ref.qpos, atol=1e-12)
     np.testing.assert_allclose(env.pool.qvel, ref.qvel, atol=1e-12)
     np.testing.assert_allclose(env.pool.xpos[:, env.body_ids], ref.body_pos_w, atol=1e-9)
     s = policy_obs_slices(2)
-    np.testing.assert_allclose(obs["policy"][:, s["anchor_pos_b"]], 0.0, atol=1e-6)
-    np.testing.assert_allclose(obs["policy"][:, s["anchor_ori_b"]], np.tile([1, 0, 0, 1, 0, 0], (16, 1)), atol=1e-6)
-    np.testing.assert_allclose(obs["policy"][:, s["ref_joint_pos"]], ref.joint_pos, atol=1e-6)
-    np.testing.assert_allclose(obs["policy"][:, s["joint_pos_rel"]], ref.joint_pos - [0.1, 0.0], atol=1e-6)
+    np.testing.assert_allclose(obs["obs"][:, s["anchor_pos_b"]], 0.0, atol=1e-6)
+    np.testing.assert_allclose(obs["obs"][:, s["anchor_ori_b"]], np.tile([1, 0, 0, 1, 0, 0], (16, 1)), atol=1e-6)
+    np.testing.assert_allclose(obs["obs"][:, s["ref_joint_pos"]], ref.joint_pos, atol=1e-6)
+    np.testing.assert_allclose(obs["obs"][:, s["joint_pos_rel"]], ref.joint_pos - [0.1, 0.0], atol=1e-6)
     assert (env.frame < env.motion.num_frames[env.clip] - 1).all()
 
 
 def test_reward_is_one_per_tracking_term_on_reference(tiny_cfg):
-    env = G1MotionTrackingEnv(tiny_cfg, 16)
+    env = MotionTrackingEnv(tiny_cfg, 16)
     env.reset()
     teleport(env)
     zero = np.zeros((16, 2), dtype=np.float32)
@@ -148,7 +148,7 @@ def test_reward_is_one_per_tracking_term_on_reference(tiny_cfg):
 
 
 def test_tracking_terms_drop_off_reference(tiny_cfg):
-    env = G1MotionTrackingEnv(tiny_cfg, 4)
+    env = MotionTrackingEnv(tiny_cfg, 4)
     env.reset()
 
     def shift(qpos, qvel):
@@ -163,7 +163,7 @@ def test_tracking_terms_drop_off_reference(tiny_cfg):
 
 @pytest.mark.parametrize("condition", ["anchor_height", "anchor_orientation", "end_effector_height"])
 def test_terminations_trigger(tiny_cfg, condition):
-    env = G1MotionTrackingEnv(tiny_cfg, 6)
+    env = MotionTrackingEnv(tiny_cfg, 6)
     env.reset()
 
     def modify(qpos, qvel):
@@ -184,7 +184,7 @@ def test_terminations_trigger(tiny_cfg, condition):
 
 
 def test_clip_end_is_truncation_with_final_obs(tiny_cfg):
-    env = G1MotionTrackingEnv(tiny_cfg, 4)
+    env = MotionTrackingEnv(tiny_cfg, 4)
     env.reset()
     teleport(env)
     env.frame[:2] = env.motion.num_frames[env.clip[:2]] - 2
@@ -192,18 +192,19 @@ def test_clip_end_is_truncation_with_final_obs(tiny_cfg):
     assert truncated.tolist() == [True, True, False, False]
     assert not terminated.any()
     final = info["final_obs"]
-    assert final["policy"].shape == obs["policy"].shape
-    np.testing.assert_array_equal(final["policy"][2:], obs["policy"][2:])
-    assert not np.allclose(final["critic"][:2], obs["critic"][:2])
+    assert final["obs"].shape == obs["obs"].shape
+    # final observations are written in the done rows only (the rest of the buffer is left as it was)
+    assert not final["obs"][2:].any() and final["obs"][:2].any()
+    assert not np.allclose(final["critic_obs"][:2], obs["critic_obs"][:2])
     # the done envs restarted: new episode, fresh reference state
-    assert (env.episode_len[:2] == 0).all()
+    assert (env.book.lengths[:2] == 0).all()
     np.testing.assert_allclose(env.pool.qpos[:2], env.motion.lookup(env.clip[:2], env.frame[:2]).qpos, atol=1e-12)
     assert info["episode"]["count"] == 2 and info["episode"]["length_mean"] == 1.0
 
 
 def test_max_episode_length_truncates(tiny_cfg):
     tiny_cfg.max_episode_length_s = 0.04  # 2 policy steps
-    env = G1MotionTrackingEnv(tiny_cfg, 4)
+    env = MotionTrackingEnv(tiny_cfg, 4)
     env.reset()
     teleport(env)
     env.frame[:] = 0
@@ -213,23 +214,23 @@ def test_max_episode_length_truncates(tiny_cfg):
 
 
 def test_nan_env_is_reset_and_counted(tiny_cfg):
-    env = G1MotionTrackingEnv(tiny_cfg, 8)
+    env = MotionTrackingEnv(tiny_cfg, 8)
     env.reset()
     env.pool.qvel[3, 0] = np.nan
     obs, reward, terminated, truncated, info = env.step(np.zeros((8, 2), dtype=np.float32))
     assert info["num_bad_envs"] == 1
     assert terminated[3]
     assert np.isfinite(reward).all() and reward[3] == 0.0
-    for part in ("policy", "critic"):
+    for part in ("obs", "critic_obs"):
         assert np.isfinite(obs[part]).all() and np.isfinite(info["final_obs"][part]).all()
     assert not env.pool.bad_envs.any()
     assert np.isfinite(env.pool.qpos).all() and np.isfinite(env.pool.qvel).all()
-    assert env.episode_len[3] == 0
+    assert env.book.lengths[3] == 0
 
 
 def test_random_actions_run_and_stay_finite(tiny_cfg):
     tiny_cfg.reset = ResetConfig(sampling="adaptive")
-    env = G1MotionTrackingEnv(tiny_cfg, 32, seed=1)
+    env = MotionTrackingEnv(tiny_cfg, 32, seed=1)
     env.reset()
     rng = np.random.default_rng(0)
     ended = 0
@@ -237,7 +238,7 @@ def test_random_actions_run_and_stay_finite(tiny_cfg):
         obs, reward, terminated, truncated, info = env.step(rng.uniform(-1, 1, (32, 2)).astype(np.float32))
         assert reward.shape == (32,) and reward.dtype == np.float32
         assert terminated.dtype == bool and truncated.dtype == bool and not (terminated & truncated).any()
-        assert np.isfinite(obs["policy"]).all() and np.isfinite(reward).all()
+        assert np.isfinite(obs["obs"]).all() and np.isfinite(reward).all()
         assert set(info["reward_terms"]) == set(env.reward_term_names)
         ended += info["episode"]["count"]
     assert ended > 0
@@ -246,14 +247,14 @@ def test_random_actions_run_and_stay_finite(tiny_cfg):
 
 
 def test_action_shape_checked(tiny_cfg):
-    env = G1MotionTrackingEnv(tiny_cfg, 4)
+    env = MotionTrackingEnv(tiny_cfg, 4)
     env.reset()
     with pytest.raises(ValueError, match="action must have shape"):
         env.step(np.zeros((4, 3), dtype=np.float32))
 
 
 def test_adaptive_sampling_favours_failing_frames(tiny_cfg):
-    env = G1MotionTrackingEnv(tiny_cfg, 2)
+    env = MotionTrackingEnv(tiny_cfg, 2)
     cfg = ResetConfig(sampling="adaptive", adaptive_bin_s=0.2, adaptive_ema=0.5, adaptive_uniform_ratio=0.1,
                       adaptive_kernel_bins=2, adaptive_kernel_decay=0.5)
     s = StartFrameSampler(env.motion, cfg)
@@ -278,26 +279,23 @@ def test_adaptive_sampling_favours_failing_frames(tiny_cfg):
     assert f[c == 0].max() == env.motion.num_frames[0] - 2 and f.min() == 0
 
 
-def test_config_yaml_matches_dataclass_defaults():
-    from dataclasses import asdict
-
-    assert asdict(G1TaskConfig.from_yaml()) == asdict(G1TaskConfig())
+def test_config_rejects_unknown_keys_and_bad_values():
     with pytest.raises(ValueError, match="unknown key"):
-        G1TaskConfig.from_dict({"decimaton": 4})
+        MotionTrackingConfig.from_dict({"decimaton": 4})
     with pytest.raises(ValueError, match="reset.sampling"):
-        G1TaskConfig.from_dict({"reset": {"sampling": "greedy"}})
+        MotionTrackingConfig.from_dict({"reset": {"sampling": "greedy"}})
 
 
 def test_unmatched_gain_pattern_is_an_error(tiny_cfg):
     tiny_cfg.kp = {"j_a": 10.0}
     with pytest.raises(ValueError, match="kp: no pattern matches joint.*j_b"):
-        G1MotionTrackingEnv(tiny_cfg, 2)
+        MotionTrackingEnv(tiny_cfg, 2)
 
 
 @pytest.mark.g1
 def test_g1_env_on_reference_and_random_steps():
-    cfg = G1TaskConfig(reset=ResetConfig(noise=ZERO_NOISE))
-    env = G1MotionTrackingEnv(cfg, 8)
+    cfg = MotionTrackingConfig(reset=ResetConfig(noise=ZERO_NOISE))
+    env = MotionTrackingEnv(cfg, 8)
     assert (env.obs_dim, env.critic_obs_dim, env.action_dim) == (160, 160 + 9 * 14, 29)
     assert env.model.nu == 29 and env.model.opt.timestep == pytest.approx(0.005)
     obs = env.reset()
@@ -313,7 +311,7 @@ def test_g1_env_on_reference_and_random_steps():
     rng = np.random.default_rng(0)
     for _ in range(5):
         obs, reward, terminated, truncated, info = env.step(rng.uniform(-1, 1, (8, 29)).astype(np.float32))
-        assert np.isfinite(obs["policy"]).all() and np.isfinite(obs["critic"]).all() and np.isfinite(reward).all()
+        assert np.isfinite(obs["obs"]).all() and np.isfinite(obs["critic_obs"]).all() and np.isfinite(reward).all()
 
 
 @pytest.mark.g1
@@ -343,10 +341,10 @@ def test_benchmark_script_smoke(tmp_path):
 def test_policy_noise_only_on_policy_obs(tiny_cfg):
     tiny_cfg.obs_noise.joint_pos = 0.05
     tiny_cfg.obs_noise.base_ang_vel = 0.2
-    env = G1MotionTrackingEnv(tiny_cfg, 64, seed=2)
+    env = MotionTrackingEnv(tiny_cfg, 64, seed=2)
     obs = env.reset()
     s = policy_obs_slices(2)
-    diff = obs["policy"] - obs["critic"][:, : env.obs_dim]
+    diff = obs["obs"] - obs["critic_obs"][:, : env.obs_dim]
     assert 0 < np.abs(diff[:, s["joint_pos_rel"]]).max() <= 0.05 + 1e-6
     assert 0.1 < np.abs(diff[:, s["base_ang_vel"]]).max() <= 0.2 + 1e-6
     untouched = np.ones(env.obs_dim, dtype=bool)
@@ -357,4 +355,22 @@ def test_policy_noise_only_on_policy_obs(tiny_cfg):
 def test_missing_user_model_is_a_clear_error(tiny_cfg, tmp_path):
     tiny_cfg.model_xml = str(tmp_path / "nope.xml")
     with pytest.raises(FileNotFoundError, match="nope.xml"):
-        G1MotionTrackingEnv(tiny_cfg, 2)
+        MotionTrackingEnv(tiny_cfg, 2)
+
+
+def test_motion_tracking_uses_the_shared_episode_book(tiny_cfg):
+    """Same done bookkeeping and info keys as every task (see unilab.tasks.base.EpisodeBook)."""
+    from unilab.tasks.base import EpisodeBook
+
+    env = MotionTrackingEnv(tiny_cfg, 4)
+    assert isinstance(env.book, EpisodeBook)
+    out = env.buffers()
+    env.reset(out=out)
+    out["final_obs"][...] = np.nan  # garbage: the env writes final obs in done rows only
+    teleport(env)
+    env.frame[:1] = env.motion.num_frames[env.clip[:1]] - 2
+    obs, _, _, truncated, info = env.step(np.zeros((4, 2), dtype=np.float32), out=out)
+    assert obs["obs"] is out["obs"] and truncated.tolist() == [True, False, False, False]
+    assert np.isfinite(out["final_obs"][0]).all() and np.isnan(out["final_obs"][1:]).all()
+    assert set(info) == {"final_obs", "reward_terms", "termination_terms", "episode", "num_bad_envs"}
+    env.close()

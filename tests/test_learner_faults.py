@@ -29,7 +29,7 @@ def _batch(n: int = 32, reward: float = 0.5) -> dict[str, torch.Tensor]:
     return {
         "obs": torch.randn(n, 3, generator=g), "critic_obs": torch.randn(n, 4, generator=g),
         "next_obs": torch.randn(n, 3, generator=g), "next_critic_obs": torch.randn(n, 4, generator=g),
-        "actions": torch.rand(n, 2, generator=g) * 2 - 1, "rewards": torch.full((n,), reward),
+        "action": torch.rand(n, 2, generator=g) * 2 - 1, "rewards": torch.full((n,), reward),
         "bootstrap": torch.ones(n), "discount": torch.full((n,), 0.99),
     }
 

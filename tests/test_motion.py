@@ -6,7 +6,7 @@ import mujoco
 import numpy as np
 import pytest
 
-from unilab.tasks.g1_motion_tracking.math import quat_error_angle, quat_mul, quat_normalize, quat_slerp
+from unilab.sim.quat import quat_error_angle, quat_mul, quat_normalize, quat_slerp
 from unilab.tasks.g1_motion_tracking.motion import MotionFileError, MotionLibrary, resample_indices
 
 TINY_XML = """

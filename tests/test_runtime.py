@@ -124,13 +124,15 @@ def test_dead_learner_stops_the_collector(tmp_path):
 @pytest.mark.parametrize(
     "override,needle",
     [
-        ("task.model_path=/nonexistent/pendulum.xml", "/nonexistent/pendulum.xml"),
+        # the model file exists (a missing one is refused before any process starts) but its mesh does not
+        ("task.model_path={tmp}/bad_mesh.xml", "/nonexistent/pendulum.stl"),
         ("sim.cpu_ids=99999", "outside the usable CPU set"),
     ],
 )
 def test_env_build_error_is_one_clear_message(tmp_path, override, needle):
     """A config/asset problem in the collector's env build: one short message, exit 2, no run directory."""
-    out = _run(train_cmd(tmp_path, "algo.max_iterations=5", override))
+    (tmp_path / "bad_mesh.xml").write_text('<mujoco><asset><mesh file="/nonexistent/pendulum.stl"/></asset></mujoco>')
+    out = _run(train_cmd(tmp_path, "algo.max_iterations=5", override.format(tmp=tmp_path)))
     assert out.returncode == 2, out.stderr
     assert out.stderr.startswith("train: error: could not build the pendulum env: ")
     assert out.stderr.count(needle) == 1  # printed once, not once per process

@@ -24,7 +24,7 @@ def _batch(n=32, seed=0, bootstrap=None):
     return {
         "obs": torch.randn(n, OBS, generator=g) * 2 + 1,
         "critic_obs": torch.randn(n, COBS, generator=g),
-        "actions": torch.rand(n, ACT, generator=g) * 2 - 1,
+        "action": torch.rand(n, ACT, generator=g) * 2 - 1,
         "rewards": torch.randn(n, generator=g),
         "next_obs": torch.randn(n, OBS, generator=g),
         "next_critic_obs": torch.randn(n, COBS, generator=g),

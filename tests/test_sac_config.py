@@ -1,35 +1,35 @@
-"""SACConfig and config/algo/sac.yaml stay in sync; bad values are rejected."""
+"""SACConfig is the algo group's schema: presets, overrides and bad values."""
 
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import pytest
-from omegaconf import OmegaConf
 
-import unilab
 from unilab.algo.sac import SACConfig
-
-YAML = Path(unilab.__file__).parent / "config" / "algo" / "sac.yaml"
-
-
-def test_yaml_mirrors_dataclass_defaults_exactly():
-    yaml_values = OmegaConf.to_container(OmegaConf.load(YAML))
-    assert list(yaml_values) == [f.name for f in dataclasses.fields(SACConfig)]
-    assert yaml_values == SACConfig().to_dict()
+from unilab.cli.config import ConfigError, compose_config, to_run_spec
 
 
-def test_hydra_composes_yaml_with_cli_style_overrides():
-    from hydra import compose, initialize_config_dir
-
-    with initialize_config_dir(config_dir=str(YAML.parent), version_base=None):
-        cfg = compose(config_name="sac", overrides=["num_envs=4096", "distributional=true", "critic_hidden_dims=[64,32]"])
-    sac = SACConfig.from_mapping(OmegaConf.to_container(cfg))
+def test_command_line_overrides_reach_the_typed_config():
+    cfg = compose_config(["task=pendulum", "algo.num_envs=4096", "algo.distributional=true",
+                          "algo.critic_hidden_dims=[64,32]"])
+    sac = to_run_spec(cfg).algo
+    assert isinstance(sac, SACConfig)
     assert sac.num_envs == 4096 and sac.distributional and sac.critic_hidden_dims == [64, 32]
-    # the structured form type-checks overrides
-    merged = OmegaConf.merge(OmegaConf.structured(SACConfig), cfg)
-    assert OmegaConf.to_object(merged) == sac
+    assert dataclasses.replace(sac, num_envs=1024, distributional=False, critic_hidden_dims=[768, 384, 192]) == SACConfig()
+
+
+@pytest.mark.parametrize("override, match", [
+    ("algo.gamma=abc", r"algo.gamma: 'abc' \(expected a number\)"),
+    ("algo.obs_normalization=maybe", r"algo.obs_normalization: 'maybe' \(expected true or false\)"),
+    ("algo.obs_normalization=no", r"algo.obs_normalization: 'no' \(expected true or false\)"),
+    ("algo.num_envs=1.5", r"algo.num_envs: '1.5' \(expected an integer\)"),
+    ("algo.actor_hidden_dims=[64,x]", r"algo.actor_hidden_dims\[1\]: 'x' \(expected an integer\)"),
+    ("algo.target_entropy=low", r"algo.target_entropy: 'low' \(expected a number or null\)"),
+])
+def test_values_of_the_wrong_type_are_refused_naming_key_value_and_type(override, match):
+    with pytest.raises(ConfigError, match=match):
+        to_run_spec(compose_config(["task=pendulum", override]))
 
 
 def test_target_entropy_default_scales_with_action_dim():
@@ -57,5 +57,7 @@ def test_bad_values_raise_naming_the_field(field, value, match):
 def test_distributional_support_validated_and_unknown_keys_rejected():
     with pytest.raises(ValueError, match="v_min"):
         SACConfig(distributional=True, v_min=1.0, v_max=0.0)
-    with pytest.raises(ValueError, match=r"algo: unknown key\(s\)"):
+    with pytest.raises(ValueError, match=r"unknown key algo.num_env; the keys there are: .*num_envs"):
         SACConfig.from_mapping({"num_env": 8})
+    with pytest.raises(ValueError, match=r"algo.layer_norm: 'yes' \(expected true or false\)"):
+        SACConfig.from_mapping({"layer_norm": "yes"})

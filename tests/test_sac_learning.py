@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from unilab.algo.sac import FastSAC, ReplayBuffer, SACConfig
+from unilab.sim.spec import step_record
 
 ARENA = 2.0
 EPISODE_LEN = 50
@@ -81,15 +82,17 @@ def train(cfg: SACConfig) -> FastSAC:
     env = PointMassReach(cfg.num_envs, seed=cfg.seed)
     obs = env.reset()
     agent = FastSAC(cfg, obs_dim=obs["policy"].shape[1], critic_obs_dim=obs["critic"].shape[1], action_dim=2)
-    replay = ReplayBuffer(cfg.num_envs, cfg.buffer_size, agent.obs_dim, agent.critic_obs_dim, 2,
+    replay = ReplayBuffer(cfg.num_envs, cfg.buffer_size, step_record(agent.obs_dim, agent.critic_obs_dim, 2),
                           n_steps=cfg.n_steps, gamma=cfg.gamma, device=agent.device, seed=cfg.seed)
     for it in range(cfg.max_iterations):
         action = agent.act(obs["policy"])
         next_obs, reward, terminated, truncated, info = env.step(action)
-        done = (terminated | truncated).unsqueeze(1)
-        true_next = {k: torch.where(done, info["final_obs"][k], next_obs[k]) for k in next_obs}
-        replay.extend(obs["policy"], obs["critic"], action, reward, true_next["policy"], true_next["critic"],
-                      terminated, truncated)
+        replay.extend(
+            {"obs": obs["policy"], "critic_obs": obs["critic"], "action": action},
+            {"obs": next_obs["policy"], "critic_obs": next_obs["critic"], "reward": reward,
+             "terminated": terminated, "truncated": truncated,
+             "final_obs": info["final_obs"]["policy"], "final_critic_obs": info["final_obs"]["critic"]},
+        )
         obs = next_obs
         if it >= cfg.learning_starts:
             for _ in range(cfg.num_updates):

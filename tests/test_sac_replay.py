@@ -9,8 +9,28 @@ import pytest
 import torch
 
 from unilab.algo.sac import ReplayBuffer
+from unilab.sim.spec import step_record
 
 OBS, COBS, ACT = 3, 4, 2
+
+FIELDS = ("obs", "critic_obs", "action", "reward", "next_obs", "next_critic_obs", "terminated", "truncated")
+
+
+def _rb(num_envs: int, capacity: int, obs_dim: int, critic_obs_dim: int, action_dim: int, **kw) -> ReplayBuffer:
+    return ReplayBuffer(num_envs, capacity, step_record(obs_dim, critic_obs_dim, action_dim), **kw)
+
+
+def _put(buf: ReplayBuffer, *args, **kw) -> None:
+    """Store one transition given as (obs, critic_obs, action, reward, next_obs, next_critic_obs, terminated, truncated).
+
+    The next observations go in as both the step's observations and its final observations.
+    """
+    t = dict(zip(FIELDS, args), **kw)
+    before = {k: t[k] for k in ("obs", "critic_obs", "action")}
+    after = {"reward": t["reward"], "terminated": t["terminated"], "truncated": t["truncated"],
+             "obs": t["next_obs"], "critic_obs": t["next_critic_obs"],
+             "final_obs": t["next_obs"], "final_critic_obs": t["next_critic_obs"]}
+    buf.extend(before, after)
 
 
 def _random_history(num_envs: int, steps: int, seed: int, p_term: float, p_trunc: float):
@@ -28,9 +48,8 @@ def _random_history(num_envs: int, steps: int, seed: int, p_term: float, p_trunc
 
 
 def _fill(buf: ReplayBuffer, hist: dict, steps: int) -> None:
-    keys = ("obs", "critic_obs", "action", "reward", "next_obs", "next_critic_obs", "terminated", "truncated")
     for t in range(steps):
-        buf.extend(*(torch.from_numpy(np.ascontiguousarray(hist[k][t])) for k in keys))
+        _put(buf, *(torch.from_numpy(np.ascontiguousarray(hist[k][t])) for k in FIELDS))
 
 
 def _reference(hist: dict, env: int, t: int, newest: int, n: int, gamma: float):
@@ -53,7 +72,7 @@ def _reference(hist: dict, env: int, t: int, newest: int, n: int, gamma: float):
         "next_obs": hist["next_obs"][last, env],
         "next_critic_obs": hist["next_critic_obs"][last, env],
         "obs": hist["obs"][t, env],
-        "actions": hist["action"][t, env],
+        "action": hist["action"][t, env],
     }
 
 
@@ -71,7 +90,7 @@ def _reference(hist: dict, env: int, t: int, newest: int, n: int, gamma: float):
 def test_n_step_matches_brute_force(capacity, steps, n_steps, p_term, p_trunc):
     num_envs, gamma = 3, 0.9
     hist = _random_history(num_envs, steps, seed=capacity * 100 + steps, p_term=p_term, p_trunc=p_trunc)
-    buf = ReplayBuffer(num_envs, capacity, OBS, COBS, ACT, n_steps=n_steps, gamma=gamma)
+    buf = _rb(num_envs, capacity, OBS, COBS, ACT, n_steps=n_steps, gamma=gamma)
     _fill(buf, hist, steps)
     assert buf.size == min(steps, capacity) and len(buf) == buf.size * num_envs
 
@@ -87,16 +106,16 @@ def test_n_step_matches_brute_force(capacity, steps, n_steps, p_term, p_trunc):
         assert float(got["bootstrap"][i]) == ref["bootstrap"], (e, t)
         assert math.isclose(float(got["discount"][i]), ref["discount"], rel_tol=1e-6), (e, t)
         assert int(got["n"][i]) == ref["n"], (e, t)
-        for key in ("next_obs", "next_critic_obs", "obs", "actions"):
+        for key in ("next_obs", "next_critic_obs", "obs", "action"):
             np.testing.assert_array_equal(got[key][i].numpy(), ref[key], err_msg=f"{key} env {e} t {t}")
 
 
 def test_sample_draws_only_stored_transitions():
     num_envs, capacity = 2, 10
-    buf = ReplayBuffer(num_envs, capacity, 1, 1, 1, n_steps=2, gamma=0.5, seed=3)
+    buf = _rb(num_envs, capacity, 1, 1, 1, n_steps=2, gamma=0.5, seed=3)
     for t in range(4):  # obs encodes global time
         o = torch.full((num_envs, 1), float(t))
-        buf.extend(o, o, o, torch.zeros(num_envs), o + 1, o + 1, torch.zeros(num_envs, dtype=torch.bool),
+        _put(buf, o, o, o, torch.zeros(num_envs), o + 1, o + 1, torch.zeros(num_envs, dtype=torch.bool),
                    torch.zeros(num_envs, dtype=torch.bool))
     batch = buf.sample(2000)
     times = batch["obs"][:, 0]
@@ -110,13 +129,13 @@ def test_sample_draws_only_stored_transitions():
 @pytest.mark.parametrize("ended_by,bootstrap", [("terminated", 0.0), ("truncated", 1.0)])
 def test_termination_cuts_bootstrap_truncation_keeps_it(ended_by, bootstrap):
     gamma = 0.9
-    buf = ReplayBuffer(1, 8, 1, 1, 1, n_steps=3, gamma=gamma)
+    buf = _rb(1, 8, 1, 1, 1, n_steps=3, gamma=gamma)
     final_obs_value = 42.0
     for t in range(4):
         ended = torch.tensor([t == 1])
         never = torch.tensor([False])
         nxt = torch.tensor([[final_obs_value if t == 1 else float(t + 1)]])
-        buf.extend(torch.tensor([[float(t)]]), torch.tensor([[float(t)]]), torch.zeros(1, 1), torch.ones(1), nxt,
+        _put(buf, torch.tensor([[float(t)]]), torch.tensor([[float(t)]]), torch.zeros(1, 1), torch.ones(1), nxt,
                    nxt, ended if ended_by == "terminated" else never, ended if ended_by == "truncated" else never)
     out = buf.gather(torch.tensor([0, 0]), torch.tensor([0, 2]))
     # window from t=0 stops at the episode end at t=1
@@ -130,7 +149,7 @@ def test_termination_cuts_bootstrap_truncation_keeps_it(ended_by, bootstrap):
 
 
 def test_extend_rejects_bad_shapes_and_empty_sample():
-    buf = ReplayBuffer(4, 5, OBS, COBS, ACT)
+    buf = _rb(4, 5, OBS, COBS, ACT)
     with pytest.raises(ValueError, match="empty"):
         buf.sample(8)
     good = dict(
@@ -138,21 +157,21 @@ def test_extend_rejects_bad_shapes_and_empty_sample():
         reward=torch.zeros(4), next_obs=torch.zeros(4, OBS), next_critic_obs=torch.zeros(4, COBS),
         terminated=torch.zeros(4, dtype=torch.bool), truncated=torch.zeros(4, dtype=torch.bool),
     )
-    buf.extend(**good)
+    _put(buf, **good)
     bad = dict(good, action=torch.zeros(3, ACT))
     with pytest.raises(ValueError, match="action"):
-        buf.extend(**bad)
+        _put(buf, **bad)
     with pytest.raises(ValueError, match="n_steps"):
-        ReplayBuffer(4, 2, OBS, COBS, ACT, n_steps=3)
+        _rb(4, 2, OBS, COBS, ACT, n_steps=3)
     with pytest.raises(ValueError, match="outside"):
         buf.gather(torch.tensor([0]), torch.tensor([3]))
 
 
 def test_state_dict_round_trip():
     hist = _random_history(2, 9, seed=5, p_term=0.2, p_trunc=0.2)
-    a = ReplayBuffer(2, 6, OBS, COBS, ACT, n_steps=3, gamma=0.8, seed=11)
+    a = _rb(2, 6, OBS, COBS, ACT, n_steps=3, gamma=0.8, seed=11)
     _fill(a, hist, 9)
-    b = ReplayBuffer(2, 6, OBS, COBS, ACT, n_steps=3, gamma=0.8, seed=99)
+    b = _rb(2, 6, OBS, COBS, ACT, n_steps=3, gamma=0.8, seed=99)
     b.load_state_dict(a.state_dict())
     sa, sb = a.sample(64), b.sample(64)
     for key in sa:
@@ -162,7 +181,47 @@ def test_state_dict_round_trip():
 def test_too_large_buffer_fails_with_a_clear_message(monkeypatch):
     import unilab.algo.sac.replay as replay_module
 
-    assert replay_module.transition_nbytes(OBS, COBS, ACT) * 4 * 5 == ReplayBuffer(4, 5, OBS, COBS, ACT).nbytes
+    assert replay_module.transition_nbytes(step_record(OBS, COBS, ACT)) * 4 * 5 == _rb(4, 5, OBS, COBS, ACT).nbytes
     monkeypatch.setattr(replay_module, "available_memory_bytes", lambda device: 1000)
     with pytest.raises(MemoryError, match="buffer_size"):
-        ReplayBuffer(4, 5, OBS, COBS, ACT)
+        _rb(4, 5, OBS, COBS, ACT)
+
+
+def test_final_obs_are_read_only_in_done_rows():
+    """The env writes final observations in the done rows only; the rest of that buffer is garbage."""
+    n = 4
+    buf = _rb(n, 4, OBS, COBS, ACT)
+    after = {
+        "obs": np.full((n, OBS), 1.0, np.float32), "critic_obs": np.full((n, COBS), 1.0, np.float32),
+        "reward": np.zeros(n, np.float32),
+        "terminated": np.array([True, False, False, False]), "truncated": np.array([False, False, True, False]),
+        "final_obs": np.full((n, OBS), np.nan, np.float32), "final_critic_obs": np.full((n, COBS), np.nan, np.float32),
+    }
+    after["final_obs"][[0, 2]] = 7.0
+    after["final_critic_obs"][[0, 2]] = 7.0
+    before = {"obs": np.zeros((n, OBS), np.float32), "critic_obs": np.zeros((n, COBS), np.float32),
+              "action": np.zeros((n, ACT), np.float32)}
+    buf.extend(before, after)
+    for name in ("next_obs", "next_critic_obs"):
+        stored = buf.storage[name][:, 0]
+        assert torch.isfinite(stored).all(), name
+        assert (stored[[0, 2]] == 7.0).all() and (stored[[1, 3]] == 1.0).all(), name
+
+
+def test_the_step_record_declares_the_storage():
+    """A field added to the record is stored and sampled without other edits."""
+    from unilab.sim.spec import Field
+
+    record = step_record(OBS, COBS, ACT, extra=(Field("phase", (2,), "float32"),))
+    buf = ReplayBuffer(3, 4, record)
+    assert {f.name: (tuple(buf.storage[f.name].shape[2:]), f.dtype) for f in record} == {
+        f.name: (f.shape, f.dtype) for f in record}
+    assert set(buf.storage) == {f.name for f in record} | {"next_obs", "next_critic_obs"}
+    before = {"obs": np.zeros((3, OBS), np.float32), "critic_obs": np.zeros((3, COBS), np.float32),
+              "action": np.zeros((3, ACT), np.float32)}
+    after = {"obs": np.zeros((3, OBS), np.float32), "critic_obs": np.zeros((3, COBS), np.float32),
+             "reward": np.zeros(3, np.float32), "terminated": np.zeros(3, bool), "truncated": np.zeros(3, bool),
+             "final_obs": np.zeros((3, OBS), np.float32), "final_critic_obs": np.zeros((3, COBS), np.float32),
+             "phase": np.full((3, 2), 5.0, np.float32)}
+    buf.extend(before, after)
+    assert (buf.sample(8)["phase"] == 5.0).all()

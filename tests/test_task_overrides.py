@@ -1,4 +1,4 @@
-"""G1 task config: per-joint override rule (exact name beats pattern) and task.motion_files forms."""
+"""Motion-tracking task config: per-joint override rule (exact name beats pattern) and task.motion_files forms."""
 
 from __future__ import annotations
 
@@ -10,12 +10,11 @@ from test_g1_task import ROBOT_XML, ZERO_NOISE, _clip
 
 from unilab.cli.config import ConfigError, compose_config, to_run_spec
 from unilab.tasks.g1_motion_tracking.config import (
-    G1TaskConfig,
+    MotionTrackingConfig,
     ResetConfig,
     match_joint_values,
 )
-from unilab.tasks.g1_motion_tracking.env import G1MotionTrackingEnv, task_motion_files
-from unilab.tasks.registry import task_config
+from unilab.tasks.g1_motion_tracking.env import MotionTrackingEnv, task_motion_files
 
 # the 29 joints of the Unitree G1 29-DoF model, in model order
 G1_JOINTS = [
@@ -34,7 +33,7 @@ def tiny(tmp_path):
     xml.write_text(ROBOT_XML)
     clip = tmp_path / "clip.npz"
     np.savez(clip, **_clip(60))
-    cfg = G1TaskConfig(
+    cfg = MotionTrackingConfig(
         model_xml=str(xml), motion_files=[str(clip)], tracked_bodies=["base", "upper", "tip"], anchor_body="base",
         end_effector_bodies=["tip"], default_joint_pos={"j_a": 0.1}, kp={".*": 20.0}, kd={".*": 1.0},
         max_episode_length_s=None, reset=ResetConfig(noise=ZERO_NOISE),
@@ -42,8 +41,8 @@ def tiny(tmp_path):
     return cfg, clip
 
 
-def _env(cfg: G1TaskConfig) -> G1MotionTrackingEnv:
-    env = G1MotionTrackingEnv(cfg, 2)
+def _env(cfg: MotionTrackingConfig) -> MotionTrackingEnv:
+    env = MotionTrackingEnv(cfg, 2)
     env.pool.close()
     return env
 
@@ -92,15 +91,15 @@ def test_a_non_numeric_value_names_its_key():
 
 def test_command_line_knee_override_wins_on_g1_joints():
     """The issue's command line: ``+task.kp.left_knee_joint=1e9`` must reach the left knee only."""
-    spec = to_run_spec(compose_config(["task=g1_motion_tracking", "+task.kp.left_knee_joint=1e9"]))
-    cfg = task_config(spec.task_name, spec.task_cfg)
+    cfg = to_run_spec(compose_config(["task=g1_motion_tracking", "+task.kp.left_knee_joint=1e9"])).task_cfg
+    assert isinstance(cfg, MotionTrackingConfig)  # typed once, here; the collector gets this object
     kp = match_joint_values(cfg.kp, G1_JOINTS, None, "kp")
     assert kp[G1_JOINTS.index("left_knee_joint")] == 1e9
     assert kp[G1_JOINTS.index("right_knee_joint")] == pytest.approx(99.10)
 
 
 def test_packaged_g1_maps_have_no_conflicting_patterns():
-    cfg = G1TaskConfig.from_yaml()
+    cfg = to_run_spec(compose_config(["task=g1_motion_tracking"])).task_cfg
     kp = match_joint_values(cfg.kp, G1_JOINTS, None, "kp")
     kd = match_joint_values(cfg.kd, G1_JOINTS, None, "kd")
     q0 = match_joint_values(cfg.default_joint_pos, G1_JOINTS, 0.0, "default_joint_pos")
@@ -115,7 +114,7 @@ def test_packaged_g1_maps_have_no_conflicting_patterns():
 @pytest.mark.parametrize("as_type", [str, Path])
 def test_one_motion_file_path_is_a_list_of_one(tiny, as_type):
     cfg, clip = tiny
-    one = G1TaskConfig(**{**cfg.__dict__, "motion_files": as_type(clip)})
+    one = MotionTrackingConfig(**{**cfg.__dict__, "motion_files": as_type(clip)})
     assert one.motion_files == [str(clip)]
     env = _env(one)
     assert env.motion.num_clips == 1 and env.motion.files == [clip]
@@ -127,18 +126,24 @@ def test_motion_files_set_after_construction_is_still_one_path(tiny):
     assert task_motion_files(cfg) == [clip]
 
 
-def test_command_line_single_motion_file():
-    spec = to_run_spec(compose_config(["task=g1_motion_tracking", "task.motion_files=/data/walk.npz"]))
-    cfg = task_config(spec.task_name, spec.task_cfg)
-    assert cfg.motion_files == ["/data/walk.npz"]
-    assert task_motion_files(cfg) == [Path("/data/walk.npz")]
+def test_command_line_single_motion_file(tmp_path):
+    clip = tmp_path / "walk.npz"
+    clip.write_bytes(b"")
+    cfg = to_run_spec(compose_config(["task=g1_motion_tracking", f"task.motion_files={clip}"])).task_cfg
+    assert cfg.motion_files == [str(clip)]
+    assert task_motion_files(cfg) == [clip]
+
+
+def test_a_missing_motion_file_on_the_command_line_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match=r"task.motion_files\[0\]=.*nope.npz: no such file"):
+        to_run_spec(compose_config(["task=g1_motion_tracking", f"task.motion_files={tmp_path / 'nope.npz'}"]))
 
 
 @pytest.mark.parametrize("value, where", [(5, "task.motion_files"), ({"a": "b.npz"}, "task.motion_files"),
                                           (["/a.npz", 3], r"task.motion_files\[1\]")])
 def test_bad_motion_files_name_the_key(value, where):
     with pytest.raises(ValueError, match=where + r" must be a path"):
-        G1TaskConfig.from_dict({"motion_files": value})
+        MotionTrackingConfig.from_dict({"motion_files": value})
 
 
 def test_bad_motion_files_on_the_command_line_is_a_config_error():

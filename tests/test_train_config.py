@@ -1,38 +1,51 @@
-"""The train CLI's config: Hydra composition, typed validation, --help."""
+"""The train CLI's config: structured Hydra composition, presets, validation before anything starts, --help."""
 
 from __future__ import annotations
 
 import dataclasses
+import pickle
+import subprocess
+import sys
+import time
+import typing
 from pathlib import Path
 
 import pytest
 import yaml
+from omegaconf import OmegaConf
 
 from unilab.algo.sac.config import SACConfig
+from unilab.cli import play as play_cli
 from unilab.cli import train as train_cli
-from unilab.cli.config import ConfigError, compose_config, field_docs, split_argv, to_run_spec
-from unilab.runtime.config import SimConfig, TrainingConfig
-from unilab.tasks.pendulum.config import PendulumConfig
+from unilab.cli.config import ConfigError, compose_config, field_docs, group_options, split_argv, to_run_spec
+from unilab.runtime.config import PlayConfig, RunSpec, SimConfig, TrainingConfig
+from unilab.tasks import registry
 
 CONFIG = Path(__file__).resolve().parents[1] / "src" / "unilab" / "config"
+SCHEMAS = {"algo": lambda _: SACConfig, "task": registry.config_class, "sim": lambda _: SimConfig,
+           "training": lambda _: TrainingConfig}
 
 
-@pytest.mark.parametrize(
-    "yaml_path,cls",
-    [
-        ("algo/sac.yaml", SACConfig),
-        ("sim/mujoco.yaml", SimConfig),
-        ("training/default.yaml", TrainingConfig),
-        ("task/pendulum.yaml", PendulumConfig),
-    ],
-)
-def test_yaml_mirrors_its_dataclass(yaml_path, cls):
-    data = yaml.safe_load((CONFIG / yaml_path).read_text())
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    assert set(data) == set(fields)
-    defaults = dataclasses.asdict(cls())
-    for key, value in data.items():
-        assert value == defaults[key], key
+def _presets() -> list[tuple[str, str]]:
+    return [(group, name) for group in SCHEMAS for name in group_options(group)]
+
+
+@pytest.mark.parametrize("group, preset", _presets())
+def test_presets_differ_from_the_dataclass_defaults_only_by_their_diff(group, preset):
+    """A preset YAML names its dataclass and lists only what it changes: nothing else differs."""
+    body = yaml.safe_load((CONFIG / group / f"{preset}.yaml").read_text()) or {}
+    assert body.pop("defaults")[-1] == "_self_"
+    composed = OmegaConf.to_container(compose_config([f"{group}={preset}"])[group], resolve=True)
+    defaults = dataclasses.asdict(SCHEMAS[group](preset)())
+    diff = {k: v for k, v in composed.items() if v != defaults[k]}
+    assert diff == body
+    assert composed.keys() == defaults.keys()
+
+
+def test_sac_cpu_is_the_sac_defaults_plus_its_lines():
+    sac = to_run_spec(compose_config(["algo=sac_cpu", "task=pendulum"])).algo
+    assert sac.num_envs == 256 and sac.actor_hidden_dims == [256, 128]
+    assert sac.gamma == SACConfig().gamma and sac.compile == SACConfig().compile
 
 
 def test_upstream_command_line_composes():
@@ -46,13 +59,25 @@ def test_upstream_command_line_composes():
     assert spec.algo.num_envs == 4096 and spec.task_name == "g1_motion_tracking"
 
 
+def test_run_spec_is_typed_pickles_and_rebuilds_from_its_raw_config():
+    """The collector gets the typed task config as it is; play rebuilds the same objects from the stored raw config."""
+    spec = to_run_spec(compose_config(["+task.kp.left_knee_joint=120", "task.reset.noise.joint_pos=0.2"]))
+    assert isinstance(spec.task_cfg, registry.config_class("g1_motion_tracking"))
+    assert spec.task_cfg.kp["left_knee_joint"] == 120.0 and spec.task_cfg.reset.noise.joint_pos == 0.2
+    assert pickle.loads(pickle.dumps(spec.task_cfg)) == spec.task_cfg
+    again = RunSpec.from_raw(yaml.safe_load(yaml.safe_dump(spec.raw)))  # as config.yaml / the checkpoint store it
+    assert (again.algo, again.task_cfg, again.sim, again.training) == (spec.algo, spec.task_cfg, spec.sim, spec.training)
+
+
 def test_unknown_override_key_is_named():
     with pytest.raises(ConfigError, match="nope"):
         compose_config(["algo.nope=1"])
+    with pytest.raises(ConfigError, match="unknown key algo.nope"):
+        to_run_spec(compose_config(["+algo.nope=1"]))
 
 
 def test_unknown_task_is_named():
-    with pytest.raises(ConfigError, match="no_such_task"):
+    with pytest.raises(ConfigError, match="unknown task 'no_such_task'; available: g1_motion_tracking, pendulum"):
         compose_config(["task=no_such_task"])
 
 
@@ -63,20 +88,106 @@ def test_bad_value_is_named():
         to_run_spec(compose_config(["sim.backend=bullet"]))
 
 
+def test_bools_take_only_true_or_false():
+    assert to_run_spec(compose_config(["task=pendulum", "training.save_replay=true"])).training.save_replay is True
+    for spelling in ("no", "yes", "off", "0", "1", "maybe"):
+        with pytest.raises(ConfigError, match=f"training.save_replay: '{spelling}' \\(expected true or false\\)"):
+            to_run_spec(compose_config(["task=pendulum", f"training.save_replay={spelling}"]))
+
+
+@pytest.mark.parametrize("kind, override, key, value", [
+    ("bool", "training.save_replay=no", "training.save_replay", "'no'"),
+    ("int", "training.save_interval=abc", "training.save_interval", "'abc'"),
+    ("int", "training.seed=abc", "training.seed", "'abc'"),
+    ("float", "algo.gamma=abc", "algo.gamma", "'abc'"),
+    ("list", "algo.actor_hidden_dims=abc", "algo.actor_hidden_dims", "'abc'"),
+    ("path", "training.resume={tmp}/no_such_run", "training.resume", "{tmp}/no_such_run"),
+    ("path", "task.model_path={tmp}/no_such.xml", "task.model_path", "{tmp}/no_such.xml"),
+])
+def test_a_refused_value_exits_2_naming_it_and_leaves_no_run_dir(tmp_path, kind, override, key, value):
+    logs = tmp_path / "logs"
+    t0 = time.monotonic()
+    out = subprocess.run(
+        [sys.executable, "-m", "unilab.cli.train", "--task", "pendulum", f"training.log_root={logs}",
+         override.format(tmp=tmp_path)],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert out.returncode == 2, out.stderr
+    assert time.monotonic() - t0 < 15
+    err = out.stderr.strip()
+    assert err.startswith("train: error:") and len(err.splitlines()) == 1, err
+    assert key in err and value.format(tmp=tmp_path) in err and "expected" in err, err
+    assert not logs.exists()
+
+
 @pytest.mark.parametrize("argv", [["--bogus"], ["--task"], ["stray"]])
 def test_bad_command_lines(argv, capsys):
     assert train_cli.main(argv) == 2
     assert "train: error:" in capsys.readouterr().err
 
 
-def test_help_explains_every_knob(capsys):
-    assert train_cli.main(["--task", "pendulum", "--help"]) == 0
-    out = capsys.readouterr().out
-    for group, cls in (("algo", SACConfig), ("sim", SimConfig), ("training", TrainingConfig), ("task", PendulumConfig)):
-        for f in dataclasses.fields(cls):
-            assert f"{group}.{f.name} = " in out, f"{group}.{f.name}"
-    for cls in (SimConfig, TrainingConfig, PendulumConfig):
+def _leaf_keys(node, prefix: str) -> list[str]:
+    """Every leaf key of a composed group: nested config dataclasses are walked, other values are leaves."""
+    keys = []
+    for key in node:
+        if dataclasses.is_dataclass(OmegaConf.get_type(node, key)):
+            keys += _leaf_keys(node[key], f"{prefix}.{key}")
+        else:
+            keys.append(f"{prefix}.{key}")
+    return keys
+
+
+@pytest.mark.parametrize("task", ["pendulum", "g1_motion_tracking"])
+def test_help_documents_every_key_of_every_group(task, capsys):
+    assert train_cli.main(["--task", task, "--help"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    documented = {}
+    for line, nxt in zip(lines, lines[1:] + [""]):
+        if line.startswith("  ") and " = " in line and not line.startswith("   "):
+            key = line.strip().split(" = ", 1)[0]
+            documented[key] = nxt.strip() if nxt.startswith("      ") else ""
+    cfg = compose_config([f"task={task}"])
+    leaves = [k for group in SCHEMAS for k in _leaf_keys(cfg[group], group)]
+    assert len(leaves) > 60
+    missing = [k for k in leaves if not documented.get(k)]
+    assert not missing, f"undocumented in --help: {missing}"
+    if task == "g1_motion_tracking":
+        assert "  task.reset.noise.root_lin_vel = [0.5, 0.5, 0.2]" in lines
+        assert "task.rewards.body_pos.sigma" in documented and "task.kp" in documented
+
+
+def test_help_imports_no_torch():
+    code = (
+        "import sys, contextlib, io\n"
+        "from unilab.cli import train\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+        "    assert train.main(['--task', 'g1_motion_tracking', '--help']) == 0\n"
+        "assert 'task.reset.noise.root_pos' in out.getvalue()\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'mujoco')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_play_defaults_are_declared_once():
+    assert vars(play_cli.build_parser().parse_args(["run"])) == {
+        "checkpoint": "run", "num_envs": PlayConfig.num_envs, "steps": PlayConfig.steps, "out": PlayConfig.out,
+        "no_video": not PlayConfig.video, "device": PlayConfig.device, "seed": PlayConfig.seed,
+        "width": PlayConfig.width, "height": PlayConfig.height,
+    }
+    training = TrainingConfig()
+    assert (training.play_num_envs, training.play_steps) == (PlayConfig.num_envs, PlayConfig.steps)
+
+
+def test_every_config_field_has_a_doc():
+    seen, todo = set(), [SACConfig, SimConfig, TrainingConfig, PlayConfig] + [registry.config_class(n) for n in registry.CONFIGS]
+    while todo:
+        cls = todo.pop()
+        if cls in seen:
+            continue
+        seen.add(cls)
         docs = field_docs(cls)
-        undocumented = [f.name for f in dataclasses.fields(cls) if f.name not in docs and f.name != "name"]
-        assert not undocumented, f"{cls.__name__}: {undocumented}"
-    assert field_docs(TrainingConfig)["save_interval"] in out
+        assert not [f.name for f in dataclasses.fields(cls) if not docs.get(f.name)], cls.__name__
+        todo += [t for t in typing.get_type_hints(cls).values() if dataclasses.is_dataclass(t)]
+    assert len(seen) > 8  # the nested configs of the motion-tracking task were walked

@@ -1,32 +1,110 @@
-"""Plain mappings (Hydra/YAML sections) into typed config dataclasses.
+"""Plain mappings (Hydra/YAML sections, stored checkpoint configs) into typed config dataclasses.
 
-Shared by every layer's config: an unknown key is an error naming where it
-was, and nested dataclass fields are built from nested mappings.
+Shared by every layer's config. OmegaConf's structured configs do the
+checking: each value must fit its field's type annotation (a bool is true or
+false, an int an int, ``list[int]`` a list of ints ...), an unknown key is an
+error, and nested dataclass fields are built from nested mappings. The
+dataclass's own ``__post_init__`` range checks run last. Every error is a
+ValueError that names the key, the value and what the field accepts.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
+import types
+import typing
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+NO_VALUE = object()  # describe_config_error: the refused value is not known
 
 
 def build_dataclass(cls: type[T], data: Mapping[str, Any], where: str) -> T:
-    """``cls(**data)`` with nested dataclass fields built recursively; unknown keys raise ValueError."""
+    """A checked ``cls`` instance from ``data`` (errors name ``where.<key>``)."""
+    from omegaconf import OmegaConf  # noqa: PLC0415
+    from omegaconf.errors import OmegaConfBaseException  # noqa: PLC0415
+
     if not isinstance(data, Mapping):
         raise ValueError(f"{where} must be a mapping, got {data!r}")
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise ValueError(f"{where}: unknown key(s) {unknown}; known keys: {sorted(known)}")
-    defaults = cls()
-    kwargs = {}
-    for name, value in data.items():
-        current = getattr(defaults, name)
-        if dataclasses.is_dataclass(current) and value is not None:
-            kwargs[name] = build_dataclass(type(current), value, f"{where}.{name}")
-        else:
-            kwargs[name] = value
-    return cls(**kwargs)
+    check_strict_bools(cls, data, where)
+    try:
+        node = OmegaConf.merge(OmegaConf.structured(cls), dict(data))
+        return OmegaConf.to_object(node)  # type: ignore[return-value]
+    except OmegaConfBaseException as err:
+        raise ValueError(describe_config_error(err, where)) from None
+
+
+def describe_type(hint: Any) -> str:
+    """A type annotation in words: what a config value of that field may be."""
+    if hint is Any or hint is typing.Any:
+        return "any value"
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        words = [describe_type(a) for a in args if a is not type(None)]
+        if type(None) in args:
+            words.append("null")
+        return " or ".join(words)
+    if origin is list:
+        return f"a list of {_plural(args[0])}" if args else "a list"
+    if origin is dict:
+        return f"a mapping of names to {_plural(args[1])}" if args else "a mapping"
+    if dataclasses.is_dataclass(hint):
+        return f"a mapping of {hint.__name__} keys"
+    return {bool: "true or false", int: "an integer", float: "a number", str: "a string"}.get(hint, str(hint))
+
+
+def _plural(hint: Any) -> str:
+    return {bool: "booleans", int: "integers", float: "numbers", str: "strings"}.get(hint, describe_type(hint))
+
+
+def field_type(cls: type, key: str) -> Any:
+    """The annotation of field ``key`` of dataclass ``cls`` (None if there is none)."""
+    if not dataclasses.is_dataclass(cls):
+        return None
+    try:
+        return typing.get_type_hints(cls).get(key)
+    except (NameError, TypeError):
+        return None
+
+
+def describe_config_error(err: Any, where: str = "", value: Any = NO_VALUE) -> str:
+    """One line for an OmegaConf error: the full key, the refused value and what is allowed.
+
+    ``value``: the refused value when the caller knows it (OmegaConf's errors do not keep it).
+    """
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError  # noqa: PLC0415
+
+    key = str(getattr(err, "full_key", "") or "")
+    full = f"{where}.{key}" if where and key else (key or where)
+    obj = getattr(err, "object_type", None)
+    if isinstance(err, (ConfigKeyError, ConfigAttributeError)):
+        known = sorted(f.name for f in dataclasses.fields(obj)) if dataclasses.is_dataclass(obj) else []
+        return f"unknown key {full}" + (f"; the keys there are: {', '.join(known)}" if known else "")
+    hint = field_type(obj, str(getattr(err, "key", "")))
+    if hint is None:  # an element of a typed list or dict: its element type
+        ref_args = typing.get_args(getattr(err, "ref_type", None))
+        if ref_args:
+            hint = ref_args[-1]
+    allowed = f" (expected {describe_type(hint)})" if hint is not None else ""
+    if value is NO_VALUE:
+        m = re.match(r"Value '(.*)' (?:of type|is not)", str(err).splitlines()[0])
+        if m is None:
+            return f"invalid value for {full}: {str(err).splitlines()[0]}{allowed}"
+        value = m.group(1)
+    return f"invalid value for {full}: {value!r}{allowed}"
+
+
+def check_strict_bools(cls: type, data: Mapping[str, Any], where: str) -> None:
+    """Refuse a non-bool value for a bool field (OmegaConf would read 'no', 'off' or 0 as false).
+
+    Recurses into nested dataclass fields; other types are OmegaConf's to check.
+    """
+    for key, value in data.items():
+        hint = field_type(cls, key)
+        if hint is bool and not isinstance(value, bool):
+            raise ValueError(f"invalid value for {where}.{key}: {value!r} (expected true or false)")
+        if dataclasses.is_dataclass(hint) and isinstance(value, Mapping):
+            check_strict_bools(hint, value, f"{where}.{key}")

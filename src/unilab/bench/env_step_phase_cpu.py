@@ -26,8 +26,8 @@ import numpy as np
 from unilab.bench.report import format_table, write_json
 from unilab.sim import cpu
 from unilab.sim.mujoco.pool import BatchEnvPool
-from unilab.tasks.g1_motion_tracking.config import G1TaskConfig
-from unilab.tasks.g1_motion_tracking.env import G1MotionTrackingEnv
+from unilab.tasks.g1_motion_tracking.config import MotionTrackingConfig
+from unilab.tasks.g1_motion_tracking.env import MotionTrackingEnv
 
 PHASES = ("backend_step", "update_state", "reset_done")
 
@@ -35,7 +35,7 @@ PHASES = ("backend_step", "update_state", "reset_done")
 class _EnvRunner:
     """Times env.step with random actions (phases come from env.timer)."""
 
-    def __init__(self, env: G1MotionTrackingEnv, rng: np.random.Generator, pool_steps: int):
+    def __init__(self, env: MotionTrackingEnv, rng: np.random.Generator, pool_steps: int):
         self.env = env
         shape = (env.num_envs, env.action_dim)
         self.actions = [rng.uniform(-1, 1, shape).astype(np.float32) for _ in range(pool_steps)]
@@ -44,13 +44,14 @@ class _EnvRunner:
         self.steps = 0
         self.ended = 0
         self.lengths = 0.0
+        self.out = env.buffers()  # written in place every step, as the collector's shared memory is
 
     def run(self, n: int, timed: bool) -> None:
         for _ in range(n):
             a = self.actions[self.i % len(self.actions)]
             self.i += 1
             w0, c0 = time.perf_counter(), time.process_time()
-            _, _, _, _, info = self.env.step(a)
+            _, _, _, _, info = self.env.step(a, out=self.out)
             if timed:
                 self.wall += time.perf_counter() - w0
                 self.cpu += time.process_time() - c0
@@ -71,7 +72,7 @@ class _RawRunner:
     the physics sees a similar mix of standing and fallen robots.
     """
 
-    def __init__(self, env: G1MotionTrackingEnv, start_qpos, start_qvel, rng, pool_kwargs: dict, pool_steps: int):
+    def __init__(self, env: MotionTrackingEnv, start_qpos, start_qvel, rng, pool_kwargs: dict, pool_steps: int):
         n = env.num_envs
         self.env = env
         self.pool = BatchEnvPool(env.model, n, outputs=("xpos", "xquat", "cvel", "subtree_com"),
@@ -106,7 +107,7 @@ class _RawRunner:
                 self.pool.reset(b, self.q0[b], self.v0[b])
 
 
-def run_one(cfg: G1TaskConfig, num_envs: int, steps: int, warmup: int, block: int, cpu_ids: list[int] | None,
+def run_one(cfg: MotionTrackingConfig, num_envs: int, steps: int, warmup: int, block: int, cpu_ids: list[int] | None,
             nthread: int | None, seed: int) -> dict:
     """Env and raw-pool timing, interleaved in blocks so machine load hits both alike."""
     pool_kwargs: dict = {}
@@ -117,7 +118,7 @@ def run_one(cfg: G1TaskConfig, num_envs: int, steps: int, warmup: int, block: in
     rng = np.random.default_rng(seed)
     usable = cpu.usable_cpus()
     t0 = time.perf_counter()
-    env = G1MotionTrackingEnv(cfg, num_envs, pool_kwargs=pool_kwargs, seed=seed)
+    env = MotionTrackingEnv(cfg, num_envs, pool_kwargs=pool_kwargs, seed=seed)
     env.reset()
     start_qpos, start_qvel = env.pool.qpos.copy(), env.pool.qvel.copy()
     # a pinned pool pins the calling thread too; give it back its CPU set so the
@@ -146,7 +147,7 @@ def run_one(cfg: G1TaskConfig, num_envs: int, steps: int, warmup: int, block: in
     res = {
         "label": "pinned " + ",".join(map(str, cpu_ids)) if cpu_ids is not None else "default sizing",
         "cpu_ids": cpu_ids,
-        "nthread": env.pool.nthread,
+        "nthread": env.spec.nthread,
         "build_s": build_s,
         "phases": phases,
         "raw_pool": raw_stats,
@@ -200,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.cpu_ids and args.compare_cpu_ids:
         p.error("--cpu-ids and --compare-cpu-ids are exclusive")
 
-    cfg = G1TaskConfig()
+    cfg = MotionTrackingConfig()
     if args.motion_files:
         cfg.motion_files = list(args.motion_files)
     runs: list[tuple[list[int] | None, int | None]] = []

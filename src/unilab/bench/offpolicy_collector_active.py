@@ -56,18 +56,19 @@ def raw_env_rate(name: str, values: dict, num_envs: int, steps: int, warmup: int
     for k in range(warmup, warmup + steps):
         env.step(actions[k])
     wall = time.perf_counter() - t0
-    nthread = env.pool.nthread
-    env.pool.close()
+    nthread = env.spec.nthread
+    env.close()
     return {"steps_per_sec": num_envs * steps / wall, "ms_per_step": wall / steps * 1000, "nthread": nthread}
 
 
 def collector_rate(name: str, values: dict, num_envs: int, steps: int, warmup: int, pool_kwargs: dict, seed: int) -> dict:
     """Steps/s of the collector process driven by a zero-cost stub policy."""
-    args = CollectorArgs(name, values, num_envs, pool_kwargs, seed, trace_path=None, startup_timeout_s=900.0)
+    args = CollectorArgs(name, task_config(name, values), num_envs, pool_kwargs, seed, trace_path=None,
+                         startup_timeout_s=900.0)
     col = CollectorClient(args)
     try:
         rng = np.random.default_rng(seed)
-        actions = rng.uniform(-1, 1, (warmup + steps, num_envs, col.facts["action_dim"])).astype(np.float32)
+        actions = rng.uniform(-1, 1, (warmup + steps, num_envs, col.spec.action_dim)).astype(np.float32)
         col.wait_step()  # the reset
         for k in range(warmup):
             col.send_action(actions[k])
@@ -83,14 +84,15 @@ def collector_rate(name: str, values: dict, num_envs: int, steps: int, warmup: i
     finally:
         col.close()
     n = d["iterations"] or steps
-    active_ms = d["env_step_ms"] + d["replay_write_ms"]
+    active_ms = d["env_step_ms"] + d["shm_write_ms"]
     return {
         "end_to_end_steps_per_sec": num_envs * steps / wall,
         "active_steps_per_sec": num_envs * n / (active_ms / 1000.0),
         "env_step_ms": d["env_step_ms"] / n,
-        "replay_write_ms": d["replay_write_ms"] / n,
+        "shm_write_ms": d["shm_write_ms"] / n,
+        "replay_write_ms": d["shm_write_ms"] / n,  # the phase's old name (timing/collector_replay_write_ms)
         "action_wait_ms": d["action_wait_ms"] / n,
-        "nthread": col.facts["nthread"],
+        "nthread": col.spec.nthread,
     }
 
 
@@ -136,14 +138,14 @@ def main(argv: list[str] | None = None) -> dict:
             [
                 ["raw env.step (in process)", raw["steps_per_sec"], raw["ms_per_step"], 1.0],
                 ["collector active (env.step + shm write)", col["active_steps_per_sec"],
-                 col["env_step_ms"] + col["replay_write_ms"], res["active_over_raw"]],
+                 col["env_step_ms"] + col["shm_write_ms"], res["active_over_raw"]],
                 ["collector end to end (incl. hand-off)", col["end_to_end_steps_per_sec"],
                  num_envs_ms(args.num_envs, col["end_to_end_steps_per_sec"]), res["end_to_end_over_raw"]],
             ],
         )
     )
     print(
-        f"collector per step: env_step {col['env_step_ms']:.3f} ms, shm write {col['replay_write_ms']:.3f} ms, "
+        f"collector per step: env_step {col['env_step_ms']:.3f} ms, shm write {col['shm_write_ms']:.3f} ms, "
         f"waiting for actions {col['action_wait_ms']:.3f} ms"
     )
     if args.json:

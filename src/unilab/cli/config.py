@@ -1,8 +1,15 @@
 """Hydra composition of the train/play config and its validation into typed dataclasses.
 
-The YAML groups under ``unilab/config`` are the data; the dataclasses
-(SACConfig, the task's config, SimConfig, TrainingConfig) are the schema. An
-unknown key, in a YAML file or an override, is an error that names it.
+The dataclasses are the single source of every key, its type, its default and
+its meaning: SACConfig (``algo``), the task's config (``task``), SimConfig
+(``sim``) and TrainingConfig (``training``) are registered with Hydra's
+ConfigStore as structured configs (``base_sac``, ``base_<task>``,
+``base_mujoco``, ``base_training``), and the YAML files under
+``unilab/config`` are presets that name one and list only what they change.
+OmegaConf type-checks every override while composing (``algo.gamma=abc`` is an
+error) and refuses unknown keys; ``RunSpec.from_raw`` then runs each config's
+own range checks, once, before anything starts. Every error is a ConfigError
+naming the key, the refused value and what is allowed.
 """
 
 from __future__ import annotations
@@ -14,15 +21,9 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any
 
-from hydra import compose, initialize_config_module
-from hydra.errors import HydraException
-from omegaconf import OmegaConf
-from omegaconf.errors import OmegaConfBaseException
-
 from unilab.algo.sac.config import SACConfig
-from unilab.dataclass_config import build_dataclass
-from unilab.runtime.config import SimConfig, TrainingConfig
-from unilab.runtime.trainer import RunSpec
+from unilab.dataclass_config import describe_config_error
+from unilab.runtime.config import RunSpec, SimConfig, TrainingConfig
 from unilab.tasks import registry
 
 GROUP_FLAGS = ("algo", "task", "sim")
@@ -30,6 +31,18 @@ GROUP_FLAGS = ("algo", "task", "sim")
 
 class ConfigError(ValueError):
     """A bad command line or config value, explained for the user."""
+
+
+def register_schemas() -> None:
+    """Store the config dataclasses in Hydra's ConfigStore (the presets' ``defaults``)."""
+    from hydra.core.config_store import ConfigStore  # noqa: PLC0415
+
+    cs = ConfigStore.instance()
+    cs.store(group="algo", name="base_sac", node=SACConfig)
+    cs.store(group="sim", name="base_mujoco", node=SimConfig)
+    cs.store(group="training", name="base_training", node=TrainingConfig)
+    for name in registry.CONFIGS:
+        cs.store(group="task", name=f"base_{name}", node=registry.config_class(name))
 
 
 def split_argv(argv: Sequence[str]) -> tuple[list[str], dict[str, bool]]:
@@ -81,31 +94,76 @@ def _example(group: str) -> str:
 
 
 def compose_config(overrides: Sequence[str], config_name: str = "train") -> Any:
-    """Compose ``unilab/config/<config_name>.yaml`` with Hydra overrides."""
+    """Compose ``unilab/config/<config_name>.yaml`` with Hydra overrides (types checked, bools strict)."""
+    from hydra import compose, initialize_config_module  # noqa: PLC0415
+    from hydra.errors import HydraException, MissingConfigException  # noqa: PLC0415
+    from omegaconf.errors import OmegaConfBaseException  # noqa: PLC0415
+
+    register_schemas()
     try:
         with initialize_config_module(config_module="unilab.config", version_base="1.3"):
-            return compose(config_name=config_name, overrides=list(overrides))
+            cfg = compose(config_name=config_name, overrides=list(overrides))
+    except MissingConfigException as err:
+        group = next((g for g in ("algo", "task", "sim", "training") if f"'{g}/" in str(err)), None)
+        if group is None:
+            raise ConfigError(f"bad config override: {err}") from None
+        bad = next((ov.split("=", 1)[1] for ov in overrides if ov.split("=", 1)[0].lstrip("+~") == group), "?")
+        raise ConfigError(f"unknown {group} {bad!r}; available: {', '.join(group_options(group))}") from None
     except (HydraException, OmegaConfBaseException) as err:
-        raise ConfigError(f"bad config override: {err}") from None
+        cause = err.__cause__ if isinstance(err.__cause__, OmegaConfBaseException) else err
+        if isinstance(cause, OmegaConfBaseException) and (
+            getattr(cause, "object_type", None) not in (None, dict, list) or "Value '" in str(cause)
+        ):
+            key = str(getattr(cause, "full_key", ""))
+            raise ConfigError(describe_config_error(cause, value=_override_value(overrides, key))) from None
+        raise ConfigError(f"bad config override: {' '.join(str(err).split())}") from None
+    _check_bool_overrides(cfg, overrides)
+    return cfg
 
 
-def to_run_spec(cfg: Any) -> RunSpec:
-    """Validate a composed config into typed configs (errors name the key)."""
-    raw = OmegaConf.to_container(cfg, resolve=True)
-    assert isinstance(raw, dict)
+def _override_value(overrides: Sequence[str], key: str) -> Any:
+    """The text the command line gave ``key`` (so an error can quote it), if it did."""
+    from unilab.dataclass_config import NO_VALUE  # noqa: PLC0415
+
+    for ov in reversed(overrides):
+        name, eq, value = ov.partition("=")
+        if eq and name.lstrip("+~") == key:
+            return value
+    return NO_VALUE
+
+
+def _check_bool_overrides(cfg: Any, overrides: Sequence[str]) -> None:
+    """A bool key takes only true or false: OmegaConf alone would read ``no``, ``off`` or ``0`` as false."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser  # noqa: PLC0415
+    from omegaconf import BooleanNode, OmegaConf  # noqa: PLC0415
+
+    for ov in OverridesParser.create().parse_overrides(list(overrides)):
+        if ov.is_delete() or "." not in ov.key_or_group:
+            continue
+        node = cfg
+        for part in ov.key_or_group.split("."):
+            node = node._get_node(part) if OmegaConf.is_dict(node) else None  # noqa: SLF001
+            if node is None:
+                break
+        value = ov.value()
+        if isinstance(node, BooleanNode) and not (isinstance(value, bool) or value is None and node._is_optional()):  # noqa: SLF001
+            raise ConfigError(f"invalid value for {ov.key_or_group}: {ov.get_value_element_as_str()!r} (expected true or false)")
+
+
+def to_run_spec(cfg: Any, explicit_algo_keys: tuple[str, ...] | None = None, check_paths: bool = True) -> RunSpec:
+    """Validate a composed config into typed configs, once (errors name the key).
+
+    ``check_paths``: also require the files the run reads (training.resume, the
+    task's model and clips) to exist, so a wrong path fails before any process
+    starts or any run directory is made.
+    """
     try:
-        algo = SACConfig.from_mapping(raw["algo"])
-        task = dict(raw["task"])
-        name = task.get("name")
-        if not name:
-            raise ValueError("the task config has no 'name'")
-        registry.task_config(name, task)  # validates early, in this process
-        sim = build_dataclass(SimConfig, raw["sim"], "sim")
-        sim.pool_kwargs()
-        training = build_dataclass(TrainingConfig, raw["training"], "training")
+        spec = RunSpec.from_raw(cfg, explicit_algo_keys)
+        if check_paths:
+            spec.check_paths()
     except (ValueError, TypeError) as err:
         raise ConfigError(str(err)) from None
-    return RunSpec(algo=algo, task_name=name, task_cfg=task, sim=sim, training=training, raw=raw)
+    return spec
 
 
 def group_options(group: str) -> list[str]:
@@ -140,14 +198,7 @@ def field_docs(cls: type) -> dict[str, str]:
 
 
 def help_text(cfg: Any, prog: str = "train") -> str:
-    """``--help``: usage, then every knob of every group with value and meaning."""
-    raw = OmegaConf.to_container(cfg, resolve=True)
-    task_name = raw["task"].get("name", "?")
-    try:
-        task_cls = registry.TASKS[task_name]()[0]
-    except KeyError:
-        task_cls = None
-    schemas = {"algo": SACConfig, "task": task_cls, "sim": SimConfig, "training": TrainingConfig}
+    """``--help``: usage, then every key of every group with its value and meaning."""
     lines = [
         f"usage: {prog} [--algo sac] [--task NAME] [--sim mujoco] [--cfg] [--help] [key=value ...]",
         "",
@@ -159,14 +210,43 @@ def help_text(cfg: Any, prog: str = "train") -> str:
         f"  --sim NAME    physics backend group (available: {', '.join(group_options('sim'))})",
         "  --cfg         print the composed config and exit",
         "  key=value     override any key below, e.g. algo.num_envs=4096 training.trace_enabled=true",
+        "                (add a key to a name-keyed map with +, e.g. +task.kp.left_knee_joint=120)",
         "",
     ]
-    for group, schema in schemas.items():
-        docs = field_docs(schema) if schema is not None else {}
+    for group in ("algo", "task", "sim", "training"):
         lines.append(f"{group}:")
-        for key, value in raw[group].items():
-            doc = docs.get(key, "")
-            val = OmegaConf.to_yaml({key: value}).strip().split(": ", 1)[-1] if not isinstance(value, (list, dict)) else str(value)
-            lines.append(f"  {group}.{key} = {val}" + (f"\n      {doc}" if doc else ""))
+        lines.extend(f"  {key} = {value}" + (f"\n      {doc}" if doc else "") for key, value, doc in help_entries(cfg[group], group))
         lines.append("")
     return "\n".join(lines)
+
+
+def help_entries(node: Any, prefix: str, prefix_doc: str = "") -> list[tuple[str, str, str]]:
+    """``(dotted key, value as text, description)`` of every leaf key under a structured config node.
+
+    Nested dataclass fields are walked (``task.reset.noise.root_lin_vel``); when
+    several fields of a config share one dataclass type (the reward terms), a
+    leaf's description starts with its parent field's.
+    """
+    from omegaconf import OmegaConf  # noqa: PLC0415
+
+    cls = OmegaConf.get_type(node)
+    docs = field_docs(cls) if dataclasses.is_dataclass(cls) else {}
+    types = [OmegaConf.get_type(node, k) for k in node]
+    out = []
+    for key in node:
+        child_type = OmegaConf.get_type(node, key)
+        doc = docs.get(key, "")
+        if prefix_doc:
+            doc = f"{prefix_doc} {doc[:1].lower()}{doc[1:]}" if doc else prefix_doc
+        if dataclasses.is_dataclass(child_type) and OmegaConf.is_dict(node[key]):
+            inherited = docs.get(key, "") if types.count(child_type) > 1 else ""
+            inherited = inherited.rstrip(".") + ":" if inherited else ""
+            out.extend(help_entries(node[key], f"{prefix}.{key}", inherited))
+            continue
+        value = node[key]
+        if OmegaConf.is_config(value):
+            text = str(OmegaConf.to_container(value, resolve=True))
+        else:
+            text = OmegaConf.to_yaml({key: value}).strip().split(": ", 1)[-1]
+        out.append((f"{prefix}.{key}", text, doc))
+    return out

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from unilab.gl_env import gl_disabled
+from unilab.runtime.config import PlayConfig
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -17,14 +18,15 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("checkpoint", help="a run directory (its latest model_<iter>.pt) or a model_<iter>.pt file")
-    p.add_argument("--num-envs", type=int, default=4, help="envs stepped (env 0 is filmed)")
-    p.add_argument("--steps", type=int, default=250, help="control steps to roll out")
-    p.add_argument("--out", default=None, help="mp4 path (default: <run dir>/videos/play_<iter>.mp4)")
+    d = PlayConfig()  # play's defaults, declared once
+    p.add_argument("--num-envs", type=int, default=d.num_envs, help="envs stepped (env 0 is filmed)")
+    p.add_argument("--steps", type=int, default=d.steps, help="control steps to roll out")
+    p.add_argument("--out", default=d.out, help="mp4 path (default: <run dir>/videos/play_<iter>.mp4)")
     p.add_argument("--no-video", action="store_true", help="only print the rollout numbers")
-    p.add_argument("--device", default=None, help="torch device of the policy (default: cpu)")
-    p.add_argument("--seed", type=int, default=1, help="seed of the env resets")
-    p.add_argument("--width", type=int, default=320, help="video width in pixels (even)")
-    p.add_argument("--height", type=int, default=240, help="video height in pixels (even)")
+    p.add_argument("--device", default=d.device, help="torch device of the policy (default: cpu)")
+    p.add_argument("--seed", type=int, default=d.seed, help="seed of the env resets")
+    p.add_argument("--width", type=int, default=d.width, help="video width in pixels (even)")
+    p.add_argument("--height", type=int, default=d.height, help="video height in pixels (even)")
     return p
 
 
@@ -40,8 +42,8 @@ def _main(args: argparse.Namespace) -> int:
     from unilab.runtime.play import play  # noqa: PLC0415
 
     try:
-        play(args.checkpoint, num_envs=args.num_envs, steps=args.steps, out=args.out,
-             video=not args.no_video, device=args.device, seed=args.seed, width=args.width, height=args.height)
+        play(args.checkpoint, PlayConfig(num_envs=args.num_envs, steps=args.steps, seed=args.seed, video=not args.no_video,
+                                         out=args.out, device=args.device, width=args.width, height=args.height))
     except (FileNotFoundError, ValueError) as err:
         print(f"play: error: {err}", file=sys.stderr)
         return 2

@@ -20,11 +20,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    from unilab.runtime.trainer import CollectorDied, NonFiniteTraining, Trainer, line_buffered_stdout  # noqa: PLC0415
-
-    line_buffered_stdout()
     argv = list(sys.argv[1:] if argv is None else argv)
-    try:
+    try:  # the whole config is validated here, before torch is imported or anything starts
         overrides, flags = split_argv(argv)
         cfg = compose_config(overrides)
         if flags["help"]:
@@ -33,12 +30,14 @@ def _main(argv: Sequence[str] | None) -> int:
         if flags["cfg"]:
             print(OmegaConf.to_yaml(cfg))
             return 0
-        spec = to_run_spec(cfg)
-        spec.explicit_algo_keys = explicit_algo_keys(overrides)
+        spec = to_run_spec(cfg, explicit_algo_keys(overrides))
     except ConfigError as err:
         print(f"train: error: {err}", file=sys.stderr)
         return 2
     from unilab.runtime import distributed  # noqa: PLC0415
+    from unilab.runtime.trainer import CollectorDied, NonFiniteTraining, Trainer, line_buffered_stdout  # noqa: PLC0415
+
+    line_buffered_stdout()
 
     from unilab.runtime.checkpoint import CheckpointWriteError  # noqa: PLC0415
     from unilab.runtime.collector_client import CollectorStartupError
@@ -62,10 +61,11 @@ def _main(argv: Sequence[str] | None) -> int:
     finally:
         distributed.shutdown()
     if trainer.dist.rank == 0 and not spec.training.no_play and result.checkpoint is not None:
+        from unilab.runtime.config import PlayConfig  # noqa: PLC0415
         from unilab.runtime.play import play  # noqa: PLC0415
 
         try:
-            play(result.checkpoint, num_envs=spec.training.play_num_envs, steps=spec.training.play_steps)
+            play(result.checkpoint, PlayConfig(num_envs=spec.training.play_num_envs, steps=spec.training.play_steps))
         except Exception as err:  # noqa: BLE001 - the trained model is saved; a video failure must not hide that
             print(f"train: play after training failed: {err} (checkpoint {result.checkpoint} is saved)", file=sys.stderr)
     # Ctrl-C 130, SIGTERM (timeout, SLURM, docker stop) 143: both after a final checkpoint

@@ -14,8 +14,9 @@ from typing import Any
 import numpy as np
 
 from unilab.runtime.collector import POLL_S, CollectorArgs, CollectorChannels, run_collector
-from unilab.runtime.shm import SharedArrays
+from unilab.runtime.shm import SharedArrays, step_slot, transport_spec
 from unilab.runtime.stats import counter_names
+from unilab.sim.spec import EnvSpec
 
 
 class CollectorDied(RuntimeError):
@@ -36,23 +37,6 @@ TERM_WAIT_S = 2.0
 KILL_WAIT_S = 5.0
 
 
-def transport_spec(num_envs: int, facts: dict[str, Any], names: list[str]) -> dict:
-    """Shared arrays of one step: observations, results, actions and counters."""
-    n = num_envs
-    do, dc, da = facts["obs_dim"], facts["critic_obs_dim"], facts["action_dim"]
-    return {
-        "obs": ((n, do), "float32"),
-        "critic_obs": ((n, dc), "float32"),
-        "final_obs": ((n, do), "float32"),
-        "final_critic_obs": ((n, dc), "float32"),
-        "reward": ((n,), "float32"),
-        "terminated": ((n,), "bool"),
-        "truncated": ((n,), "bool"),
-        "action": ((n, da), "float32"),
-        "counters": ((len(names),), "float64"),
-    }
-
-
 class CollectorClient:
     """Starts a collector process for ``args`` and talks to it through shared memory."""
 
@@ -70,11 +54,12 @@ class CollectorClient:
         self.shm: SharedArrays | None = None
         self._sent_t: float | None = None  # when the last actions were handed over
         self.proc.start()
-        self.facts: dict[str, Any] = self._get(self.ch.ready, args.startup_timeout_s, "building its env")
-        self.counter_names = counter_names(self.facts["reward_terms"])
-        self.shm = SharedArrays.create(transport_spec(args.num_envs, self.facts, self.counter_names))
+        self.spec: EnvSpec = self._get(self.ch.ready, args.startup_timeout_s, "building its env")
+        self.counter_names = counter_names(self.spec.reward_terms)
+        self.shm = SharedArrays.create(transport_spec(args.num_envs, self.spec, self.counter_names))
         self.ch.handle.put({**self.shm.handle(), "counter_names": self.counter_names})
         self.iteration = 0
+        self.steps_received = 0  # step k (0: the reset) is in shared-memory slot k % SLOTS
 
     @property
     def pid(self) -> int:
@@ -113,9 +98,11 @@ class CollectorClient:
                     f"training.startup_timeout_s={timeout:g} sets this limit"
                 )
 
-    def wait_step(self) -> None:
-        """Block until the collector has written a step (the first one is the reset).
+    def wait_step(self) -> dict[str, np.ndarray]:
+        """Block until the collector has written a step (the first one is the reset); return its arrays.
 
+        The arrays (env-written step record fields, views of shared memory)
+        stay as they are until the actions after the next ones are sent.
         The step timeout counts from when the actions were sent, so a learner
         that trained longer than the timeout still notices a stuck collector at once.
         """
@@ -132,6 +119,9 @@ class CollectorClient:
                     f"(iteration {self.iteration}), so it was killed; training.collector_timeout_s="
                     f"{self.step_timeout_s:g} sets this limit"
                 )
+        step = step_slot(self.shm, self.spec, self.steps_received)
+        self.steps_received += 1
+        return step
 
     def send_action(self, action: np.ndarray) -> None:
         """Write the actions of every env and let the collector step."""

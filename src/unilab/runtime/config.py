@@ -1,9 +1,47 @@
-"""Typed configs of the `training` and `sim` groups (mirrored by their YAML)."""
+"""Typed configs of a run: the `training` and `sim` groups, play's options, and `RunSpec`.
+
+These dataclasses are the schema and the defaults of their Hydra groups (see
+``unilab.cli.config``, which registers them as structured configs). This module
+imports neither torch nor mujoco: ``train --help`` and config validation load
+it without starting anything.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from unilab.dataclass_config import build_dataclass
+
+if TYPE_CHECKING:
+    from unilab.algo.sac.config import SACConfig
+
+
+@dataclass
+class PlayConfig:
+    """What ``play`` rolls out and films (the one place of play's defaults)."""
+
+    num_envs: int = 4
+    """Envs stepped by play (env 0 is filmed)."""
+    steps: int = 250
+    """Control steps play rolls out and records."""
+    seed: int = 1
+    """Seed of the env resets."""
+    video: bool = True
+    """Write an mp4 of env 0; false: only print the rollout numbers."""
+    out: str | None = None
+    """mp4 path; null: <run dir>/videos/play_<iter>.mp4."""
+    device: str | None = None
+    """torch device of the policy; null: cpu."""
+    width: int = 320
+    """Video width in pixels (even)."""
+    height: int = 240
+    """Video height in pixels (even)."""
+
+    def __post_init__(self) -> None:
+        if self.num_envs < 1 or self.steps < 1:
+            raise ValueError(f"play needs num_envs >= 1 and steps >= 1, got {self.num_envs} and {self.steps}")
 
 
 @dataclass
@@ -19,7 +57,7 @@ class TrainingConfig:
     console_interval_s: float = 5.0
     """Seconds between console progress lines."""
     save_interval: int = 1000
-    """Iterations between checkpoints (model_<iter>.pt); a final one is always written."""
+    """Iterations between checkpoints (model_<iter>.pt); a final one is always written; 0: only the final one."""
     save_replay: bool = False
     """Also store the replay buffer in checkpoints (large)."""
     keep_checkpoints: int = 5
@@ -32,10 +70,10 @@ class TrainingConfig:
     """Per-process cap on trace events (the oldest run phases are kept)."""
     no_play: bool = False
     """Skip the video of the trained policy at the end of training."""
-    play_num_envs: int = 4
-    """Envs stepped by play (env 0 is filmed)."""
-    play_steps: int = 250
-    """Control steps play records."""
+    play_num_envs: int = PlayConfig.num_envs
+    """Envs stepped by play after training (env 0 is filmed)."""
+    play_steps: int = PlayConfig.steps
+    """Control steps play records after training."""
     learner_threads: int | None = None
     """torch CPU threads of the learner; null: 1 with CUDA, else half the usable CPUs."""
     collector_timeout_s: float = 600.0
@@ -57,6 +95,21 @@ class TrainingConfig:
         k = self.keep_checkpoints
         if isinstance(k, bool) or not isinstance(k, int) or k < 0:
             raise ValueError(f"training.keep_checkpoints must be an integer >= 0 (0 keeps all), got {k!r}")
+        for name in ("log_interval", "play_num_envs", "play_steps", "trace_max_events"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"training.{name} must be an integer >= 1, got {getattr(self, name)}")
+        if self.save_interval < 0:
+            raise ValueError(f"training.save_interval must be an integer >= 0, got {self.save_interval}")
+        if self.learner_threads is not None and self.learner_threads < 1:
+            raise ValueError(f"training.learner_threads must be an integer >= 1 or null, got {self.learner_threads}")
+
+    def check_paths(self) -> None:
+        """The run to resume from exists (checked before any run directory is made)."""
+        if self.resume is not None and not Path(self.resume).expanduser().exists():
+            raise ValueError(
+                f"training.resume={self.resume}: {self.resume} does not exist "
+                "(expected a run directory or a model_<iter>.pt file, or null)"
+            )
 
 
 @dataclass
@@ -65,8 +118,8 @@ class SimConfig:
 
     backend: str = "mujoco"
     """Physics backend; mujoco (mujoco.batch) is the one unilab has."""
-    nthread: Any = None
-    """Pool threads: null = min(num_envs, usable CPUs); an int; or auto (measured, cached)."""
+    nthread: int | str | None = None
+    """Pool threads: null = min(num_envs, usable CPUs); an int >= 1; or auto (measured, cached)."""
     cpu_ids: Any = None
     """Pin pool threads to these CPUs ("0-7", [0,1]); null = no pinning (torchrun ranks get a partition)."""
     persistent: bool = False
@@ -74,11 +127,78 @@ class SimConfig:
     max_qvel: float | None = 100.0
     """An env whose |qvel| (rad/s, m/s) exceeds this after a step counts as diverged and is reset; null: no bound."""
 
+    def __post_init__(self) -> None:
+        if self.backend != "mujoco":
+            raise ValueError(f"sim.backend={self.backend}: unknown sim backend {self.backend!r}; unilab has: mujoco")
+        n = self.nthread
+        if isinstance(n, str) and n != "auto" or isinstance(n, int) and n < 1:
+            raise ValueError(f"sim.nthread={n}: expected an int >= 1, auto or null")
+        c = self.cpu_ids
+        if c is not None and not isinstance(c, (str, int)):
+            try:
+                self.cpu_ids = [int(x) for x in c]
+            except (TypeError, ValueError):
+                raise ValueError(f"sim.cpu_ids={c}: expected a CPU list such as \"0-7\" or [0, 1], or null") from None
+
     def pool_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of BatchEnvPool."""
-        if self.backend != "mujoco":
-            raise ValueError(f"unknown sim backend {self.backend!r}; unilab has: mujoco")
         cpu_ids = self.cpu_ids
-        if cpu_ids is not None and not isinstance(cpu_ids, (str, int)):
-            cpu_ids = [int(c) for c in cpu_ids]
+        if isinstance(cpu_ids, list):
+            cpu_ids = list(cpu_ids)
         return {"nthread": self.nthread, "cpu_ids": cpu_ids, "persistent": bool(self.persistent), "max_qvel": self.max_qvel}
+
+
+@dataclass
+class RunSpec:
+    """A validated training run: typed configs plus the raw config to store."""
+
+    algo: SACConfig
+    task_name: str
+    task_cfg: Any
+    """The task's typed config (e.g. MotionTrackingConfig); it crosses to the collector as it is."""
+    sim: SimConfig
+    training: TrainingConfig
+    raw: dict[str, Any] = field(default_factory=dict)
+    """The composed config as plain data: checkpoints and config.yaml store it; play rebuilds from it."""
+    explicit_algo_keys: tuple[str, ...] | None = None
+    """The algo keys the user set (command-line overrides); on resume every other algo key comes
+    from the checkpoint. None: all of ``algo`` is explicit (e.g. an --algo preset was named)."""
+
+    @classmethod
+    def from_raw(cls, raw: Any, explicit_algo_keys: tuple[str, ...] | None = None) -> RunSpec:
+        """Validate a composed config (or a checkpoint's stored one) into typed configs.
+
+        Every value is checked against its field's type and every config's own
+        range checks run; errors are ValueErrors naming the key. This is the
+        one place a config is validated: the collector and play get its objects.
+        """
+        from omegaconf import DictConfig, OmegaConf  # noqa: PLC0415
+
+        from unilab.algo.sac.config import SACConfig  # noqa: PLC0415
+        from unilab.tasks import registry  # noqa: PLC0415
+
+        if isinstance(raw, DictConfig):
+            raw = OmegaConf.to_container(raw, resolve=True)
+        raw = dict(raw)
+        for group in ("algo", "task", "sim", "training"):
+            if not isinstance(raw.get(group), dict):
+                raise ValueError(f"the config has no {group!r} section")
+        name = raw["task"].get("name")
+        if not name:
+            raise ValueError("the task config has no 'name'")
+        return cls(
+            algo=build_dataclass(SACConfig, raw["algo"], "algo"),
+            task_name=name,
+            task_cfg=registry.task_config(name, raw["task"]),
+            sim=build_dataclass(SimConfig, raw["sim"], "sim"),
+            training=build_dataclass(TrainingConfig, raw["training"], "training"),
+            raw=raw,
+            explicit_algo_keys=explicit_algo_keys,
+        )
+
+    def check_paths(self) -> None:
+        """Files the run reads exist (training.resume, the task's model and motion files)."""
+        self.training.check_paths()
+        check = getattr(self.task_cfg, "check_paths", None)
+        if check is not None:
+            check()

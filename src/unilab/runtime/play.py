@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -11,7 +13,7 @@ import torch
 from unilab.algo.sac.agent import FastSAC
 from unilab.runtime.checkpoint import load_checkpoint
 from unilab.dataclass_config import build_dataclass
-from unilab.runtime.config import SimConfig
+from unilab.runtime.config import PlayConfig, SimConfig
 from unilab.tasks.registry import make_env, task_config
 
 
@@ -26,26 +28,19 @@ class PlayResult:
     reward_mean: float
 
 
-def play(
-    checkpoint: str | Path,
-    num_envs: int = 4,
-    steps: int = 250,
-    out: str | Path | None = None,
-    video: bool = True,
-    device: str | None = None,
-    seed: int = 1,
-    width: int = 320,
-    height: int = 240,
-) -> PlayResult:
+def play(checkpoint: str | Path, options: PlayConfig | None = None, **changes: Any) -> PlayResult:
     """Roll out the deterministic policy of ``checkpoint`` (file or run dir).
 
-    Writes ``<run dir>/videos/play_<iter>.mp4`` (or ``out``) unless
+    ``options`` (default ``PlayConfig()``, the one place of play's defaults)
+    with ``changes`` applied, e.g. ``play(run, num_envs=16, video=False)``.
+    The task and sim are rebuilt from the checkpoint's stored config. Writes ``<run dir>/videos/play_<iter>.mp4`` (or ``out``) unless
     ``video=False``; a machine without offscreen OpenGL gets a clear message
     and the rollout numbers anyway. Frames are small by default: CPU
     rendering (Mesa llvmpipe) costs a few hundred ms per 640x480 frame.
     """
-    if num_envs < 1 or steps < 1:
-        raise ValueError(f"play needs num_envs >= 1 and steps >= 1, got {num_envs} and {steps}")
+    opts = dataclasses.replace(options or PlayConfig(), **changes)  # validated by PlayConfig
+    num_envs, steps, seed, out, video = opts.num_envs, opts.steps, opts.seed, opts.out, opts.video
+    device, width, height = opts.device, opts.width, opts.height
     payload, path = load_checkpoint(checkpoint)
     raw = payload["config"]
     name = raw["task"]["name"]
@@ -58,12 +53,12 @@ def play(
     agent = FastSAC.from_checkpoint(payload["agent"], device=device or "cpu")
     env = make_env(name, task_cfg, num_envs, pool_kwargs=kw, seed=seed)
     obs = env.reset()
-    frames = [env.pool.qpos[0].copy()]
+    frames = [env.render_qpos(0)]
     returns, lengths, rewards = [], [], []
     for _ in range(steps):
-        action = agent.act(torch.from_numpy(obs["policy"]), deterministic=True).numpy()
+        action = agent.act(torch.from_numpy(obs["obs"]), deterministic=True).numpy()
         obs, reward, _, _, info = env.step(action)
-        frames.append(env.pool.qpos[0].copy())
+        frames.append(env.render_qpos(0))
         rewards.append(float(np.mean(reward)))
         ep = info.get("episode", {})
         if ep.get("count"):
@@ -88,13 +83,13 @@ def play(
         from unilab.render.video import RenderUnavailable, render_states  # noqa: PLC0415
 
         target = Path(out) if out else path.parent / "videos" / f"play_{payload['iteration']}.mp4"
-        fps = 1.0 / getattr(env, "control_dt", env.pool.model.opt.timestep)
+        fps = 1.0 / env.control_dt
         try:
-            res.video = render_states(env.pool.model, np.stack(frames), target, fps=fps, width=width, height=height)
+            res.video = render_states(env.render_model(), np.stack(frames), target, fps=fps, width=width, height=height)
             print(f"play: video written to {res.video}", flush=True)
         except RenderUnavailable as err:
             print(f"play: no video: {err}", flush=True)
-    env.pool.close()
+    env.close()
     return res
 
 

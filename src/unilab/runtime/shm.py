@@ -9,11 +9,18 @@ into one ``multiprocessing.shared_memory`` block: no pickling per step.
 from __future__ import annotations
 
 from multiprocessing import shared_memory
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from unilab.sim.spec import EnvSpec, env_outputs
+
 Spec = dict[str, tuple[tuple[int, ...], str]]
+
+SLOTS = 2
+"""Copies of the env-written step record: step k lives in slot k % SLOTS, so the learner reads
+step k (acts on it, then stores it in the replay) while the collector writes step k + 1."""
 
 _ALIGN = 64  # cache-line alignment keeps the two processes' writes apart
 
@@ -82,3 +89,17 @@ class SharedArrays:
             except FileNotFoundError:
                 pass
 
+
+
+def transport_spec(num_envs: int, spec: EnvSpec, counter_names: Sequence[str]) -> Spec:
+    """The shared arrays, all from the step record: ``SLOTS`` copies of every env-written field
+    (incl. ``final_<obs>``), one of every learner-written field (the action), and the counters."""
+    out: Spec = {f.name: ((SLOTS, num_envs, *f.shape), f.dtype) for f in env_outputs(spec.record)}
+    out.update({f.name: ((num_envs, *f.shape), f.dtype) for f in spec.record if f.writer != "env"})
+    out["counters"] = ((len(counter_names),), "float64")
+    return out
+
+
+def step_slot(shm: SharedArrays, spec: EnvSpec, k: int) -> dict[str, np.ndarray]:
+    """The env-written arrays of step ``k`` (views of slot ``k % SLOTS``)."""
+    return {f.name: shm[f.name][k % SLOTS] for f in env_outputs(spec.record)}

@@ -2,12 +2,14 @@
 
 The learner (this process) owns the networks and the replay buffer on its
 device. A collector process (``unilab.runtime.collector``) owns the env. Per
-iteration the learner hands out actions for the current observations, trains
-while the collector steps every env, then takes the step's results from shared
-memory into the replay buffer:
+iteration the learner computes and sends the actions for the step it just
+received (the collector waits only for these), then stores the previous step in
+the replay buffer and trains while the collector steps every env; the env
+writes each step straight into shared memory (two slots, so the step the
+learner reads is never the one being written):
 
-    learner:   act -> | train ......... | wait | store | act -> | train ...
-    collector:        | env.step | write |              | env.step | ...
+    learner:   act -> | store | train ......... | wait | act -> | store | train ...
+    collector:        | env.step | counters |          |        | env.step | ...
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import os
 import signal
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,27 +37,13 @@ from unilab.runtime.checkpoint import (
 )
 from unilab.runtime.collector import CollectorArgs
 from unilab.runtime.collector_client import CollectorClient, CollectorDied  # noqa: F401 - re-exported
-from unilab.runtime.config import SimConfig, TrainingConfig
+from unilab.runtime.config import RunSpec, TrainingConfig
 from unilab.runtime.metrics import MetricsLogger
 from unilab.runtime.signals import StopSignals
 from unilab.sim import cpu
+from unilab.sim.spec import EnvSpec
 from unilab.telemetry.phase_timer import PhaseTimer
 from unilab.telemetry.trace import TraceRecorder, merge_traces
-
-@dataclass
-class RunSpec:
-    """A validated training run: typed configs plus the raw config to store."""
-
-    algo: SACConfig
-    task_name: str
-    task_cfg: dict[str, Any]
-    sim: SimConfig
-    training: TrainingConfig
-    raw: dict[str, Any] = field(default_factory=dict)
-    explicit_algo_keys: tuple[str, ...] | None = None
-    """The algo keys the user set (command-line overrides); on resume every other algo key comes
-    from the checkpoint. None: all of ``algo`` is explicit (e.g. an --algo preset was named)."""
-
 
 @dataclass
 class TrainResult:
@@ -145,15 +133,15 @@ class Trainer:
         )
         return CollectorClient(args, step_timeout_s=tr.collector_timeout_s)
 
-    def _build(self, facts: dict[str, Any]) -> tuple[FastSAC, ReplayBuffer]:
+    def _build(self, env: EnvSpec) -> tuple[FastSAC, ReplayBuffer]:
         a = self.spec.algo
-        agent = FastSAC(a, facts["obs_dim"], facts["critic_obs_dim"], facts["action_dim"])
+        agent = FastSAC(a, env.obs_dim, env.critic_obs_dim, env.action_dim)
         if self.dist.world_size > 1:
             agent.grad_sync = distributed.average_gradients
             agent.stats_sync = distributed.all_reduce_sum
             distributed.broadcast_parameters(agent)
         replay = ReplayBuffer(
-            a.num_envs, a.buffer_size, facts["obs_dim"], facts["critic_obs_dim"], facts["action_dim"],
+            a.num_envs, a.buffer_size, env.record,
             n_steps=a.n_steps, gamma=a.gamma, device=agent.device, seed=a.seed + self.dist.rank,
         )
         return agent, replay
@@ -183,8 +171,8 @@ class Trainer:
 
     def _train(self, col: CollectorClient) -> TrainResult:
         tr, a = self.spec.training, self.spec.algo
-        facts, names = col.facts, col.counter_names
-        agent, replay = self._build(facts)
+        env, names = col.spec, col.counter_names
+        agent, replay = self._build(env)
         self._set_threads(agent.device)
         start_iter = self._maybe_resume(agent, replay)
         self.iteration = start_iter
@@ -194,29 +182,46 @@ class Trainer:
             warn_bad_env_fraction=tr.warn_bad_env_fraction, max_bad_env_fraction=tr.max_bad_env_fraction,
             divergence_window=tr.divergence_window,
         )
-        metrics.banner(self.spec, facts, agent.device, self.dist)
+        metrics.banner(self.spec, env, agent.device, self.dist)
         if self.dist.world_size > 1:
             print(
                 f"unilab[rank {self.dist.rank}/{self.dist.world_size}]: collector pid {col.pid} pinned to "
-                f"cpu_ids={facts['cpu_ids']}, learner on {agent.device}",
+                f"cpu_ids={None if env.cpu_ids is None else list(env.cpu_ids)}, learner on {agent.device}",
                 flush=True,
             )
         interrupted = False
         rng = torch.Generator().manual_seed(a.seed + 7 * self.dist.rank)
-        obs_np, cobs_np = col["obs"], col["critic_obs"]
+        observations = [f.name for f in env.record if f.observation]
+        # a received step not yet in the replay: (what the action was chosen on + the action, the step)
+        pending: tuple[dict[str, torch.Tensor], dict[str, np.ndarray]] | None = None
+
+        def store_pending() -> None:
+            nonlocal pending
+            if pending is not None:
+                before, after = pending
+                pending = None
+                replay.extend(before, after)
+
         t_start = time.monotonic()
         try:
-            col.wait_step()
-            obs, cobs = observation_copy(obs_np), observation_copy(cobs_np)
+            step = col.wait_step()  # the reset
             metrics.start(self.iteration, col["counters"])
             while self.iteration < a.max_iterations:
                 it = self.iteration
+                # the collector waits only for actions: act on the new step and send first (DESIGN.md,
+                # "Collector critical path"); store the previous step and train while the env steps
                 with self.timer.phase("learner_act"):
                     if it < a.learning_starts and start_iter == 0:
-                        action = torch.rand((a.num_envs, facts["action_dim"]), generator=rng) * 2 - 1
+                        action = torch.rand((a.num_envs, env.action_dim), generator=rng) * 2 - 1
                     else:
-                        action = agent.act(obs)
+                        action = agent.act(torch.from_numpy(step["obs"]))
                     col.send_action(action.numpy())
+                with self.timer.phase("learner_replay_write"):
+                    store_pending()
+                    # the collector writes the next step into the other shared-memory slot; this one stays
+                    # until the next send, so copy what the replay needs of it one iteration later
+                    before = {name: observation_copy(step[name]) for name in observations}
+                    before["action"] = action
                 train_metrics: dict[str, float] = {}
                 with self.timer.phase("learner_train"):
                     if it >= a.learning_starts and replay.size > 0:
@@ -228,18 +233,12 @@ class Trainer:
                         if log_now:  # metrics read the device anyway: no extra sync
                             train_metrics["nonfinite_updates"] = self._check_finite(agent)
                 with self.timer.phase("learner_collector_wait"):
-                    col.wait_step()
-                with self.timer.phase("learner_replay_write"):
-                    replay.extend(
-                        obs, cobs, action,
-                        torch.from_numpy(col["reward"]), torch.from_numpy(col["final_obs"]),
-                        torch.from_numpy(col["final_critic_obs"]), torch.from_numpy(col["terminated"]),
-                        torch.from_numpy(col["truncated"]),
-                    )
-                    obs, cobs = observation_copy(obs_np), observation_copy(cobs_np)
+                    step = col.wait_step()
+                pending = (before, step)
                 self.iteration += 1
                 metrics.step(self.iteration, self.timer, train_metrics)
                 if tr.save_interval and self.iteration % tr.save_interval == 0:
+                    store_pending()  # a checkpoint holds every step up to its iteration
                     self.save(agent, replay)
                 out_of_time = tr.time_limit_s is not None and time.monotonic() - t_start >= tr.time_limit_s
                 if self.dist.world_size > 1:
@@ -248,9 +247,11 @@ class Trainer:
                 if out_of_time:
                     print(f"unilab: training.time_limit_s={tr.time_limit_s} reached at iteration {self.iteration}", flush=True)
                     break
+            store_pending()
         except KeyboardInterrupt as err:
             interrupted = True
             self.stop_signal = getattr(err, "signum", signal.SIGINT)
+            store_pending()  # a step that arrived is kept (the collector wrote it completely)
             print(f"\nunilab: interrupted at iteration {self.iteration}; saving a checkpoint", flush=True)
         except NonFiniteTraining:
             col.close()

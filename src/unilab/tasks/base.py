@@ -1,37 +1,184 @@
 """The env interface every unilab task offers the runtime (EnvPool-sized).
 
-Observations are a dict of float32 ``(num_envs, D)`` arrays: ``"policy"`` for
-the actor and ``"critic"`` for the (possibly privileged) critic. ``step``
-auto-resets finished envs: the returned observations of a done env are its
-first observations after the reset, and ``info["final_obs"]`` holds, in the
-done rows, the observations the episode ended on (the bootstrap target of a
-time-out). Time-outs are ``truncated``; failures are ``terminated``.
+``step`` (and ``reset``) write the env fields of the step record
+(``unilab.sim.spec``) straight into the caller's buffers ``out`` (for the
+collector: shared memory) and return them as ``obs, reward, terminated,
+truncated, info`` (``obs`` is ``{"obs", "critic_obs"}``: float32
+``(num_envs, D)`` arrays for the actor and the (possibly privileged) critic).
+Without ``out`` the env allocates fresh buffers each call.
+
+Every task has the same done semantics (:class:`EpisodeBook`): finished envs
+are auto-reset, so the returned observations of a done env are its first
+observations after the reset, and ``final_obs`` / ``final_critic_obs`` hold,
+in the done rows only, the observations the episode ended on (the bootstrap
+target of a time-out). Time-outs are ``truncated``; failures and diverged
+("bad") envs are ``terminated``; a bad env's reward is 0.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import numpy as np
 
+from unilab.sim.spec import FINAL, EnvSpec, allocate, env_outputs, observation_names
+from unilab.telemetry.phase_timer import PhaseTimer
+
 Obs = dict[str, np.ndarray]
+Buffers = Mapping[str, np.ndarray]
+StepResult = tuple[Obs, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]
 
 
 class VecEnv(Protocol):
-    """What the collector needs from a task."""
+    """Everything the collector, play and the benchmarks use of a task."""
 
     num_envs: int
     obs_dim: int
     critic_obs_dim: int
     action_dim: int
+    control_dt: float
+    """Seconds of simulated time per ``step``."""
+    timer: PhaseTimer
+    """Times ``backend_step``, ``update_state`` and ``reset_done`` of every step."""
+    reward_term_names: tuple[str, ...]
+    termination_names: tuple[str, ...]
 
-    def reset(self) -> Obs:
-        """Reset every env; return the first observations."""
+    @property
+    def spec(self) -> EnvSpec:
+        """Dims, term names, control dt and the physics pool's threading."""
 
-    def step(self, action: np.ndarray) -> tuple[Obs, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        """Apply ``action`` (num_envs, action_dim) in [-1, 1]; return obs, reward, terminated, truncated, info.
+    def reset(self, out: Buffers | None = None) -> Obs:
+        """Reset every env; write the first observations into ``out`` (or fresh arrays) and return them."""
 
-        ``info`` holds ``final_obs`` (as above), ``reward_terms`` (name -> (num_envs,)),
-        ``episode`` (``{"count", "return_mean", "length_mean"}`` of the episodes
-        that ended on this step) and ``num_bad_envs``.
+    def step(self, action: np.ndarray, out: Buffers | None = None) -> StepResult:
+        """Apply ``action`` (num_envs, action_dim) in [-1, 1]; write the step into ``out`` and return it.
+
+        ``info`` holds ``final_obs`` (observation name -> array, valid in done
+        rows only), ``reward_terms`` (name -> (num_envs,)), ``termination_terms``
+        (name -> (num_envs,) bool), ``episode`` (``{"count", "return_mean",
+        "length_mean"}`` of the episodes that ended on this step) and ``num_bad_envs``.
         """
+
+    def render_model(self) -> Any:
+        """The MjModel to film (what ``render_qpos`` positions)."""
+
+    def render_qpos(self, env: int = 0) -> np.ndarray:
+        """A copy of ``qpos`` of env ``env`` (one video frame)."""
+
+    def close(self) -> None:
+        """Release the physics pool (threads, pinned CPUs)."""
+
+
+class PoolEnv:
+    """The pool-backed parts of :class:`VecEnv` shared by the tasks (needs ``self.pool``)."""
+
+    pool: Any
+    num_envs: int
+    obs_dim: int
+    critic_obs_dim: int
+    action_dim: int
+    control_dt: float
+    reward_term_names: tuple[str, ...] = ()
+    termination_names: tuple[str, ...] = ()
+
+    @property
+    def spec(self) -> EnvSpec:
+        cpu_ids = self.pool.cpu_ids
+        return EnvSpec(
+            obs_dim=int(self.obs_dim), critic_obs_dim=int(self.critic_obs_dim), action_dim=int(self.action_dim),
+            control_dt=float(self.control_dt), reward_terms=tuple(self.reward_term_names),
+            termination_terms=tuple(self.termination_names), nthread=self.pool.nthread,
+            cpu_ids=None if cpu_ids is None else tuple(cpu_ids), persistent=bool(self.pool.persistent),
+        )
+
+    def buffers(self) -> dict[str, np.ndarray]:
+        """Fresh arrays for one step's env outputs (what ``step`` writes when given no ``out``)."""
+        return allocate(env_outputs(self.spec.record), self.num_envs)
+
+    def render_model(self) -> Any:
+        return self.pool.model
+
+    def render_qpos(self, env: int = 0) -> np.ndarray:
+        return self.pool.qpos[env].copy()
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+class EpisodeBook:
+    """Per-env episode return and length, and the auto-reset every task shares.
+
+    A task's ``step`` calls :meth:`begin_step` (lengths count this step), fills
+    ``out["obs"]``/``out["critic_obs"]``, then :meth:`settle` (done semantics)
+    and :meth:`auto_reset` (final observations, episode stats, restart).
+    """
+
+    def __init__(self, num_envs: int, observations: tuple[str, ...] = ("obs", "critic_obs")):
+        self.returns = np.zeros(num_envs, dtype=np.float64)
+        self.lengths = np.zeros(num_envs, dtype=np.int64)
+        self.observations = observations
+        self._num_bad = 0
+
+    def begin_step(self) -> None:
+        self.lengths += 1
+
+    def settle(self, out: Buffers, reward: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
+               bad: np.ndarray) -> np.ndarray:
+        """Done semantics; writes reward/terminated/truncated into ``out`` and returns the done mask.
+
+        A bad (diverged) env is terminated with reward 0; a time-out counts
+        only for an env that did not terminate. ``reward`` is modified in place.
+        """
+        terminated = terminated | bad
+        truncated = truncated & ~terminated
+        reward[bad] = 0.0
+        self.returns += reward
+        out["reward"][...] = reward
+        out["terminated"][...] = terminated
+        out["truncated"][...] = truncated
+        self._num_bad = int(bad.sum())
+        return terminated | truncated
+
+    def auto_reset(self, out: Buffers, done: np.ndarray, restart: Callable[[np.ndarray], None],
+                   reward_terms: dict[str, np.ndarray], termination_terms: dict[str, np.ndarray]) -> dict[str, Any]:
+        """Copy the done rows' observations into ``final_<obs>``, restart them, return ``info``.
+
+        ``restart(ids)`` resets those envs and writes their first observations
+        into the ``ids`` rows of ``out``'s observations.
+        """
+        ids = np.flatnonzero(done)
+        episode: dict[str, Any] = {"count": int(ids.size), "return_mean": 0.0, "length_mean": 0.0}
+        if ids.size:
+            episode["return_mean"] = float(self.returns[ids].mean())
+            episode["length_mean"] = float(self.lengths[ids].mean())
+            for name in self.observations:
+                out[FINAL + name][ids] = out[name][ids]
+            restart(ids)
+            self.returns[ids] = 0.0
+            self.lengths[ids] = 0
+        return {
+            "final_obs": {name: out[FINAL + name] for name in self.observations},
+            "reward_terms": reward_terms,
+            "termination_terms": termination_terms,
+            "episode": episode,
+            "num_bad_envs": self._num_bad,
+        }
+
+    def reset_all(self) -> None:
+        self.returns[...] = 0.0
+        self.lengths[...] = 0
+
+
+def observations(out: Buffers, names: tuple[str, ...] = ("obs", "critic_obs")) -> Obs:
+    """The observation arrays of ``out`` (what ``reset``/``step`` return as ``obs``)."""
+    return {name: out[name] for name in names}
+
+
+def result(out: Buffers, info: dict[str, Any]) -> StepResult:
+    """``step``'s return value from the buffers it wrote."""
+    return observations(out), out["reward"], out["terminated"], out["truncated"], info
+
+
+__all__ = ["Buffers", "EpisodeBook", "Obs", "PoolEnv", "StepResult", "VecEnv", "observation_names",
+           "observations", "result"]

@@ -3,24 +3,38 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from importlib import import_module
 from typing import Any
 
 from unilab.dataclass_config import build_dataclass
 from unilab.tasks.base import VecEnv
 
+# task name -> "module:class" of its config dataclass, importable without the env (no mujoco):
+# the train CLI registers these as the `task` group's structured configs and validates with them
+CONFIGS: dict[str, str] = {
+    "pendulum": "unilab.tasks.pendulum.config:PendulumConfig",
+    "g1_motion_tracking": "unilab.tasks.g1_motion_tracking.config:MotionTrackingConfig",
+}
+
+
+def config_class(name: str) -> type:
+    """The config dataclass of task ``name`` (ValueError for an unknown task)."""
+    if name not in CONFIGS:
+        raise ValueError(f"unknown task {name!r}; known tasks: {sorted(CONFIGS)}")
+    module, _, cls = CONFIGS[name].partition(":")
+    return getattr(import_module(module), cls)
+
 
 def _pendulum() -> tuple[type, Callable[..., VecEnv]]:
-    from unilab.tasks.pendulum.config import PendulumConfig  # noqa: PLC0415
     from unilab.tasks.pendulum.env import PendulumEnv  # noqa: PLC0415
 
-    return PendulumConfig, PendulumEnv
+    return config_class("pendulum"), PendulumEnv
 
 
 def _g1() -> tuple[type, Callable[..., VecEnv]]:
-    from unilab.tasks.g1_motion_tracking.config import G1TaskConfig  # noqa: PLC0415
-    from unilab.tasks.g1_motion_tracking.env import G1MotionTrackingEnv  # noqa: PLC0415
+    from unilab.tasks.g1_motion_tracking.env import MotionTrackingEnv  # noqa: PLC0415
 
-    return G1TaskConfig, G1MotionTrackingEnv
+    return config_class("g1_motion_tracking"), MotionTrackingEnv
 
 
 # imported lazily: building a pendulum should not import the G1 stack
@@ -31,13 +45,8 @@ TASKS: dict[str, Callable[[], tuple[type, Callable[..., VecEnv]]]] = {
 
 
 def task_config(name: str, values: Mapping[str, Any]) -> Any:
-    """The typed config of task ``name`` from a plain mapping (unknown keys raise)."""
-    if name not in TASKS:
-        raise ValueError(f"unknown task {name!r}; known tasks: {sorted(TASKS)}")
-    cls, _ = TASKS[name]()
-    if hasattr(cls, "from_dict"):  # a config that validates itself after parsing
-        return cls.from_dict(dict(values))
-    return build_dataclass(cls, values, f"task {name!r}")
+    """The typed, validated config of task ``name`` from a plain mapping (errors name the key)."""
+    return build_dataclass(config_class(name), values, "task")
 
 
 def make_env(name: str, cfg: Any, num_envs: int, pool_kwargs: dict | None = None, seed: int = 0) -> VecEnv:

@@ -1,11 +1,24 @@
-"""FastSAC: off-policy soft actor-critic for massively parallel envs."""
+"""FastSAC: off-policy soft actor-critic for massively parallel envs.
 
-from .agent import FastSAC
-from .config import SACConfig
-from .device import resolve_device
-from .networks import Actor, CriticEnsemble, project_distribution
-from .normalizer import RunningNormalizer
-from .replay import ReplayBuffer
+The names below are imported on first use, so that ``unilab.algo.sac.config``
+(SACConfig: what ``train --help`` and config validation need) loads without torch.
+"""
+
+from importlib import import_module
+from typing import Any
+
+_HOME = {
+    "Actor": "networks", "CriticEnsemble": "networks", "project_distribution": "networks",
+    "FastSAC": "agent", "ReplayBuffer": "replay", "RunningNormalizer": "normalizer",
+    "SACConfig": "config", "resolve_device": "device",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f".{_HOME[name]}", __name__), name)
+
 
 __all__ = [
     "Actor",

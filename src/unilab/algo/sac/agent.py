@@ -21,11 +21,11 @@ from .config import SACConfig
 from .device import resolve_device
 from .networks import Actor, CriticEnsemble, project_distribution
 from .normalizer import RunningNormalizer
+from .replay import BATCH_KEYS
 
 # counters of nonfinite_counts(): updates with any skipped step, steps skipped per optimiser,
 # and the current run of consecutive updates with a skipped step
 NONFINITE_KEYS = ("updates", "critic", "actor", "alpha", "streak")
-_BATCH_KEYS = ("obs", "critic_obs", "actions", "rewards", "next_obs", "next_critic_obs", "bootstrap", "discount")
 
 
 class FastSAC:
@@ -33,8 +33,8 @@ class FastSAC:
 
     Args:
         cfg: hyperparameters.
-        obs_dim: actor observation width (``obs["policy"]``).
-        critic_obs_dim: critic observation width (``obs["critic"]``).
+        obs_dim: actor observation width (``obs["obs"]``).
+        critic_obs_dim: critic observation width (``obs["critic_obs"]``).
         action_dim: action width; actions are in [-1, 1].
         device: overrides ``cfg.device`` when given ("auto", "cpu", "cuda", ...).
 
@@ -217,10 +217,10 @@ class FastSAC:
         latest actor step). With ``return_metrics=False`` it skips the
         device->host sync and returns an empty dict.
         """
-        missing = [k for k in _BATCH_KEYS if k not in batch]
+        missing = [k for k in BATCH_KEYS if k not in batch]
         if missing:
             raise ValueError(f"FastSAC.update: batch is missing keys {missing}")
-        b = {k: batch[k].to(self.device, non_blocking=True) for k in _BATCH_KEYS}
+        b = {k: batch[k].to(self.device, non_blocking=True) for k in BATCH_KEYS}
 
         self.obs_normalizer.update(b["obs"], all_reduce=self.stats_sync)
         self.critic_obs_normalizer.update(b["critic_obs"], all_reduce=self.stats_sync)
@@ -231,7 +231,7 @@ class FastSAC:
         alpha = self.log_alpha.detach().exp()
 
         critic_loss, q_mean, q_target_mean = self._critic_loss_fn(
-            obs_c, b["actions"], b["rewards"], next_obs, next_obs_c, b["bootstrap"], b["discount"], alpha)
+            obs_c, b["action"], b["rewards"], next_obs, next_obs_c, b["bootstrap"], b["discount"], alpha)
         critic_grad_norm, critic_skipped = self._step(self.critic_optimizer, critic_loss, list(self.critic.parameters()))
         actor_skipped = alpha_skipped = torch.zeros((), device=self.device)
         metrics = {

@@ -1,10 +1,11 @@
 """FastSAC hyperparameters.
 
-Every knob of the algorithm lives here; ``config/algo/sac.yaml`` mirrors this
-dataclass field for field so Hydra overrides such as ``algo.num_envs=4096``
-reach it unchanged. Defaults follow the published FastSAC humanoid recipe
-(massively parallel envs, large batches, several updates per env step, large
-soft-update rate, LayerNorm MLPs).
+Every knob of the algorithm and its default lives here, once: the dataclass is
+the Hydra ``algo`` group's structured config (``config/algo/sac.yaml`` only
+names it, presets such as ``sac_cpu.yaml`` list just what they change), so an
+override such as ``algo.num_envs=4096`` is type-checked against it. Defaults
+follow the published FastSAC humanoid recipe (massively parallel envs, large
+batches, several updates per env step, large soft-update rate, LayerNorm MLPs).
 """
 
 from __future__ import annotations
@@ -124,38 +125,38 @@ class SACConfig:
         for name in positive_ints:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
-                raise ValueError(f"SACConfig.{name} must be a positive int, got {value!r}")
+                raise ValueError(f"algo.{name} must be a positive int, got {value!r}")
         if self.learning_starts < 0:
-            raise ValueError(f"SACConfig.learning_starts must be >= 0, got {self.learning_starts}")
+            raise ValueError(f"algo.learning_starts must be >= 0, got {self.learning_starts}")
         if not 0.0 < self.gamma <= 1.0:
-            raise ValueError(f"SACConfig.gamma must be in (0, 1], got {self.gamma}")
+            raise ValueError(f"algo.gamma must be in (0, 1], got {self.gamma}")
         if not 0.0 < self.tau <= 1.0:
-            raise ValueError(f"SACConfig.tau must be in (0, 1], got {self.tau}")
+            raise ValueError(f"algo.tau must be in (0, 1], got {self.tau}")
         for name in ("actor_lr", "critic_lr", "alpha_lr", "alpha_init"):
             if getattr(self, name) <= 0.0:
-                raise ValueError(f"SACConfig.{name} must be > 0, got {getattr(self, name)}")
+                raise ValueError(f"algo.{name} must be > 0, got {getattr(self, name)}")
         for name in ("weight_decay", "max_grad_norm", "obs_norm_eps"):
             if getattr(self, name) < 0.0:
-                raise ValueError(f"SACConfig.{name} must be >= 0, got {getattr(self, name)}")
+                raise ValueError(f"algo.{name} must be >= 0, got {getattr(self, name)}")
         if self.n_steps > self.buffer_size:
             raise ValueError(
-                f"SACConfig.n_steps ({self.n_steps}) exceeds buffer_size ({self.buffer_size})"
+                f"algo.n_steps ({self.n_steps}) exceeds buffer_size ({self.buffer_size})"
             )
         for name in ("actor_hidden_dims", "critic_hidden_dims"):
             dims = list(getattr(self, name))
             if not dims or any(int(d) < 1 for d in dims):
-                raise ValueError(f"SACConfig.{name} must be a non-empty list of positive ints, got {dims}")
+                raise ValueError(f"algo.{name} must be a non-empty list of positive ints, got {dims}")
         if self.activation not in ("silu", "relu", "elu", "tanh"):
-            raise ValueError(f"SACConfig.activation must be silu/relu/elu/tanh, got {self.activation!r}")
+            raise ValueError(f"algo.activation must be silu/relu/elu/tanh, got {self.activation!r}")
         if self.log_std_min >= self.log_std_max:
             raise ValueError(
-                f"SACConfig.log_std_min ({self.log_std_min}) must be < log_std_max ({self.log_std_max})"
+                f"algo.log_std_min ({self.log_std_min}) must be < log_std_max ({self.log_std_max})"
             )
         if self.distributional:
             if self.num_atoms < 2:
-                raise ValueError(f"SACConfig.num_atoms must be >= 2, got {self.num_atoms}")
+                raise ValueError(f"algo.num_atoms must be >= 2, got {self.num_atoms}")
             if self.v_min >= self.v_max:
-                raise ValueError(f"SACConfig.v_min ({self.v_min}) must be < v_max ({self.v_max})")
+                raise ValueError(f"algo.v_min ({self.v_min}) must be < v_max ({self.v_max})")
 
     def resolved_target_entropy(self, action_dim: int) -> float:
         """Entropy target for an action space of ``action_dim`` dimensions."""
@@ -167,13 +168,10 @@ class SACConfig:
     def from_mapping(cls, values: Mapping[str, Any]) -> "SACConfig":
         """Build from a plain mapping (e.g. a Hydra/OmegaConf ``algo`` node).
 
-        Unknown keys raise ValueError so a typo in an override is never ignored.
+        Unknown keys and values of the wrong type raise ValueError naming the key,
+        so a typo in an override is never ignored.
         """
-        kwargs = dict(values)
-        for name in ("actor_hidden_dims", "critic_hidden_dims"):
-            if name in kwargs and isinstance(kwargs[name], (list, tuple)):
-                kwargs[name] = [int(d) for d in kwargs[name]]
-        return build_dataclass(cls, kwargs, "algo")
+        return build_dataclass(cls, values, "algo")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-dict copy (for checkpoints and logging)."""

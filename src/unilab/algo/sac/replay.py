@@ -9,13 +9,30 @@ autoreset), which makes truncated windows bootstrap from the right state.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
 import psutil
 import torch
 
+from unilab.sim.spec import FINAL, NEXT, Field
 
-def transition_nbytes(obs_dim: int, critic_obs_dim: int, action_dim: int) -> int:
-    """Storage bytes of one transition (float32 obs/next obs/action/reward, two bool flags)."""
-    return 4 * (2 * (obs_dim + critic_obs_dim) + action_dim + 1) + 2
+# what ``sample`` returns; the agent trains on these
+BATCH_KEYS = ("obs", "critic_obs", "action", "rewards", "next_obs", "next_critic_obs", "bootstrap", "discount")
+# names a checkpoint's replay state used before the step record named them
+_OLD_STATE_NAMES = {"action": "actions", "reward": "rewards"}
+
+
+def stored_fields(record: Sequence[Field]) -> tuple[Field, ...]:
+    """What the buffer stores per transition: every record field, plus ``next_<name>`` per observation."""
+    nxt = tuple(Field(NEXT + f.name, f.shape, f.dtype) for f in record if f.observation)
+    return (*record, *nxt)
+
+
+def transition_nbytes(record: Sequence[Field]) -> int:
+    """Storage bytes of one transition."""
+    return sum(int(np.prod(f.shape, dtype=np.int64)) * np.dtype(f.dtype).itemsize for f in stored_fields(record))
 
 
 def available_memory_bytes(device: torch.device) -> int:
@@ -39,26 +56,23 @@ class ReplayBuffer:
     - ``discount``: ``gamma^k`` (multiply with ``bootstrap`` for the target)
     """
 
-    def __init__(self, num_envs: int, capacity: int, obs_dim: int, critic_obs_dim: int,
-                 action_dim: int, *, n_steps: int = 1, gamma: float = 0.99,
-                 device: torch.device | str = "cpu", seed: int = 0) -> None:
-        if min(num_envs, capacity, obs_dim, critic_obs_dim, action_dim, n_steps) < 1:
+    def __init__(self, num_envs: int, capacity: int, record: Sequence[Field], *, n_steps: int = 1,
+                 gamma: float = 0.99, device: torch.device | str = "cpu", seed: int = 0) -> None:
+        dims = {f.name: int(np.prod(f.shape, dtype=np.int64)) for f in record}
+        if min(num_envs, capacity, n_steps, *dims.values()) < 1:
             raise ValueError(
                 "ReplayBuffer sizes must be >= 1: "
-                f"num_envs={num_envs} capacity={capacity} obs_dim={obs_dim} "
-                f"critic_obs_dim={critic_obs_dim} action_dim={action_dim} n_steps={n_steps}"
+                f"num_envs={num_envs} capacity={capacity} n_steps={n_steps} field sizes {dims}"
             )
         if n_steps > capacity:
             raise ValueError(f"n_steps ({n_steps}) exceeds capacity ({capacity})")
+        self.record = tuple(record)
         self.num_envs = int(num_envs)
         self.capacity = int(capacity)
-        self.obs_dim = int(obs_dim)
-        self.critic_obs_dim = int(critic_obs_dim)
-        self.action_dim = int(action_dim)
         self.n_steps = int(n_steps)
         self.gamma = float(gamma)
         self.device = torch.device(device)
-        need = self.num_envs * self.capacity * transition_nbytes(obs_dim, critic_obs_dim, action_dim)
+        need = self.num_envs * self.capacity * transition_nbytes(self.record)
         free = available_memory_bytes(self.device)
         if need > free:
             raise MemoryError(
@@ -67,21 +81,23 @@ class ReplayBuffer:
                 "lower algo.buffer_size (transitions per env) or algo.num_envs"
             )
         shape = (self.num_envs, self.capacity)
-        f32 = dict(dtype=torch.float32, device=self.device)
-        self.obs = torch.zeros(*shape, self.obs_dim, **f32)
-        self.critic_obs = torch.zeros(*shape, self.critic_obs_dim, **f32)
-        self.actions = torch.zeros(*shape, self.action_dim, **f32)
-        self.rewards = torch.zeros(*shape, **f32)
-        self.next_obs = torch.zeros(*shape, self.obs_dim, **f32)
-        self.next_critic_obs = torch.zeros(*shape, self.critic_obs_dim, **f32)
-        self.terminated = torch.zeros(*shape, dtype=torch.bool, device=self.device)
-        self.truncated = torch.zeros(*shape, dtype=torch.bool, device=self.device)
+        self.storage: dict[str, torch.Tensor] = {
+            f.name: torch.zeros(*shape, *f.shape, dtype=_torch_dtype(f.dtype), device=self.device)
+            for f in stored_fields(self.record)
+        }
+        self.observations = tuple(f.name for f in self.record if f.observation)
         self.ptr = 0
         self.size = 0
         self._generator = torch.Generator(device=self.device)
         self._generator.manual_seed(int(seed))
         self._discount_powers = self.gamma ** torch.arange(self.n_steps + 1, dtype=torch.float32,
                                                             device=self.device)
+
+    def __getattr__(self, name: str) -> torch.Tensor:
+        storage = self.__dict__.get("storage")
+        if storage is not None and name in storage:
+            return storage[name]
+        raise AttributeError(name)
 
     def __len__(self) -> int:
         """Number of stored transitions over all envs."""
@@ -90,11 +106,9 @@ class ReplayBuffer:
     @property
     def nbytes(self) -> int:
         """Bytes held by the storage tensors."""
-        tensors = (self.obs, self.critic_obs, self.actions, self.rewards, self.next_obs,
-                   self.next_critic_obs, self.terminated, self.truncated)
-        return sum(t.numel() * t.element_size() for t in tensors)
+        return sum(t.numel() * t.element_size() for t in self.storage.values())
 
-    def _check(self, name: str, x: torch.Tensor, trailing: tuple[int, ...]) -> torch.Tensor:
+    def _check(self, name: str, x: Any, trailing: tuple[int, ...]) -> torch.Tensor:
         x = torch.as_tensor(x)
         expected = (self.num_envs, *trailing)
         if tuple(x.shape) != expected:
@@ -102,25 +116,29 @@ class ReplayBuffer:
         return x
 
     @torch.no_grad()
-    def extend(self, obs: torch.Tensor, critic_obs: torch.Tensor, action: torch.Tensor,
-               reward: torch.Tensor, next_obs: torch.Tensor, next_critic_obs: torch.Tensor,
-               terminated: torch.Tensor, truncated: torch.Tensor) -> None:
-        """Append one step of every env; all inputs are ``(num_envs, ...)`` on any device.
+    def extend(self, before: Mapping[str, Any], after: Mapping[str, Any]) -> None:
+        """Append one step of every env; arrays are ``(num_envs, ...)`` tensors or NumPy arrays on any device.
 
-        ``next_obs``/``next_critic_obs`` must be the true post-step observation
-        (the final observation for envs that just ended, not the reset one).
+        ``before``: the observation fields the action was chosen on, and the
+        action (the learner-written fields). ``after``: the step record the env
+        wrote for that action: every other field, the next observations and,
+        in the done rows (terminated | truncated) only, ``final_<obs>``. Other
+        rows of ``final_<obs>`` are never read.
         """
         p = self.ptr
-        self.obs[:, p] = self._check("obs", obs, (self.obs_dim,)).to(self.device, torch.float32)
-        self.critic_obs[:, p] = self._check("critic_obs", critic_obs, (self.critic_obs_dim,)).to(
-            self.device, torch.float32)
-        self.actions[:, p] = self._check("action", action, (self.action_dim,)).to(self.device, torch.float32)
-        self.rewards[:, p] = self._check("reward", reward, ()).to(self.device, torch.float32)
-        self.next_obs[:, p] = self._check("next_obs", next_obs, (self.obs_dim,)).to(self.device, torch.float32)
-        self.next_critic_obs[:, p] = self._check("next_critic_obs", next_critic_obs,
-                                                 (self.critic_obs_dim,)).to(self.device, torch.float32)
-        self.terminated[:, p] = self._check("terminated", terminated, ()).to(self.device, torch.bool)
-        self.truncated[:, p] = self._check("truncated", truncated, ()).to(self.device, torch.bool)
+        for f in self.record:
+            src = before if f.observation or f.writer != "env" else after
+            self.storage[f.name][:, p] = self._check(f.name, src[f.name], f.shape).to(
+                self.device, _torch_dtype(f.dtype))
+        # the done rows, found where the step lives (shared memory): only their final obs cross
+        rows = (torch.as_tensor(after["terminated"]) | torch.as_tensor(after["truncated"])).nonzero().flatten()
+        for name in self.observations:
+            nxt = self.storage[NEXT + name]
+            trailing = tuple(nxt.shape[2:])
+            nxt[:, p] = self._check(name, after[name], trailing).to(self.device, nxt.dtype)
+            if rows.numel():
+                final = self._check(FINAL + name, after[FINAL + name], trailing)
+                nxt[rows.to(self.device), p] = final[rows.to(final.device)].to(self.device, nxt.dtype)
         self.ptr = (p + 1) % self.capacity
         self.size = min(self.size + 1, self.capacity)
 
@@ -166,42 +184,36 @@ class ReplayBuffer:
         for j in range(self.n_steps):  # loop over the window, vectorised over the batch
             idx = (start + j) % self.capacity
             use = alive & (j < available)
-            returns += torch.where(use, self._discount_powers[j] * self.rewards[env, idx], 0.0)
+            returns += torch.where(use, self._discount_powers[j] * self.reward[env, idx], 0.0)
             length += use.long()
             last = torch.where(use, idx, last)
             done = self.terminated[env, idx] | self.truncated[env, idx]
             alive = use & ~done
 
-        return {
-            "obs": self.obs[env, start],
-            "critic_obs": self.critic_obs[env, start],
-            "actions": self.actions[env, start],
-            "rewards": returns,
-            "next_obs": self.next_obs[env, last],
-            "next_critic_obs": self.next_critic_obs[env, last],
-            "bootstrap": (~self.terminated[env, last]).float(),
-            "discount": self._discount_powers[length],
-            "n": length,
-        }
+        batch = {name: t[env, last if name.startswith(NEXT) else start] for name, t in self.storage.items()
+                 if name not in ("reward", "terminated", "truncated")}
+        batch["rewards"] = returns
+        batch["bootstrap"] = (~self.terminated[env, last]).float()
+        batch["discount"] = self._discount_powers[length]
+        batch["n"] = length
+        return batch
 
     def state_dict(self) -> dict:
         """Full buffer contents (for optional checkpointing of the replay)."""
-        return {
-            "obs": self.obs, "critic_obs": self.critic_obs, "actions": self.actions,
-            "rewards": self.rewards, "next_obs": self.next_obs, "next_critic_obs": self.next_critic_obs,
-            "terminated": self.terminated, "truncated": self.truncated,
-            "ptr": self.ptr, "size": self.size, "generator": self._generator.get_state(),
-        }
+        return {**self.storage, "ptr": self.ptr, "size": self.size, "generator": self._generator.get_state()}
 
     def load_state_dict(self, state: dict) -> None:
         """Restore contents saved by :meth:`state_dict` (shapes must match)."""
-        for name in ("obs", "critic_obs", "actions", "rewards", "next_obs", "next_critic_obs",
-                     "terminated", "truncated"):
-            dst = getattr(self, name)
-            src = state[name]
+        for name, dst in self.storage.items():
+            src = state[name] if name in state else state[_OLD_STATE_NAMES[name]]
             if tuple(src.shape) != tuple(dst.shape):
                 raise ValueError(f"replay state {name} has shape {tuple(src.shape)}, buffer has {tuple(dst.shape)}")
             dst.copy_(src.to(self.device))
         self.ptr = int(state["ptr"])
         self.size = int(state["size"])
         self._generator.set_state(state["generator"])
+
+
+def _torch_dtype(dtype: str) -> torch.dtype:
+    return {"float32": torch.float32, "float64": torch.float64, "bool": torch.bool, "int64": torch.int64,
+            "int32": torch.int32, "uint8": torch.uint8}[np.dtype(dtype).name]

@@ -1,4 +1,11 @@
-"""Typed configuration of the G1 motion-tracking task; mirrors config/task/g1_motion_tracking.yaml."""
+"""Typed configuration of the motion-tracking task (the G1 29-DoF defaults).
+
+``MotionTrackingConfig`` is the Hydra ``task`` group's structured config:
+every field, its default and its meaning live here once
+(``config/task/g1_motion_tracking.yaml`` only names it), and ``train --help``
+prints the docstrings below. The task runs any robot whose MJCF and clips fit
+(the tests use a two-joint robot).
+"""
 
 from __future__ import annotations
 
@@ -11,8 +18,6 @@ from typing import Any, Mapping
 import numpy as np
 
 from unilab.dataclass_config import build_dataclass
-
-YAML_PATH = Path(__file__).resolve().parents[2] / "config" / "task" / "g1_motion_tracking.yaml"
 
 _TRACKED = [
     "pelvis", "left_hip_roll_link", "left_knee_link", "left_ankle_roll_link",
@@ -29,19 +34,31 @@ class TrackingTerm:
     """A reward term: ``weight * term``; tracking terms use ``exp(-error / sigma^2)``."""
 
     weight: float = 1.0
+    """Weight in the reward sum (negative: a penalty)."""
     sigma: float | None = None
+    """Error scale: term = exp(-error / sigma^2) in [0, 1]; null for a penalty term."""
 
 
 @dataclass
 class RewardsConfig:
+    """Reward = sum of weight x term over these terms."""
+
     anchor_pos: TrackingTerm = field(default_factory=lambda: TrackingTerm(0.5, 0.3))
+    """Anchor body position, world frame (m)."""
     anchor_ori: TrackingTerm = field(default_factory=lambda: TrackingTerm(0.5, 0.4))
+    """Anchor body orientation angle (rad)."""
     body_pos: TrackingTerm = field(default_factory=lambda: TrackingTerm(1.0, 0.3))
+    """Tracked body positions, the reference re-anchored on the robot (m)."""
     body_ori: TrackingTerm = field(default_factory=lambda: TrackingTerm(1.0, 0.4))
+    """Tracked body orientation angles, the reference re-anchored on the robot (rad)."""
     body_lin_vel: TrackingTerm = field(default_factory=lambda: TrackingTerm(1.0, 1.0))
+    """Tracked body linear velocities (m/s)."""
     body_ang_vel: TrackingTerm = field(default_factory=lambda: TrackingTerm(1.0, 3.14))
+    """Tracked body angular velocities (rad/s)."""
     action_rate: TrackingTerm = field(default_factory=lambda: TrackingTerm(-0.1))
+    """Penalty on the sum of squared action changes between policy steps."""
     joint_limit: TrackingTerm = field(default_factory=lambda: TrackingTerm(-10.0))
+    """Penalty on the sum of joint excursions past the soft joint range (rad)."""
 
 
 TRACKING_TERMS = ("anchor_pos", "anchor_ori", "body_pos", "body_ori", "body_lin_vel", "body_ang_vel")
@@ -50,59 +67,107 @@ PENALTY_TERMS = ("action_rate", "joint_limit")
 
 @dataclass
 class TerminationsConfig:
+    """An episode fails (terminated) when the robot strays this far from the reference."""
+
     anchor_height: float = 0.25
+    """Largest |reference anchor z - robot anchor z| (m)."""
     anchor_orientation: float = 0.8
+    """Largest difference of the anchors' projected-gravity z components (0..2)."""
     end_effector_height: float = 0.25
+    """Largest |reference z - robot z| of any end effector (m)."""
 
 
 @dataclass
 class ResetNoiseConfig:
+    """Uniform +-noise added to the reference start state of a reset."""
+
     root_pos: list[float] = field(default_factory=lambda: [0.05, 0.05, 0.01])
+    """Root position noise, x y z (m)."""
     root_rpy: list[float] = field(default_factory=lambda: [0.1, 0.1, 0.2])
+    """Root orientation noise, roll pitch yaw (rad)."""
     root_lin_vel: list[float] = field(default_factory=lambda: [0.5, 0.5, 0.2])
+    """Root linear velocity noise, x y z (m/s)."""
     root_ang_vel: list[float] = field(default_factory=lambda: [0.52, 0.52, 0.78])
+    """Root angular velocity noise, x y z (rad/s)."""
     joint_pos: float = 0.1
+    """Joint position noise (rad), clipped to each joint's range."""
 
 
 @dataclass
 class ResetConfig:
+    """Where in the clips episodes start, and how the start state is perturbed."""
+
     sampling: str = "uniform"
+    """Start-frame sampling: uniform, or adaptive (favours frames where episodes fail)."""
     adaptive_bin_s: float = 1.0
+    """Adaptive sampling: width of a failure-statistics bin (s)."""
     adaptive_ema: float = 0.001
+    """Adaptive sampling: EMA rate of the per-bin failure rate."""
     adaptive_uniform_ratio: float = 0.1
+    """Adaptive sampling: probability mass mixed in uniformly."""
     adaptive_kernel_bins: int = 3
+    """Adaptive sampling: a failure also raises this many bins just before it."""
     adaptive_kernel_decay: float = 0.8
+    """Adaptive sampling: weight of bin k before the failure = decay^k."""
     noise: ResetNoiseConfig = field(default_factory=ResetNoiseConfig)
+    """Uniform +-noise added to the reference start state."""
 
 
 @dataclass
 class ObsNoiseConfig:
+    """Uniform +-noise added to the policy's observations only (0 disables; the critic sees clean values)."""
+
     anchor_pos: float = 0.0
+    """Noise of the anchor position relative to the reference (m)."""
     anchor_ori: float = 0.0
+    """Noise of the anchor orientation relative to the reference (rotation-matrix entries)."""
     base_lin_vel: float = 0.0
+    """Noise of the base linear velocity (m/s)."""
     base_ang_vel: float = 0.0
+    """Noise of the base angular velocity (rad/s)."""
     joint_pos: float = 0.0
+    """Noise of the joint positions relative to the defaults (rad)."""
     joint_vel: float = 0.0
+    """Noise of the joint velocities (rad/s)."""
 
 
 @dataclass
-class G1TaskConfig:
-    """Everything the task reads; see the YAML for the meaning of each field."""
+class MotionTrackingConfig:
+    """Everything the motion-tracking task reads (defaults: Unitree G1 29-DoF whole-body tracking)."""
 
     name: str = "g1_motion_tracking"
+    """Task registry name."""
+
+    # --- model and motions ---
     model_xml: str | None = None
-    motion_files: list[str] | None = None
+    """MJCF scene of the robot; null: the built-in G1 scene (fetched into $UNILAB_CACHE)."""
+    motion_files: Any = None
     """npz clips (BeyondMimic layout): a list of paths, or one path (a list of one);
     null: the built-in G1 clips."""
     include_object_clips: bool = False
+    """Also use the built-in clips recorded with an object (*_w_obj*); they are skipped by default."""
     include_terrain_clips: bool = False
+    """Also use the built-in clips recorded on terrain (*_slope*); skipped by default: the scene is flat."""
+
+    # --- simulation ---
     sim_dt: float = 0.005
+    """Physics timestep (s)."""
     decimation: int = 4
+    """Physics substeps per policy step (0.005 s x 4 = 50 Hz control)."""
     integrator: str | None = "implicitfast"
+    """MuJoCo integrator: euler, implicit, implicitfast or rk4; null keeps the model's."""
     max_episode_length_s: float | None = 10.0
+    """Time-out (truncation) even before the clip ends (s); null: only the clip's end."""
+
+    # --- bodies ---
     anchor_body: str = "torso_link"
+    """Body the reference is anchored on (one of tracked_bodies)."""
     tracked_bodies: list[str] = field(default_factory=lambda: list(_TRACKED))
+    """Bodies whose poses and velocities are tracked (rewards, critic observations)."""
     end_effector_bodies: list[str] = field(default_factory=lambda: list(_END_EFFECTORS))
+    """Tracked bodies checked by the end-effector height termination."""
+
+    # --- actuation: PD inside MuJoCo (motor actuators become position actuators) ---
     default_joint_pos: dict[str, float] = field(default_factory=lambda: {
         ".*_hip_pitch_joint": -0.312, ".*_knee_joint": 0.669, ".*_ankle_pitch_joint": -0.363,
         ".*_elbow_joint": 0.6, "left_shoulder_roll_joint": 0.2, ".*_shoulder_pitch_joint": 0.2,
@@ -112,6 +177,7 @@ class G1TaskConfig:
     every pattern (+task.default_joint_pos.left_knee_joint=0.5 overrides .*_knee_joint); other keys
     are regexes (full match) and two giving one joint different values are an error naming both;
     a plain-name key naming no joint is an error."""
+    # stiffness = armature x (2 pi 10 Hz)^2, damping = 2 x 2.0 x armature x (2 pi 10 Hz)
     kp: dict[str, float] = field(default_factory=lambda: {
         ".*_hip_pitch_joint": 40.18, ".*_hip_roll_joint": 99.10, ".*_hip_yaw_joint": 40.18,
         ".*_knee_joint": 99.10, ".*_ankle_(pitch|roll)_joint": 28.50, "waist_yaw_joint": 40.18,
@@ -128,16 +194,27 @@ class G1TaskConfig:
     })
     """N m s / rad, {joint name or regex: value}; every actuated joint needs a value; keys as for kp."""
     action_scale: float = 1.0
+    """PD target = default + scale_j x action, action in [-1, 1]; scale_j per action_scale_mode."""
     action_scale_mode: str = "effort_over_kp"
+    """effort_over_kp: scale_j = action_scale x effort_limit_j / kp_j; radians: scale_j = action_scale."""
     clip_targets_to_joint_range: bool = False
+    """true: actuator ctrlrange = joint range (targets clamped); false: targets unclamped."""
+
+    # --- observations, rewards, terminations, resets ---
     obs_noise: ObsNoiseConfig = field(default_factory=ObsNoiseConfig)
+    """Uniform +-noise added to the policy observations only (0 disables)."""
     rewards: RewardsConfig = field(default_factory=RewardsConfig)
+    """Reward terms: weight x term; tracking terms are exp(-error / sigma^2) in [0, 1]."""
     soft_joint_limit_factor: float = 0.9
+    """Soft joint range (for the joint_limit penalty) = this fraction of each joint's range, centred."""
     terminations: TerminationsConfig = field(default_factory=TerminationsConfig)
+    """Failure thresholds (the episode is terminated)."""
     reset: ResetConfig = field(default_factory=ResetConfig)
+    """Start-frame sampling and start-state noise."""
 
     def __post_init__(self) -> None:
         self.motion_files = motion_file_list(self.motion_files)
+        self.validate()
 
     @property
     def control_dt(self) -> float:
@@ -147,42 +224,43 @@ class G1TaskConfig:
     def validate(self) -> None:
         """Raise ValueError naming the first invalid field."""
         if not self.sim_dt > 0:
-            raise ValueError(f"sim_dt must be > 0, got {self.sim_dt}")
+            raise ValueError(f"task.sim_dt must be > 0, got {self.sim_dt}")
         if int(self.decimation) != self.decimation or self.decimation < 1:
-            raise ValueError(f"decimation must be an int >= 1, got {self.decimation}")
+            raise ValueError(f"task.decimation must be an int >= 1, got {self.decimation}")
         if self.integrator not in (None, "euler", "implicit", "implicitfast", "rk4"):
-            raise ValueError(f"integrator must be euler|implicit|implicitfast|rk4|null, got {self.integrator!r}")
+            raise ValueError(f"task.integrator must be euler|implicit|implicitfast|rk4|null, got {self.integrator!r}")
         if self.action_scale_mode not in ("effort_over_kp", "radians"):
-            raise ValueError(f"action_scale_mode must be effort_over_kp|radians, got {self.action_scale_mode!r}")
+            raise ValueError(f"task.action_scale_mode must be effort_over_kp|radians, got {self.action_scale_mode!r}")
         if self.reset.sampling not in ("uniform", "adaptive"):
-            raise ValueError(f"reset.sampling must be uniform|adaptive, got {self.reset.sampling!r}")
+            raise ValueError(f"task.reset.sampling must be uniform|adaptive, got {self.reset.sampling!r}")
         if self.anchor_body not in self.tracked_bodies:
-            raise ValueError(f"anchor_body {self.anchor_body!r} must be one of tracked_bodies")
+            raise ValueError(f"task.anchor_body {self.anchor_body!r} must be one of tracked_bodies")
         missing = [b for b in self.end_effector_bodies if b not in self.tracked_bodies]
         if missing:
-            raise ValueError(f"end_effector_bodies must be tracked bodies; not tracked: {missing}")
+            raise ValueError(f"task.end_effector_bodies must be tracked bodies; not tracked: {missing}")
         for name in TRACKING_TERMS:
             term = getattr(self.rewards, name)
             if term.sigma is None or not term.sigma > 0:
-                raise ValueError(f"rewards.{name}.sigma must be > 0, got {term.sigma}")
+                raise ValueError(f"task.rewards.{name}.sigma must be > 0, got {term.sigma}")
         if not 0 < self.soft_joint_limit_factor <= 1:
-            raise ValueError(f"soft_joint_limit_factor must be in (0, 1], got {self.soft_joint_limit_factor}")
+            raise ValueError(f"task.soft_joint_limit_factor must be in (0, 1], got {self.soft_joint_limit_factor}")
         if self.max_episode_length_s is not None and not self.max_episode_length_s > 0:
-            raise ValueError(f"max_episode_length_s must be > 0 or null, got {self.max_episode_length_s}")
+            raise ValueError(f"task.max_episode_length_s must be > 0 or null, got {self.max_episode_length_s}")
+
+    def check_paths(self) -> None:
+        """The user's model and clips exist (checked before training starts anything)."""
+        if self.model_xml is not None and not Path(self.model_xml).expanduser().is_file():
+            raise ValueError(f"task.model_xml={self.model_xml}: no such file (expected an MJCF file, or null)")
+        for i, path in enumerate(self.motion_files or ()):
+            if not Path(path).expanduser().is_file():
+                raise ValueError(
+                    f"task.motion_files[{i}]={path}: no such file (expected npz clips: a path or a list of paths, or null)"
+                )
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "G1TaskConfig":
+    def from_dict(cls, data: Mapping[str, Any]) -> "MotionTrackingConfig":
         """Build from a plain mapping (e.g. ``OmegaConf.to_container(cfg.task)``); unknown keys raise."""
-        cfg = build_dataclass(cls, dict(data), "task")
-        cfg.validate()
-        return cfg
-
-    @classmethod
-    def from_yaml(cls, path: str | Path = YAML_PATH) -> "G1TaskConfig":
-        """Load a task YAML (default: the packaged one)."""
-        from omegaconf import OmegaConf
-
-        return cls.from_dict(OmegaConf.to_container(OmegaConf.load(str(path)), resolve=True))
+        return build_dataclass(cls, data, "task")
 
 
 def motion_file_list(value: Any, key: str = "task.motion_files") -> list[str] | None:

@@ -13,15 +13,14 @@ Every per-env computation is a Numba kernel or a NumPy expression over
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
-from typing import Any
-
 import mujoco
 import numpy as np
 
+from unilab.sim.mujoco.pd_model import actuated_joints, effort_limits, make_pd_model
 from unilab.sim.mujoco.pool import BatchEnvPool
-from unilab.tasks.g1_motion_tracking.config import G1TaskConfig, match_joint_values, motion_file_list
+from unilab.tasks.base import Buffers, EpisodeBook, Obs, PoolEnv, StepResult, observations, result
+from unilab.tasks.g1_motion_tracking.config import MotionTrackingConfig, match_joint_values, motion_file_list
 from unilab.tasks.g1_motion_tracking.motion import MotionLibrary
 from unilab.tasks.g1_motion_tracking.observations import (
     critic_obs_dim,
@@ -44,7 +43,7 @@ _INTEGRATORS = {
 _POOL_OUTPUTS = ("xpos", "xquat", "cvel", "subtree_com")
 
 
-def load_task_model(cfg: G1TaskConfig) -> mujoco.MjModel:
+def load_task_model(cfg: MotionTrackingConfig) -> mujoco.MjModel:
     """The configured MJCF (a user's file, or the built-in G1 scene)."""
     if cfg.model_xml:
         path = Path(cfg.model_xml).expanduser()
@@ -56,7 +55,7 @@ def load_task_model(cfg: G1TaskConfig) -> mujoco.MjModel:
     return g1.load_model()
 
 
-def task_motion_files(cfg: G1TaskConfig) -> list[Path]:
+def task_motion_files(cfg: MotionTrackingConfig) -> list[Path]:
     """The configured clips (a user's list, or the built-in G1 clips)."""
     files = motion_file_list(cfg.motion_files)  # also when set after construction
     if files:
@@ -67,69 +66,7 @@ def task_motion_files(cfg: G1TaskConfig) -> list[Path]:
                            include_terrain_clips=cfg.include_terrain_clips)
 
 
-def actuated_joints(model: mujoco.MjModel, joint_names: list[str]) -> np.ndarray:
-    """For each actuator, the index of its joint in ``joint_names``; every joint must have one actuator."""
-    idx = []
-    for a in range(model.nu):
-        if model.actuator_trntype[a] != mujoco.mjtTrn.mjTRN_JOINT:
-            raise ValueError(f"actuator {model.actuator(a).name!r} does not drive a joint")
-        name = model.joint(int(model.actuator_trnid[a, 0])).name
-        if name not in joint_names:
-            raise ValueError(f"actuator {model.actuator(a).name!r} drives {name!r}, which is not a hinge/slide joint")
-        idx.append(joint_names.index(name))
-    unact = [n for i, n in enumerate(joint_names) if i not in idx]
-    if unact or len(set(idx)) != len(idx):
-        raise ValueError(f"motion tracking needs exactly one actuator per joint; unactuated: {unact}")
-    return np.array(idx, dtype=np.int64)
-
-
-def effort_limits(model: mujoco.MjModel) -> np.ndarray:
-    """Per-actuator torque limit: forcerange if limited, else the motor's ctrlrange x gear (inf if neither)."""
-    out = np.full(model.nu, np.inf)
-    gear = np.abs(model.actuator_gear[:, 0])
-    for a in range(model.nu):
-        if model.actuator_forcelimited[a]:
-            out[a] = np.max(np.abs(model.actuator_forcerange[a])) * gear[a]
-        elif model.actuator_ctrllimited[a] and model.actuator_gaintype[a] == mujoco.mjtGain.mjGAIN_FIXED:
-            out[a] = np.max(np.abs(model.actuator_ctrlrange[a])) * abs(model.actuator_gainprm[a, 0]) * gear[a]
-    return out
-
-
-def make_pd_model(model: mujoco.MjModel, kp: np.ndarray, kd: np.ndarray, effort: np.ndarray,
-                  joint_ranges: np.ndarray | None) -> mujoco.MjModel:
-    """Copy of ``model`` whose actuators are PD position servos.
-
-    force = kp (ctrl - q) - kd qdot, clamped to +-effort: gain fixed kp, bias
-    affine (0, -kp, -kd), gear 1.  ``joint_ranges`` (nu, 2) clamps the
-    targets; None leaves them unclamped.
-    """
-    m = copy.deepcopy(model)
-    for a in range(m.nu):
-        m.actuator_dyntype[a] = mujoco.mjtDyn.mjDYN_NONE
-        m.actuator_dynprm[a] = 0.0
-        m.actuator_gear[a] = 0.0
-        m.actuator_gear[a, 0] = 1.0
-        m.actuator_gaintype[a] = mujoco.mjtGain.mjGAIN_FIXED
-        m.actuator_gainprm[a] = 0.0
-        m.actuator_gainprm[a, 0] = kp[a]
-        m.actuator_biastype[a] = mujoco.mjtBias.mjBIAS_AFFINE
-        m.actuator_biasprm[a] = 0.0
-        m.actuator_biasprm[a, 1] = -kp[a]
-        m.actuator_biasprm[a, 2] = -kd[a]
-        if np.isfinite(effort[a]):
-            m.actuator_forcelimited[a] = 1
-            m.actuator_forcerange[a] = (-effort[a], effort[a])
-        else:
-            m.actuator_forcelimited[a] = 0
-        if joint_ranges is not None:
-            m.actuator_ctrllimited[a] = 1
-            m.actuator_ctrlrange[a] = joint_ranges[a]
-        else:
-            m.actuator_ctrllimited[a] = 0
-    return m
-
-
-class G1MotionTrackingEnv:
+class MotionTrackingEnv(PoolEnv):
     """Vectorised motion-tracking env (see ``unilab.tasks.base.VecEnv``).
 
     Args:
@@ -139,7 +76,7 @@ class G1MotionTrackingEnv:
         seed: seed of the start-frame sampling, reset noise and observation noise.
     """
 
-    def __init__(self, cfg: G1TaskConfig, num_envs: int, pool_kwargs: dict | None = None, seed: int = 0):
+    def __init__(self, cfg: MotionTrackingConfig, num_envs: int, pool_kwargs: dict | None = None, seed: int = 0):
         cfg.validate()
         self.cfg = cfg
         self.num_envs = int(num_envs)
@@ -217,8 +154,7 @@ class G1MotionTrackingEnv:
         n, nb = self.num_envs, len(self.body_ids)
         self.clip = np.zeros(n, dtype=np.int64)
         self.frame = np.zeros(n, dtype=np.int64)
-        self.episode_len = np.zeros(n, dtype=np.int64)
-        self.episode_return = np.zeros(n, dtype=np.float64)
+        self.book = EpisodeBook(n)
         self.action = np.zeros((n, self.action_dim))
         self.last_action = np.zeros((n, self.action_dim))
         self._ctrl = np.zeros((n, self.action_dim))
@@ -258,11 +194,15 @@ class G1MotionTrackingEnv:
                            self.root_ids, self.qpos_adr, self.dof_adr, *bufs)
         return bufs
 
-    def _observe(self, state: tuple, ref, last_action: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _observe(self, state: tuple, ref, last_action: np.ndarray, policy: np.ndarray | None = None,
+                 critic: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Observations of the rows in ``state`` into ``policy``/``critic`` (fresh arrays when None)."""
         body_pos, body_quat, _, _, joint_pos, joint_vel, base_lin_b, base_ang_b = state
         k = body_pos.shape[0]
-        policy = np.empty((k, self.obs_dim), dtype=np.float32)
-        critic = np.empty((k, self.critic_obs_dim), dtype=np.float32)
+        if policy is None:
+            policy = np.empty((k, self.obs_dim), dtype=np.float32)
+        if critic is None:
+            critic = np.empty((k, self.critic_obs_dim), dtype=np.float32)
         noise = self.rng.uniform(-1.0, 1.0, size=(k, self.obs_dim)) if self._use_obs_noise else self._zero_noise
         a = self.anchor
         fill_observations(a, body_pos, body_quat, joint_pos, joint_vel, base_lin_b, base_ang_b,
@@ -275,13 +215,15 @@ class G1MotionTrackingEnv:
         return policy, critic
 
     # ------------------------------------------------------------------
-    def reset(self) -> dict[str, np.ndarray]:
-        """Restart every env at a sampled clip frame; return the first observations."""
+    def reset(self, out: Buffers | None = None) -> Obs:
+        """Restart every env at a sampled clip frame; write and return the first observations."""
+        out = self.buffers() if out is None else out
         rows = self._all_rows
         self._restart(rows)
+        self.book.reset_all()
         state = self._gather(rows)
-        policy, critic = self._observe(state, self._reference(), self.last_action)
-        return {"policy": policy, "critic": critic}
+        self._observe(state, self._reference(), self.last_action, out["obs"], out["critic_obs"])
+        return observations(out)
 
     def _restart(self, rows: np.ndarray) -> None:
         """Sample start frames for ``rows`` and write the (noisy) reference state into the pool."""
@@ -291,21 +233,20 @@ class G1MotionTrackingEnv:
         ref = self.motion.lookup(clip, frame)
         qpos, qvel = start_state(ref, self.cfg.reset.noise, self.rng, self.qpos_adr, self.joint_lo, self.joint_hi)
         self.pool.reset(rows, qpos, qvel)
-        self.episode_len[rows] = 0
-        self.episode_return[rows] = 0.0
         self.last_action[rows] = 0.0
 
-    def step(self, action: np.ndarray):
+    def step(self, action: np.ndarray, out: Buffers | None = None) -> StepResult:
         """Advance every env one policy step; auto-reset finished ones.
 
         Returns ``(obs, reward, terminated, truncated, info)`` as in
-        ``unilab.tasks.base.VecEnv``.  ``terminated`` marks failures (including
-        diverged envs, counted in ``info["num_bad_envs"]``, whose reward is 0);
-        ``truncated`` marks clip ends and time-outs.  ``info["final_obs"]``
-        holds the pre-reset observations in done rows (it is ``obs`` itself
-        when nothing ended); ``info["reward_terms"]`` the unweighted terms,
-        ``info["termination_terms"]`` each failure condition.
+        ``unilab.tasks.base.VecEnv`` (written into ``out``).  ``terminated``
+        marks failures (including diverged envs, counted in
+        ``info["num_bad_envs"]``, whose reward is 0); ``truncated`` marks clip
+        ends and time-outs.  ``info["final_obs"]`` holds the pre-reset
+        observations in done rows only; ``info["reward_terms"]`` the
+        unweighted terms, ``info["termination_terms"]`` each failure condition.
         """
+        out = self.buffers() if out is None else out
         timer = self.timer
         action = np.asarray(action)
         if action.shape != (self.num_envs, self.action_dim):
@@ -319,7 +260,7 @@ class G1MotionTrackingEnv:
 
         with timer.phase("update_state"):
             self.frame += 1
-            self.episode_len += 1
+            self.book.begin_step()
             ref = self._reference()
             state = self._gather(self._all_rows)
             body_pos, body_quat, body_lin, body_ang = state[:4]
@@ -330,45 +271,26 @@ class G1MotionTrackingEnv:
                 self.action, self.last_action)
             termination_kernel(self.anchor, self.ee_index, body_pos, body_quat, ref.body_pos_w, ref.body_quat_w,
                                self.thresholds, self._conds)
-            terminated = self._conds.any(axis=1) | bad
             clip_end = self.frame >= self.motion.num_frames[self.clip] - 1
-            truncated = (clip_end | (self.episode_len >= self.max_episode_steps)) & ~terminated
-            reward[bad] = 0.0
+            timeout = clip_end | (self.book.lengths >= self.max_episode_steps)
+            done = self.book.settle(out, reward, self._conds.any(axis=1), timeout, bad)
             self._terms[bad] = 0.0
             self.last_action[...] = self.action
-            policy, critic = self._observe(state, ref, self.last_action)
-            self.episode_return += reward
+            self._observe(state, ref, self.last_action, out["obs"], out["critic_obs"])
+
+        def restart(ids: np.ndarray) -> None:
+            self._restart(ids)
+            new_p, new_c = self._observe(self._gather(ids), self._reference(ids), self.last_action[ids])
+            out["obs"][ids] = new_p
+            out["critic_obs"][ids] = new_c
 
         with timer.phase("reset_done"):
-            done = terminated | truncated
             done_ids = np.flatnonzero(done)
             # failure statistics decay every step, so record even when nothing ended
-            self.sampler.record(self.clip[done_ids], self.frame[done_ids], terminated[done_ids])
-            info: dict[str, Any] = {
-                "reward_terms": {name: self._terms[:, i].astype(np.float32) for i, name in enumerate(TERM_NAMES)},
-                "num_bad_envs": int(bad.sum()),
-                "termination_terms": {name: self._conds[:, i].copy() for i, name in enumerate(CONDITION_NAMES)},
-            }
-            if done_ids.size:
-                info["episode"] = {
-                    "count": int(done_ids.size),
-                    "return_mean": float(self.episode_return[done_ids].mean()),
-                    "length_mean": float(self.episode_len[done_ids].mean()),
-                }
-                final = {"policy": policy, "critic": critic}
-                policy = policy.copy()
-                critic = critic.copy()
-                self._restart(done_ids)
-                new_state = self._gather(done_ids)
-                new_p, new_c = self._observe(new_state, self._reference(done_ids), self.last_action[done_ids])
-                policy[done_ids] = new_p
-                critic[done_ids] = new_c
-            else:
-                info["episode"] = {"count": 0, "return_mean": 0.0, "length_mean": 0.0}
-                final = {"policy": policy, "critic": critic}
-            info["final_obs"] = final
-        return ({"policy": policy, "critic": critic}, reward.astype(np.float32), terminated, truncated, info)
-
-    def close(self) -> None:
-        """Release the physics pool."""
-        self.pool.close()
+            self.sampler.record(self.clip[done_ids], self.frame[done_ids], out["terminated"][done_ids])
+            info = self.book.auto_reset(
+                out, done, restart,
+                reward_terms={name: self._terms[:, i].astype(np.float32) for i, name in enumerate(TERM_NAMES)},
+                termination_terms={name: self._conds[:, i].copy() for i, name in enumerate(CONDITION_NAMES)},
+            )
+        return result(out, info)

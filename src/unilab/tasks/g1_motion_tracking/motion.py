@@ -23,7 +23,7 @@ import mujoco
 import numpy as np
 from mujoco import batch as mjbatch
 
-from unilab.tasks.g1_motion_tracking.math import quat_normalize, quat_rotate_inv, quat_slerp
+from unilab.sim.quat import quat_normalize, quat_rotate_inv, quat_slerp
 
 REQUIRED_KEYS = ("fps", "joint_pos", "joint_vel", "joint_names")
 _FK_CHUNK = 4096  # frames per forward-kinematics batch (bounds memory on long clips)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from unilab.tasks.g1_motion_tracking.math import quat_mul_nb, quat_rotate_nb
+from unilab.sim.quat import quat_mul_nb, quat_rotate_nb
 
 
 def policy_obs_dim(num_joints: int) -> int:

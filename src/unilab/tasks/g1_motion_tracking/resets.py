@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from unilab.tasks.g1_motion_tracking.config import ResetConfig, ResetNoiseConfig
-from unilab.tasks.g1_motion_tracking.math import quat_mul, quat_normalize, quat_rotate_inv
+from unilab.sim.quat import quat_mul, quat_normalize, quat_rotate_inv
 from unilab.tasks.g1_motion_tracking.motion import MotionFrames, MotionLibrary
 
 

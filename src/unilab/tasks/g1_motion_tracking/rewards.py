@@ -21,7 +21,7 @@ import numpy as np
 from numba import njit
 
 from unilab.tasks.g1_motion_tracking.config import PENALTY_TERMS, TRACKING_TERMS, RewardsConfig
-from unilab.tasks.g1_motion_tracking.math import quat_angle_sq_nb, quat_mul_nb, quat_rotate_nb, yaw_of_nb
+from unilab.sim.quat import quat_angle_sq_nb, quat_mul_nb, quat_rotate_nb, yaw_of_nb
 
 TERM_NAMES = TRACKING_TERMS + PENALTY_TERMS
 

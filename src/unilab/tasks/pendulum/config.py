@@ -1,8 +1,9 @@
-"""Pendulum swing-up settings (mirrored by config/task/pendulum.yaml)."""
+"""Pendulum swing-up settings: the `task` group's structured config when --task pendulum (config/task/pendulum.yaml names it)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass
@@ -25,3 +26,8 @@ class PendulumConfig:
     """Weight of action^2 in the cost."""
     init_velocity: float = 1.0
     """Initial angular velocity is uniform in [-init_velocity, init_velocity]."""
+
+    def check_paths(self) -> None:
+        """The user's model exists (checked before training starts anything)."""
+        if self.model_path is not None and not Path(self.model_path).expanduser().is_file():
+            raise ValueError(f"task.model_path={self.model_path}: no such file (expected an MJCF file, or null)")

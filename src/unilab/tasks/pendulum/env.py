@@ -2,23 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import mujoco
 import numpy as np
 
 from unilab.sim.mujoco.pool import BatchEnvPool
+from unilab.tasks.base import Buffers, EpisodeBook, Obs, PoolEnv, StepResult, observations, result
 from unilab.tasks.pendulum.config import PendulumConfig
 from unilab.telemetry.phase_timer import PhaseTimer
 
 
-class PendulumEnv:
+class PendulumEnv(PoolEnv):
     """Vectorised pendulum swing-up (see :class:`unilab.tasks.base.VecEnv`)."""
 
     obs_dim = 3
     critic_obs_dim = 3
     action_dim = 1
     reward_term_names = ("angle", "velocity", "action")
+    termination_names = ()
 
     def __init__(self, cfg: PendulumConfig, num_envs: int, pool_kwargs: dict | None = None, seed: int = 0):
         from unilab.assets.builtin import pendulum_xml_path  # noqa: PLC0415
@@ -32,33 +32,36 @@ class PendulumEnv:
         self.num_envs = num_envs
         self.control_dt = model.opt.timestep * cfg.substeps
         self.rng = np.random.default_rng(seed)
-        self.t = np.zeros(num_envs, dtype=np.int64)
-        self.ep_return = np.zeros(num_envs)
+        self.book = EpisodeBook(num_envs)
 
-    def _obs(self) -> dict[str, np.ndarray]:
-        th, thd = self.pool.qpos[:, 0], self.pool.qvel[:, 0]
+    def _observe(self, out: Buffers, rows: np.ndarray | slice = slice(None)) -> None:
+        th, thd = self.pool.qpos[rows, 0], self.pool.qvel[rows, 0]
         o = np.stack([np.cos(th), np.sin(th), thd], axis=1).astype(np.float32)
-        return {"policy": o, "critic": o}
+        out["obs"][rows] = o
+        out["critic_obs"][rows] = o
 
     def _reset_ids(self, ids: np.ndarray) -> None:
         n = ids.size
         qpos = self.rng.uniform(-np.pi, np.pi, (n, 1))
         qvel = self.rng.uniform(-self.cfg.init_velocity, self.cfg.init_velocity, (n, 1))
         self.pool.reset(ids, qpos, qvel)
-        self.t[ids] = 0
-        self.ep_return[ids] = 0.0
 
-    def reset(self) -> dict[str, np.ndarray]:
+    def reset(self, out: Buffers | None = None) -> Obs:
         """Reset every env to a random angle and velocity."""
+        out = self.buffers() if out is None else out
         self._reset_ids(np.arange(self.num_envs))
-        return self._obs()
+        self.book.reset_all()
+        self._observe(out)
+        return observations(out)
 
-    def step(self, action: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+    def step(self, action: np.ndarray, out: Buffers | None = None) -> StepResult:
         """One control step of every env (see VecEnv.step)."""
+        out = self.buffers() if out is None else out
         a = np.clip(np.asarray(action, dtype=np.float64).reshape(self.num_envs, 1), -1.0, 1.0)
         with self.timer.phase("backend_step"):
             bad = self.pool.step(a, self.cfg.substeps).copy()
         with self.timer.phase("update_state"):
+            self.book.begin_step()
             th = np.angle(np.exp(1j * self.pool.qpos[:, 0]))  # wrap to [-pi, pi]
             thd = self.pool.qvel[:, 0]
             terms = {
@@ -67,27 +70,14 @@ class PendulumEnv:
                 "action": -self.cfg.action_cost * a[:, 0] ** 2,
             }
             reward = (terms["angle"] + terms["velocity"] + terms["action"]).astype(np.float32)
-            reward[bad] = 0.0
-            self.t += 1
-            self.ep_return += reward
-            truncated = (self.t >= self.cfg.episode_length) | bad
-            terminated = np.zeros(self.num_envs, dtype=bool)
-            obs = self._obs()
+            timeout = self.book.lengths >= self.cfg.episode_length
+            done = self.book.settle(out, reward, np.zeros(self.num_envs, dtype=bool), timeout, bad)
+            self._observe(out)
+
+        def restart(ids: np.ndarray) -> None:
+            self._reset_ids(ids)
+            self._observe(out, ids)
+
         with self.timer.phase("reset_done"):
-            done = np.flatnonzero(truncated)
-            final_obs = {k: v.copy() for k, v in obs.items()}
-            episode = {"count": int(done.size)}
-            if done.size:
-                episode["return_mean"] = float(self.ep_return[done].mean())
-                episode["length_mean"] = float(self.t[done].mean())
-                self._reset_ids(done)
-                fresh = self._obs()
-                for k in obs:
-                    obs[k][done] = fresh[k][done]
-        info = {
-            "final_obs": final_obs,
-            "reward_terms": {k: v.astype(np.float32) for k, v in terms.items()},
-            "episode": episode,
-            "num_bad_envs": int(bad.sum()),
-        }
-        return obs, reward, terminated, truncated, info
+            info = self.book.auto_reset(out, done, restart, {k: v.astype(np.float32) for k, v in terms.items()}, {})
+        return result(out, info)

@@ -1,4 +1,4 @@
-"""Quaternion and rigid-transform helpers for motion tracking (MuJoCo convention: w, x, y, z).
+"""Quaternion and rigid-transform helpers (MuJoCo convention: w, x, y, z).
 
 Two flavours: NumPy functions over ``(..., 4)`` / ``(..., 3)`` arrays for
 set-up code and tests, and Numba scalar kernels (``*_nb``) that the hot-path

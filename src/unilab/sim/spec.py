@@ -1,0 +1,100 @@
+"""What an env is (``EnvSpec``) and the one declaration of the step record.
+
+Every per-step array that crosses a boundary (env -> shared memory ->
+learner -> replay buffer -> agent batch) is declared here once, as a
+``Field(name, shape, dtype)`` (the way EnvPool's ``StateSpec`` declares every
+output once). The env writes the env fields, the transport allocates them,
+the replay buffer stores them, all by these names:
+
+- ``obs`` / ``critic_obs``: the actor's and the critic's observation (after
+  an auto-reset: the first observation of the new episode);
+- ``action``: written by the learner, read by the env;
+- ``reward``, ``terminated`` (failure, incl. diverged envs), ``truncated``
+  (time-out);
+- for every observation field ``X`` the env also writes ``final_X``: the
+  observation the episode ended on, in the done rows (terminated | truncated)
+  only; other rows of ``final_X`` are left as they were (garbage to readers).
+
+The replay buffer stores every record field plus ``next_X`` per observation
+field (``X`` of the next step, or ``final_X`` where that step was done).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+FINAL = "final_"
+NEXT = "next_"
+
+
+@dataclass(frozen=True)
+class Field:
+    """One array of the step record: ``(num_envs, *shape)`` of ``dtype``."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    observation: bool = False
+    """An observation: also crosses as ``final_<name>`` (done rows) and is stored as ``next_<name>``."""
+    writer: str = "env"
+    """Who fills it each step: ``"env"`` (``env.step``) or ``"learner"`` (the action)."""
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """The facts about a built env that the learner and the tools need."""
+
+    obs_dim: int
+    critic_obs_dim: int
+    action_dim: int
+    control_dt: float
+    reward_terms: tuple[str, ...] = ()
+    termination_terms: tuple[str, ...] = ()
+    nthread: int | None = None
+    cpu_ids: tuple[int, ...] | None = None
+    persistent: bool = False
+    extra_fields: tuple[Field, ...] = field(default=())
+    """Task-specific record fields beyond the standard ones (declared by the task)."""
+
+    @property
+    def record(self) -> tuple[Field, ...]:
+        return step_record(self.obs_dim, self.critic_obs_dim, self.action_dim, self.extra_fields)
+
+
+def step_record(obs_dim: int, critic_obs_dim: int, action_dim: int,
+                extra: Sequence[Field] = ()) -> tuple[Field, ...]:
+    """The step record of an env with these widths."""
+    return (
+        Field("obs", (int(obs_dim),), "float32", observation=True),
+        Field("critic_obs", (int(critic_obs_dim),), "float32", observation=True),
+        Field("action", (int(action_dim),), "float32", writer="learner"),
+        Field("reward", (), "float32"),
+        Field("terminated", (), "bool"),
+        Field("truncated", (), "bool"),
+        *extra,
+    )
+
+
+def observation_names(record: Iterable[Field]) -> tuple[str, ...]:
+    return tuple(f.name for f in record if f.observation)
+
+
+def env_outputs(record: Iterable[Field]) -> tuple[Field, ...]:
+    """The arrays ``env.step`` fills: the env fields plus ``final_<obs>`` per observation field."""
+    out: list[Field] = []
+    finals: list[Field] = []
+    for f in record:
+        if f.writer != "env":
+            continue
+        out.append(f)
+        if f.observation:
+            finals.append(Field(FINAL + f.name, f.shape, f.dtype))
+    return (*out, *finals)
+
+
+def allocate(fields: Iterable[Field], num_envs: int) -> dict[str, np.ndarray]:
+    """Zeroed ``(num_envs, *shape)`` arrays for ``fields``."""
+    return {f.name: np.zeros((num_envs, *f.shape), dtype=f.dtype) for f in fields}
