@@ -6,16 +6,16 @@ import mujoco
 import numpy as np
 import pytest
 
+from unilab.sim.quat import quat_mul, quat_normalize
 from unilab.tasks.g1_motion_tracking.config import (
     MotionTrackingConfig,
     ResetConfig,
     ResetNoiseConfig,
-    TRACKING_TERMS,
 )
-from unilab.tasks.g1_motion_tracking.env import MotionTrackingEnv
-from unilab.sim.quat import quat_mul, quat_normalize
+from unilab.tasks.g1_motion_tracking.env import SUBPHASES, MotionTrackingEnv
 from unilab.tasks.g1_motion_tracking.observations import policy_obs_slices
 from unilab.tasks.g1_motion_tracking.resets import StartFrameSampler
+from unilab.tasks.g1_motion_tracking.rewards import TRACKING_TERMS
 
 ROBOT_XML = """
 <mujoco model="tiny_tracker">
@@ -242,7 +242,7 @@ def test_random_actions_run_and_stay_finite(tiny_cfg):
         assert set(info["reward_terms"]) == set(env.reward_term_names)
         ended += info["episode"]["count"]
     assert ended > 0
-    assert set(env.timer.summary()) == {"backend_step", "update_state", "reset_done"}
+    assert set(env.timer.summary()) == {"backend_step", "update_state", "reset_done", *SUBPHASES}
     assert env.timer.summary()["backend_step"].count == 40
 
 

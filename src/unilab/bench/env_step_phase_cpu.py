@@ -8,7 +8,13 @@ the same start states ("raw pool"), and prints per run
 
 plus env steps/s, raw pool steps/s, and the two ratios the performance bar is
 about: (update_state + reset_done) / env.step wall, and env / raw steps/s.
-A step/s counts one policy step of one env.
+A step/s counts one policy step of one env. Then a sub-phase breakdown of the
+host phases (lookup, gather, rewards, terminations, observations; restart in
+reset_done: ms per env.step and cores), a spin check (raw ``pool.step`` right
+after a parallel host phase vs alone: Numba's workers must not steal MuJoCo's
+cycles), and an Amdahl projection of each phase and of the host share to 16,
+32 and 64 cores from the parallel fraction measured here (DESIGN.md, "Scaling
+rule"; a projection, not a measurement).
 
     python scripts/benchmark/env/benchmark_env_step_phase_cpu.py --num-envs 1024 --steps 100
     python scripts/benchmark/env/benchmark_env_step_phase_cpu.py --compare-cpu-ids 0-1 --json out.json
@@ -27,9 +33,43 @@ from unilab.bench.report import format_table, write_json
 from unilab.sim import cpu
 from unilab.sim.mujoco.pool import BatchEnvPool
 from unilab.tasks.g1_motion_tracking.config import MotionTrackingConfig
-from unilab.tasks.g1_motion_tracking.env import MotionTrackingEnv
+from unilab.tasks.g1_motion_tracking.env import SUBPHASES, MotionTrackingEnv
 
 PHASES = ("backend_step", "update_state", "reset_done")
+PROJECT_CORES = (16, 32, 64)
+
+
+def amdahl(ms: float, cores: float, usable: int, n: int) -> float:
+    """Projected ms on ``n`` cores of a phase measured at ``ms`` using ``cores`` of ``usable``.
+
+    p = U/(U-1) (1 - 1/c) (U = 2: p = 2 (1 - 1/c)), T1 = ms c, T_N = T1 ((1 - p) + p / N).
+    """
+    c = min(max(cores, 1.0), float(usable))
+    p = usable / (usable - 1) * (1.0 - 1.0 / c) if usable > 1 else 0.0
+    p = min(max(p, 0.0), 1.0)
+    return ms * c * ((1.0 - p) + p / n)
+
+
+def spin_check(env: MotionTrackingEnv, raw: _RawRunner, reps: int = 6) -> dict:
+    """Raw pool.step wall ms alone vs right after a parallel host phase (rewards + observations of all envs)."""
+    rows = np.arange(env.num_envs, dtype=np.int64)
+    out = env.buffers()
+    alone, after = [], []
+    for i in range(2 * reps):
+        host = i % 2 == 1
+        if host:
+            # the env's own host kernels, without its pool step
+            env.rewards.compute(env.arrays, rows, env._terms)  # noqa: SLF001
+            env._observe(rows, out["obs"], out["critic_obs"])  # noqa: SLF001
+        else:
+            time.sleep(0.002)  # the same pause-free start: both begin from a just-finished Python call
+        c = raw.ctrls[i % len(raw.ctrls)]
+        w0 = time.perf_counter()
+        raw.pool.step(c, env.cfg.decimation)
+        (after if host else alone).append(1e3 * (time.perf_counter() - w0))
+        raw.pool.reset(raw.ids, raw.q0, raw.v0)
+    a, b = float(np.median(alone)), float(np.median(after))
+    return {"alone_ms": a, "after_host_ms": b, "ratio": b / a}
 
 
 class _EnvRunner:
@@ -140,6 +180,13 @@ def run_one(cfg: MotionTrackingConfig, num_envs: int, steps: int, warmup: int, b
 
     phases = {name: {"ms": s.mean_ms, "cores": s.cores, "count": s.count} for name, s in env.timer.summary().items()}
     phases["env.step"] = {"ms": 1e3 * envr.wall / steps, "cores": envr.cpu / envr.wall, "count": steps}
+    summary = env.timer.summary()
+    # ms per env.step (restart runs only on steps where an env ended)
+    subphases = {name: {"ms": summary[name].wall_ms_total / steps, "cores": summary[name].cores,
+                        "count": summary[name].count} for name in SUBPHASES if name in summary}
+    for name in SUBPHASES:
+        phases.pop(name, None)
+    spin = spin_check(env, raw)
     raw_stats = {"ms": 1e3 * raw.wall / steps, "cores": raw.cpu / raw.wall, "count": steps,
                  "nthread": raw.pool.nthread, "steps_per_sec": num_envs * steps / raw.wall}
     env_sps = num_envs * steps / envr.wall
@@ -157,11 +204,24 @@ def run_one(cfg: MotionTrackingConfig, num_envs: int, steps: int, warmup: int, b
         "env_over_raw": env_sps / raw_stats["steps_per_sec"],
         "episodes_ended": envr.ended,
         "mean_episode_length": envr.mean_episode_length,
+        "subphases": subphases,
+        "spin_check": spin,
+        "projection": project(phases, len(usable)),
     }
     raw.pool.close()
     env.close()
     _restore_affinity(usable)
     return res
+
+
+def project(phases: dict, usable: int) -> dict:
+    """Each phase's projected ms and the host share at PROJECT_CORES cores (Amdahl, from this machine)."""
+    out = {}
+    for n in PROJECT_CORES:
+        ms = {name: amdahl(phases[name]["ms"], phases[name]["cores"], usable, n) for name in PHASES}
+        host = ms["update_state"] + ms["reset_done"]
+        out[str(n)] = {"phases_ms": ms, "host_share": host / (host + ms["backend_step"])}
+    return out
 
 
 def _restore_affinity(cpus: list[int]) -> None:
@@ -180,6 +240,20 @@ def print_run(r: dict, num_envs: int) -> None:
     print(f"(update_state + reset_done) / env.step wall = {100 * r['host_fraction']:.1f} %   (bar <= 15 %)")
     print(f"env / raw steps/s                           = {r['env_over_raw']:.3f}   (bar >= 0.85)")
     print(f"episodes ended {r['episodes_ended']}, mean length {r['mean_episode_length']:.1f} steps")
+    sub = r["subphases"]
+    print("\nhost sub-phases (ms per env.step; restart = reset_done's restart of the ended envs)")
+    print(format_table(["sub-phase", "ms", "cores"], [[n, sub[n]["ms"], sub[n]["cores"]] for n in sub]))
+    sc = r["spin_check"]
+    print(f"\nspin check: raw pool.step alone {sc['alone_ms']:.1f} ms, right after a parallel host phase "
+          f"{sc['after_host_ms']:.1f} ms, ratio {sc['ratio']:.3f} (bar <= 1.02)")
+    print("\nprojection (Amdahl, NOT a measurement): with c cores used of U here, p = U/(U-1) (1 - 1/c) "
+          "(U = 2: p = 2 (1 - 1/c)),\nT1 = ms x c, T_N = T1 ((1 - p) + p / N); host share = "
+          "(update_state + reset_done) / (backend_step + update_state + reset_done)")
+    rows = []
+    for n, pr in r["projection"].items():
+        ms = pr["phases_ms"]
+        rows.append([n, ms["backend_step"], ms["update_state"], ms["reset_done"], f"{100 * pr['host_share']:.1f} %"])
+    print(format_table(["cores", "backend_step ms", "update_state ms", "reset_done ms", "host share"], rows))
 
 
 def main(argv: list[str] | None = None) -> int:

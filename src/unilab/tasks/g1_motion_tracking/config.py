@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -60,9 +61,6 @@ class RewardsConfig:
     joint_limit: TrackingTerm = field(default_factory=lambda: TrackingTerm(-10.0))
     """Penalty on the sum of joint excursions past the soft joint range (rad)."""
 
-
-TRACKING_TERMS = ("anchor_pos", "anchor_ori", "body_pos", "body_ori", "body_lin_vel", "body_ang_vel")
-PENALTY_TERMS = ("action_rate", "joint_limit")
 
 
 @dataclass
@@ -238,6 +236,9 @@ class MotionTrackingConfig:
         missing = [b for b in self.end_effector_bodies if b not in self.tracked_bodies]
         if missing:
             raise ValueError(f"task.end_effector_bodies must be tracked bodies; not tracked: {missing}")
+        # the term table imports this module
+        from unilab.tasks.g1_motion_tracking.rewards import TRACKING_TERMS  # noqa: PLC0415
+
         for name in TRACKING_TERMS:
             term = getattr(self.rewards, name)
             if term.sigma is None or not term.sigma > 0:
@@ -254,11 +255,12 @@ class MotionTrackingConfig:
         for i, path in enumerate(self.motion_files or ()):
             if not Path(path).expanduser().is_file():
                 raise ValueError(
-                    f"task.motion_files[{i}]={path}: no such file (expected npz clips: a path or a list of paths, or null)"
+                    f"task.motion_files[{i}]={path}: no such file "
+                    "(expected npz clips: a path or a list of paths, or null)"
                 )
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "MotionTrackingConfig":
+    def from_dict(cls, data: Mapping[str, Any]) -> MotionTrackingConfig:
         """Build from a plain mapping (e.g. ``OmegaConf.to_container(cfg.task)``); unknown keys raise."""
         return build_dataclass(cls, data, "task")
 
@@ -274,7 +276,7 @@ def motion_file_list(value: Any, key: str = "task.motion_files") -> list[str] | 
     if isinstance(value, (str, os.PathLike)):
         value = [value]
     elif not isinstance(value, (list, tuple)):
-        raise ValueError(  # noqa: TRY004 - config errors are ValueErrors (train: usage error, exit 2)
+        raise ValueError(
             f"{key} must be a path or a list of paths to npz clips, got {type(value).__name__} {value!r}"
         )
     out = []

@@ -7,31 +7,32 @@ One ``step``:
                   reward terms, terminations, time-outs
     reset_done    terminated | truncated | diverged envs restart at a sampled clip
                   frame (reference state written with ``pool.reset``)
-Every per-env computation is a Numba kernel or a NumPy expression over
-``(num_envs, ...)`` arrays.
+Every per-env computation is a parallel Numba driver over envs (``prange``;
+per-env writes only, so bit-identical at any thread count) generated from the
+term tables (:mod:`.terms`), or a NumPy expression over ``(num_envs, ...)``
+arrays; Numba runs as many threads as the pool, on the pool's CPUs
+(:mod:`unilab.sim.numba_threads`). Sub-phases (timer names): update_state =
+lookup, gather, rewards, terminations, observations; reset_done's restart.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+
 import mujoco
 import numpy as np
 
+from unilab.sim import numba_threads
 from unilab.sim.mujoco.pd_model import actuated_joints, effort_limits, make_pd_model
 from unilab.sim.mujoco.pool import BatchEnvPool
 from unilab.tasks.base import Buffers, EpisodeBook, Obs, PoolEnv, StepResult, observations, result
 from unilab.tasks.g1_motion_tracking.config import MotionTrackingConfig, match_joint_values, motion_file_list
 from unilab.tasks.g1_motion_tracking.motion import MotionLibrary
-from unilab.tasks.g1_motion_tracking.observations import (
-    critic_obs_dim,
-    fill_observations,
-    gather_robot_state,
-    noise_scale_vector,
-    policy_obs_dim,
-)
+from unilab.tasks.g1_motion_tracking.observations import ObsLayout, gather_robot_state, observation_driver
 from unilab.tasks.g1_motion_tracking.resets import StartFrameSampler, start_state
 from unilab.tasks.g1_motion_tracking.rewards import TERM_NAMES, RewardComputer
-from unilab.tasks.g1_motion_tracking.terminations import CONDITION_NAMES, termination_kernel, thresholds_vector
+from unilab.tasks.g1_motion_tracking.terminations import CONDITION_NAMES, termination_driver, thresholds_vector
+from unilab.tasks.g1_motion_tracking.terms import TaskArrays
 from unilab.telemetry.phase_timer import PhaseTimer
 
 _INTEGRATORS = {
@@ -41,6 +42,8 @@ _INTEGRATORS = {
     "rk4": mujoco.mjtIntegrator.mjINT_RK4,
 }
 _POOL_OUTPUTS = ("xpos", "xquat", "cvel", "subtree_com")
+# sub-phases timed inside update_state (the first five) and reset_done (restart), in env.timer
+SUBPHASES = ("lookup", "gather", "rewards", "terminations", "observations", "restart")
 
 
 def load_task_model(cfg: MotionTrackingConfig) -> mujoco.MjModel:
@@ -50,7 +53,7 @@ def load_task_model(cfg: MotionTrackingConfig) -> mujoco.MjModel:
         if not path.is_file():
             raise FileNotFoundError(f"task model_xml {path} does not exist")
         return mujoco.MjModel.from_xml_path(str(path))
-    from unilab.assets import g1
+    from unilab.assets import g1  # noqa: PLC0415 - only for the built-in G1 assets
 
     return g1.load_model()
 
@@ -60,7 +63,7 @@ def task_motion_files(cfg: MotionTrackingConfig) -> list[Path]:
     files = motion_file_list(cfg.motion_files)  # also when set after construction
     if files:
         return [Path(p).expanduser() for p in files]
-    from unilab.assets import g1
+    from unilab.assets import g1  # noqa: PLC0415 - only for the built-in G1 assets
 
     return g1.motion_paths(include_object_clips=cfg.include_object_clips,
                            include_terrain_clips=cfg.include_terrain_clips)
@@ -129,6 +132,8 @@ class MotionTrackingEnv(PoolEnv):
         kwargs.setdefault("substeps", cfg.decimation)
         self.pool = BatchEnvPool(self.model, self.num_envs, outputs=outputs, **kwargs)
         self.timer = PhaseTimer()
+        # Numba's host threads: as many as the pool's, on its CPUs
+        self.host_thread_ids = numba_threads.configure(self.pool.nthread, self.pool.cpu_ids)
 
         # kernels' constant inputs
         self.body_ids = lib.body_ids.astype(np.int64)
@@ -140,14 +145,15 @@ class MotionTrackingEnv(PoolEnv):
         self.thresholds = thresholds_vector(cfg.terminations)
         self.rewards = RewardComputer(cfg.rewards)
         self.sampler = StartFrameSampler(lib, cfg.reset)
-        self.noise_scale = noise_scale_vector(nj, cfg.obs_noise)
+        self.layout = ObsLayout(nj, len(cfg.tracked_bodies))
+        self.noise_scale = self.layout.noise_scale(cfg.obs_noise)
         self._use_obs_noise = bool(np.any(self.noise_scale))
         max_len = np.inf if cfg.max_episode_length_s is None else int(round(cfg.max_episode_length_s / self.control_dt))
         self.max_episode_steps = max_len
 
         self.action_dim = int(self.model.nu)
-        self.obs_dim = policy_obs_dim(nj)
-        self.critic_obs_dim = critic_obs_dim(nj, len(cfg.tracked_bodies))
+        self.obs_dim = self.layout.policy_dim
+        self.critic_obs_dim = self.layout.critic_dim
         self.reward_term_names = TERM_NAMES
         self.termination_names = CONDITION_NAMES
 
@@ -169,50 +175,36 @@ class MotionTrackingEnv(PoolEnv):
         self.base_ang_b = np.zeros((n, 3))
         self._terms = np.zeros((n, len(TERM_NAMES)))
         self._conds = np.zeros((n, len(CONDITION_NAMES)), dtype=bool)
+        self._failed = np.zeros(n, dtype=bool)
+        self.ref_index = np.zeros(n, dtype=np.int64)  # each env's reference frame: a row of the library arrays
         self._all_rows = np.arange(n, dtype=np.int64)
         self._zero_noise = np.zeros((1, self.obs_dim))
+        self.arrays = TaskArrays(
+            anchor=self.anchor, ee_index=self.ee_index, body_pos=self.body_pos, body_quat=self.body_quat,
+            body_lin=self.body_lin, body_ang=self.body_ang, joint_pos=self.joint_pos, joint_vel=self.joint_vel,
+            base_lin_b=self.base_lin_b, base_ang_b=self.base_ang_b, ref_index=self.ref_index,
+            ref_body_pos=lib.body_pos_w, ref_body_quat=lib.body_quat_w, ref_body_lin=lib.body_lin_vel_w,
+            ref_body_ang=lib.body_ang_vel_w, ref_joint_pos=lib.joint_pos, ref_joint_vel=lib.joint_vel,
+            soft_lo=self.soft_lo, soft_hi=self.soft_hi, default_joint_pos=self.default_joint_pos,
+            action=self.action, last_action=self.last_action,
+        )
+        self._obs_offsets = self.layout.offsets
+        self._obs_driver = observation_driver()
+        self._term_driver = termination_driver()
 
     # ------------------------------------------------------------------
-    def _reference(self, rows: np.ndarray | None = None):
-        """Reference frames of ``rows`` (all envs when None)."""
-        if rows is None:
-            return self.motion.lookup(self.clip, self.frame)
-        return self.motion.lookup(self.clip[rows], self.frame[rows])
-
-    def _gather(self, rows: np.ndarray) -> tuple:
-        """Robot state of ``rows`` into fresh arrays (all envs: the persistent buffers)."""
+    def _gather(self, rows: np.ndarray) -> None:
+        """Robot state of envs ``rows`` into their rows of the state buffers."""
         p = self.pool
-        if rows.shape[0] == self.num_envs:
-            bufs = (self.body_pos, self.body_quat, self.body_lin, self.body_ang, self.joint_pos, self.joint_vel,
-                    self.base_lin_b, self.base_ang_b)
-        else:
-            k = rows.shape[0]
-            bufs = tuple(np.empty((k, *b.shape[1:])) for b in (
-                self.body_pos, self.body_quat, self.body_lin, self.body_ang, self.joint_pos, self.joint_vel,
-                self.base_lin_b, self.base_ang_b))
         gather_robot_state(rows, p.xpos, p.xquat, p.cvel, p.subtree_com, p.qpos, p.qvel, self.body_ids,
-                           self.root_ids, self.qpos_adr, self.dof_adr, *bufs)
-        return bufs
+                           self.root_ids, self.qpos_adr, self.dof_adr, self.body_pos, self.body_quat, self.body_lin,
+                           self.body_ang, self.joint_pos, self.joint_vel, self.base_lin_b, self.base_ang_b)
 
-    def _observe(self, state: tuple, ref, last_action: np.ndarray, policy: np.ndarray | None = None,
-                 critic: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Observations of the rows in ``state`` into ``policy``/``critic`` (fresh arrays when None)."""
-        body_pos, body_quat, _, _, joint_pos, joint_vel, base_lin_b, base_ang_b = state
-        k = body_pos.shape[0]
-        if policy is None:
-            policy = np.empty((k, self.obs_dim), dtype=np.float32)
-        if critic is None:
-            critic = np.empty((k, self.critic_obs_dim), dtype=np.float32)
+    def _observe(self, rows: np.ndarray, policy: np.ndarray, critic: np.ndarray) -> None:
+        """Observations of envs ``rows`` (gathered state, ``ref_index``, ``last_action``) into their rows."""
+        k = rows.shape[0]
         noise = self.rng.uniform(-1.0, 1.0, size=(k, self.obs_dim)) if self._use_obs_noise else self._zero_noise
-        a = self.anchor
-        fill_observations(a, body_pos, body_quat, joint_pos, joint_vel, base_lin_b, base_ang_b,
-                          ref.body_pos_w[:, a], ref.body_quat_w[:, a], ref.joint_pos, ref.joint_vel,
-                          self.default_joint_pos, last_action, self.noise_scale, noise, policy, critic)
-        # a diverged env must not leak NaN/inf into the learner; it is reset on this step anyway
-        if not (np.isfinite(policy).all() and np.isfinite(critic).all()):
-            np.nan_to_num(policy, copy=False, nan=0.0, posinf=0.0, neginf=0.0)
-            np.nan_to_num(critic, copy=False, nan=0.0, posinf=0.0, neginf=0.0)
-        return policy, critic
+        self._obs_driver(self.arrays, rows, self._obs_offsets, self.noise_scale, noise, policy, critic)
 
     # ------------------------------------------------------------------
     def reset(self, out: Buffers | None = None) -> Obs:
@@ -221,8 +213,8 @@ class MotionTrackingEnv(PoolEnv):
         rows = self._all_rows
         self._restart(rows)
         self.book.reset_all()
-        state = self._gather(rows)
-        self._observe(state, self._reference(), self.last_action, out["obs"], out["critic_obs"])
+        self._gather(rows)
+        self._observe(rows, out["obs"], out["critic_obs"])
         return observations(out)
 
     def _restart(self, rows: np.ndarray) -> None:
@@ -230,10 +222,16 @@ class MotionTrackingEnv(PoolEnv):
         clip, frame = self.sampler.sample(rows.shape[0], self.rng)
         self.clip[rows] = clip
         self.frame[rows] = frame
-        ref = self.motion.lookup(clip, frame)
-        qpos, qvel = start_state(ref, self.cfg.reset.noise, self.rng, self.qpos_adr, self.joint_lo, self.joint_hi)
+        self.motion.flat_index_into(self.clip, self.frame, rows, self.ref_index)
+        qpos, qvel = start_state(self.motion, self.ref_index, rows, self.cfg.reset.noise, self.rng,
+                                 self.qpos_adr, self.joint_lo, self.joint_hi)
         self.pool.reset(rows, qpos, qvel)
         self.last_action[rows] = 0.0
+
+    def close(self) -> None:
+        if self.pool.cpu_ids is not None:
+            numba_threads.release()
+        super().close()
 
     def step(self, action: np.ndarray, out: Buffers | None = None) -> StepResult:
         """Advance every env one policy step; auto-reset finished ones.
@@ -258,31 +256,31 @@ class MotionTrackingEnv(PoolEnv):
             self._ctrl += self.action_default
             bad = self.pool.step(self._ctrl, self.cfg.decimation).copy()
 
+        rows, s = self._all_rows, self.arrays
         with timer.phase("update_state"):
             self.frame += 1
             self.book.begin_step()
-            ref = self._reference()
-            state = self._gather(self._all_rows)
-            body_pos, body_quat, body_lin, body_ang = state[:4]
-            reward = self.rewards.compute(
-                self._terms, self.anchor, (body_pos, body_quat, body_lin, body_ang),
-                (ref.body_pos_w, ref.body_quat_w, ref.body_lin_vel_w, ref.body_ang_vel_w),
-                state[4], self.soft_lo, self.soft_hi,
-                self.action, self.last_action)
-            termination_kernel(self.anchor, self.ee_index, body_pos, body_quat, ref.body_pos_w, ref.body_quat_w,
-                               self.thresholds, self._conds)
-            clip_end = self.frame >= self.motion.num_frames[self.clip] - 1
-            timeout = clip_end | (self.book.lengths >= self.max_episode_steps)
-            done = self.book.settle(out, reward, self._conds.any(axis=1), timeout, bad)
-            self._terms[bad] = 0.0
+            with timer.phase("lookup"):
+                self.motion.flat_index_into(self.clip, self.frame, rows, self.ref_index)
+            with timer.phase("gather"):
+                self._gather(rows)
+            with timer.phase("rewards"):
+                reward = self.rewards.compute(s, rows, self._terms)
+            with timer.phase("terminations"):
+                self._term_driver(s, rows, self.thresholds, self._conds, self._failed)
+                clip_end = self.frame >= self.motion.num_frames[self.clip] - 1
+                timeout = clip_end | (self.book.lengths >= self.max_episode_steps)
+                done = self.book.settle(out, reward, self._failed, timeout, bad)
+                self._terms[bad] = 0.0
             self.last_action[...] = self.action
-            self._observe(state, ref, self.last_action, out["obs"], out["critic_obs"])
+            with timer.phase("observations"):
+                self._observe(rows, out["obs"], out["critic_obs"])
 
         def restart(ids: np.ndarray) -> None:
-            self._restart(ids)
-            new_p, new_c = self._observe(self._gather(ids), self._reference(ids), self.last_action[ids])
-            out["obs"][ids] = new_p
-            out["critic_obs"][ids] = new_c
+            with timer.phase("restart"):
+                self._restart(ids)
+                self._gather(ids)
+                self._observe(ids, out["obs"], out["critic_obs"])
 
         with timer.phase("reset_done"):
             done_ids = np.flatnonzero(done)

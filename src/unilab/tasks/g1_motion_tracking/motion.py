@@ -22,6 +22,7 @@ from pathlib import Path
 import mujoco
 import numpy as np
 from mujoco import batch as mjbatch
+from numba import njit, prange
 
 from unilab.sim.quat import quat_normalize, quat_rotate_inv, quat_slerp
 
@@ -63,7 +64,8 @@ def model_joint_layout(model: mujoco.MjModel) -> tuple[list[str], np.ndarray, np
     free = np.flatnonzero(types == int(mujoco.mjtJoint.mjJNT_FREE))
     if free.size != 1 or free[0] != 0 or model.jnt_qposadr[0] != 0:
         raise ValueError("motion tracking needs a model whose first (and only) free joint is the floating base")
-    ids = [j for j in range(model.njnt) if types[j] in (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))]
+    hinge_or_slide = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
+    ids = [j for j in range(model.njnt) if types[j] in hinge_or_slide]
     if len(ids) != model.njnt - 1:
         raise ValueError("motion tracking supports free + hinge/slide joints only (no ball joints)")
     names = [model.joint(j).name for j in ids]
@@ -258,18 +260,11 @@ class MotionLibrary:
         self.joint_vel = np.ascontiguousarray(self.qvel[:, self.joint_dofadr])
         pos, quat, lin, ang = forward_kinematics(model, self.qpos, self.qvel, self.body_ids)
         self.body_pos_w, self.body_quat_w, self.body_lin_vel_w, self.body_ang_vel_w = pos, quat, lin, ang
-        # the clip a flat frame belongs to (for adaptive sampling statistics)
-        self.frame_clip = np.repeat(np.arange(len(clips)), self.num_frames)
 
     @property
     def num_clips(self) -> int:
         """Number of loaded clips."""
         return int(self.num_frames.size)
-
-    @property
-    def total_frames(self) -> int:
-        """Frames over all clips (at the control rate)."""
-        return int(self.num_frames.sum())
 
     @property
     def num_joints(self) -> int:
@@ -284,6 +279,10 @@ class MotionLibrary:
             raise IndexError(f"clip ids must be in [0, {self.num_clips})")
         last = self.num_frames[clip_ids] - 1
         return self.clip_offsets[clip_ids] + np.clip(frame_ids, 0, last)
+
+    def flat_index_into(self, clip_ids: np.ndarray, frame_ids: np.ndarray, rows: np.ndarray, out: np.ndarray) -> None:
+        """``out[e] = flat_index(clip_ids[e], frame_ids[e])`` for ``e`` in ``rows`` (parallel; ids not checked)."""
+        _flat_index_driver(clip_ids, frame_ids, rows, self.clip_offsets, self.num_frames, out)
 
     def lookup(self, clip_ids: np.ndarray, frame_ids: np.ndarray) -> MotionFrames:
         """Reference state of each (clip, frame) pair, ``(n, ...)`` arrays (copies)."""
@@ -302,3 +301,12 @@ class MotionLibrary:
             body_lin_vel_w=self.body_lin_vel_w[idx],
             body_ang_vel_w=self.body_ang_vel_w[idx],
         )
+
+
+@njit(cache=True, parallel=True)
+def _flat_index_driver(clip_ids, frame_ids, rows, clip_offsets, num_frames, out):
+    for i in prange(rows.shape[0]):
+        e = rows[i]
+        c = clip_ids[e]
+        f = max(frame_ids[e], 0)
+        out[e] = clip_offsets[c] + min(f, num_frames[c] - 1)

@@ -1,86 +1,29 @@
-"""Robot state read-out and the policy / critic observation vectors (Numba kernels over envs).
+"""Robot state read-out and the policy / critic observations, laid out by two tables of pieces.
 
-Policy observation, in order (J joints, B tracked bodies):
+:data:`POLICY_OBS` (J joints, B tracked bodies), in order:
     ref_joint_pos J | ref_joint_vel J | anchor_pos_b 3 | anchor_ori_b 6 |
-    base_lin_vel 3 | base_ang_vel 3 | joint_pos - default J | joint_vel J | last_action J
-Critic observation: the same terms without noise, then
+    base_lin_vel 3 | base_ang_vel 3 | joint_pos_rel J | joint_vel J | last_action J
+The critic observation is the same pieces without noise, then :data:`CRITIC_OBS`:
     body_pos_b 3B | body_ori_b 6B   (robot bodies in the robot anchor frame)
 ``*_b`` is expressed in the robot's anchor frame; orientations are the first
 two columns of the rotation matrix (6 numbers, continuous, unlike quaternions).
+Widths, dims and slices (:class:`ObsLayout`) derive from the tables; a piece
+is ``f(s, e, r, row, o)`` writing its values into ``row[o:o + width]``.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
-from unilab.sim.quat import quat_mul_nb, quat_rotate_nb
-
-
-def policy_obs_dim(num_joints: int) -> int:
-    """Length of the policy observation."""
-    return 5 * num_joints + 15
-
-
-def critic_obs_dim(num_joints: int, num_bodies: int) -> int:
-    """Length of the critic observation."""
-    return policy_obs_dim(num_joints) + 9 * num_bodies
-
-
-def policy_obs_slices(num_joints: int) -> dict[str, slice]:
-    """Where each named term sits in the policy observation."""
-    sizes = [("ref_joint_pos", num_joints), ("ref_joint_vel", num_joints), ("anchor_pos_b", 3),
-             ("anchor_ori_b", 6), ("base_lin_vel", 3), ("base_ang_vel", 3), ("joint_pos_rel", num_joints),
-             ("joint_vel", num_joints), ("last_action", num_joints)]
-    out, i = {}, 0
-    for name, n in sizes:
-        out[name] = slice(i, i + n)
-        i += n
-    return out
-
-
-@njit(cache=True, fastmath=False)
-def gather_robot_state(rows, xpos, xquat, cvel, subtree_com, qpos, qvel, body_ids, root_ids, qpos_adr, dof_adr,
-                       body_pos, body_quat, body_lin, body_ang, joint_pos, joint_vel, base_lin_b, base_ang_b):
-    """Copy the tracked bodies' world pose and velocity and the joint state of envs ``rows``.
-
-    Output arrays have ``len(rows)`` rows. Linear velocity is that of each
-    body origin (``cvel`` holds it at the root subtree's centre of mass).
-    """
-    v = np.empty(3)
-    for k in range(rows.shape[0]):
-        e = rows[k]
-        for b in range(body_ids.shape[0]):
-            i = body_ids[b]
-            r = root_ids[b]
-            for c in range(3):
-                body_pos[k, b, c] = xpos[e, i, c]
-            for c in range(4):
-                body_quat[k, b, c] = xquat[e, i, c]
-            wx, wy, wz = cvel[e, i, 0], cvel[e, i, 1], cvel[e, i, 2]
-            ox = xpos[e, i, 0] - subtree_com[e, r, 0]
-            oy = xpos[e, i, 1] - subtree_com[e, r, 1]
-            oz = xpos[e, i, 2] - subtree_com[e, r, 2]
-            body_ang[k, b, 0] = wx
-            body_ang[k, b, 1] = wy
-            body_ang[k, b, 2] = wz
-            body_lin[k, b, 0] = cvel[e, i, 3] + wy * oz - wz * oy
-            body_lin[k, b, 1] = cvel[e, i, 4] + wz * ox - wx * oz
-            body_lin[k, b, 2] = cvel[e, i, 5] + wx * oy - wy * ox
-        for j in range(qpos_adr.shape[0]):
-            joint_pos[k, j] = qpos[e, qpos_adr[j]]
-            joint_vel[k, j] = qvel[e, dof_adr[j]]
-        # floating base: qvel[0:3] is world linear velocity, qvel[3:6] body angular velocity
-        for c in range(3):
-            v[c] = qvel[e, c]
-        quat_rotate_nb(qpos[e, 3:7], v, base_lin_b[k], True)
-        for c in range(3):
-            base_ang_b[k, c] = qvel[e, 3 + c]
+from unilab.sim.quat import qmul, qrot
+from unilab.tasks.g1_motion_tracking.terms import Term, generate_driver
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def _rot6(q, out, o):
-    w, x, y, z = q[0], q[1], q[2], q[3]
+def _rot6(w, x, y, z, out, o):
     out[o + 0] = 1.0 - 2.0 * (y * y + z * z)
     out[o + 1] = 2.0 * (x * y - w * z)
     out[o + 2] = 2.0 * (x * y + w * z)
@@ -89,87 +32,248 @@ def _rot6(q, out, o):
     out[o + 5] = 2.0 * (y * z + w * x)
 
 
-@njit(cache=True, fastmath=False)
-def fill_observations(anchor, body_pos, body_quat, joint_pos, joint_vel, base_lin_b, base_ang_b,
-                      ref_anchor_pos, ref_anchor_quat, ref_joint_pos, ref_joint_vel, default_joint_pos,
-                      last_action, noise_scale, noise, policy_out, critic_out):
-    """Write policy (with ``noise_scale * noise``) and critic observations, float32.
+@njit(cache=True, fastmath=False, inline="always")
+def ref_joint_pos(s, e, r, row, o):
+    for j in range(s.joint_pos.shape[1]):
+        row[o + j] = s.ref_joint_pos[r, j]
 
-    ``noise`` is ``(n, policy_dim)`` uniform [-1, 1] (ignored where the scale is 0).
-    """
-    n = body_pos.shape[0]
-    nb = body_pos.shape[1]
-    nj = joint_pos.shape[1]
-    d = 5 * nj + 15
-    row = np.empty(d)
-    qinv = np.empty(4)
-    tmp = np.empty(4)
-    dv = np.empty(3)
-    pb = np.empty(3)
-    use_noise = False
-    for i in range(d):
-        if noise_scale[i] != 0.0:
-            use_noise = True
-    for k in range(n):
-        qa = body_quat[k, anchor]
-        qinv[0] = qa[0]
-        qinv[1] = -qa[1]
-        qinv[2] = -qa[2]
-        qinv[3] = -qa[3]
-        o = 0
-        for j in range(nj):
-            row[o + j] = ref_joint_pos[k, j]
-            row[o + nj + j] = ref_joint_vel[k, j]
-        o = 2 * nj
-        for c in range(3):
-            dv[c] = ref_anchor_pos[k, c] - body_pos[k, anchor, c]
-        quat_rotate_nb(qa, dv, pb, True)
-        row[o] = pb[0]
-        row[o + 1] = pb[1]
-        row[o + 2] = pb[2]
-        quat_mul_nb(qinv, ref_anchor_quat[k], tmp)
-        _rot6(tmp, row, o + 3)
-        o += 9
-        for c in range(3):
-            row[o + c] = base_lin_b[k, c]
-            row[o + 3 + c] = base_ang_b[k, c]
-        o += 6
-        for j in range(nj):
-            row[o + j] = joint_pos[k, j] - default_joint_pos[j]
-            row[o + nj + j] = joint_vel[k, j]
-            row[o + 2 * nj + j] = last_action[k, j]
-        for i in range(d):
-            critic_out[k, i] = row[i]
-            if use_noise:
-                policy_out[k, i] = row[i] + noise_scale[i] * noise[k, i]
-            else:
-                policy_out[k, i] = row[i]
-        o = d
-        for b in range(nb):
-            for c in range(3):
-                dv[c] = body_pos[k, b, c] - body_pos[k, anchor, c]
-            quat_rotate_nb(qa, dv, pb, True)
-            critic_out[k, o + 3 * b] = pb[0]
-            critic_out[k, o + 3 * b + 1] = pb[1]
-            critic_out[k, o + 3 * b + 2] = pb[2]
-        o += 3 * nb
-        for b in range(nb):
-            quat_mul_nb(qinv, body_quat[k, b], tmp)
-            for c in range(6):
-                row[c] = 0.0
-            _rot6(tmp, row, 0)
-            for c in range(6):
-                critic_out[k, o + 6 * b + c] = row[c]
+
+@njit(cache=True, fastmath=False, inline="always")
+def ref_joint_vel(s, e, r, row, o):
+    for j in range(s.joint_pos.shape[1]):
+        row[o + j] = s.ref_joint_vel[r, j]
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def anchor_pos_b(s, e, r, row, o):
+    a = s.anchor
+    qa = s.body_quat[e, a]
+    v = qrot(qa[0], qa[1], qa[2], qa[3], s.ref_body_pos[r, a, 0] - s.body_pos[e, a, 0],
+             s.ref_body_pos[r, a, 1] - s.body_pos[e, a, 1], s.ref_body_pos[r, a, 2] - s.body_pos[e, a, 2], True)
+    row[o] = v[0]
+    row[o + 1] = v[1]
+    row[o + 2] = v[2]
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def anchor_ori_b(s, e, r, row, o):
+    a = s.anchor
+    qa = s.body_quat[e, a]
+    rq = s.ref_body_quat[r, a]
+    t = qmul(qa[0], -qa[1], -qa[2], -qa[3], rq[0], rq[1], rq[2], rq[3])
+    _rot6(t[0], t[1], t[2], t[3], row, o)
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def base_lin_vel(s, e, r, row, o):
+    for c in range(3):
+        row[o + c] = s.base_lin_b[e, c]
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def base_ang_vel(s, e, r, row, o):
+    for c in range(3):
+        row[o + c] = s.base_ang_b[e, c]
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def joint_pos_rel(s, e, r, row, o):
+    for j in range(s.joint_pos.shape[1]):
+        row[o + j] = s.joint_pos[e, j] - s.default_joint_pos[j]
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def joint_vel(s, e, r, row, o):
+    for j in range(s.joint_pos.shape[1]):
+        row[o + j] = s.joint_vel[e, j]
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def last_action(s, e, r, row, o):
+    for j in range(s.joint_pos.shape[1]):
+        row[o + j] = s.last_action[e, j]
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def body_pos_b(s, e, r, row, o):
+    a = s.anchor
+    qa = s.body_quat[e, a]
+    for b in range(s.body_pos.shape[1]):
+        v = qrot(qa[0], qa[1], qa[2], qa[3], s.body_pos[e, b, 0] - s.body_pos[e, a, 0],
+                 s.body_pos[e, b, 1] - s.body_pos[e, a, 1], s.body_pos[e, b, 2] - s.body_pos[e, a, 2], True)
+        row[o + 3 * b] = v[0]
+        row[o + 3 * b + 1] = v[1]
+        row[o + 3 * b + 2] = v[2]
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def body_ori_b(s, e, r, row, o):
+    qa = s.body_quat[e, s.anchor]
+    for b in range(s.body_pos.shape[1]):
+        bq = s.body_quat[e, b]
+        t = qmul(qa[0], -qa[1], -qa[2], -qa[3], bq[0], bq[1], bq[2], bq[3])
+        _rot6(t[0], t[1], t[2], t[3], row, o + 6 * b)
+
+
+def _joints(nj: int, nb: int) -> int:
+    return nj
+
+
+# the policy observation, in order (noise: the obs_noise config key of the piece)
+POLICY_OBS = (
+    Term("ref_joint_pos", ref_joint_pos, width=_joints),
+    Term("ref_joint_vel", ref_joint_vel, width=_joints),
+    Term("anchor_pos_b", anchor_pos_b, width=lambda nj, nb: 3, noise="anchor_pos"),
+    Term("anchor_ori_b", anchor_ori_b, width=lambda nj, nb: 6, noise="anchor_ori"),
+    Term("base_lin_vel", base_lin_vel, width=lambda nj, nb: 3, noise="base_lin_vel"),
+    Term("base_ang_vel", base_ang_vel, width=lambda nj, nb: 3, noise="base_ang_vel"),
+    Term("joint_pos_rel", joint_pos_rel, width=_joints, noise="joint_pos"),
+    Term("joint_vel", joint_vel, width=_joints, noise="joint_vel"),
+    Term("last_action", last_action, width=_joints),
+)
+# the critic's privileged pieces, after the (noise-free) policy pieces
+CRITIC_OBS = (
+    Term("body_pos_b", body_pos_b, width=lambda nj, nb: 3 * nb),
+    Term("body_ori_b", body_ori_b, width=lambda nj, nb: 6 * nb),
+)
+
+
+@dataclass(frozen=True)
+class ObsLayout:
+    """Where each piece sits, for ``num_joints`` joints and ``num_bodies`` tracked bodies."""
+
+    num_joints: int
+    num_bodies: int
+
+    @property
+    def pieces(self) -> tuple[Term, ...]:
+        return POLICY_OBS + CRITIC_OBS
+
+    @property
+    def slices(self) -> dict[str, slice]:
+        """Every piece's slice of the critic observation (the policy pieces: also of the policy's)."""
+        out, i = {}, 0
+        for t in self.pieces:
+            w = t.width(self.num_joints, self.num_bodies)
+            out[t.name] = slice(i, i + w)
+            i += w
+        return out
+
+    @property
+    def offsets(self) -> np.ndarray:
+        return np.array([s.start for s in self.slices.values()], dtype=np.int64)
+
+    @property
+    def policy_dim(self) -> int:
+        return self.slices[POLICY_OBS[-1].name].stop
+
+    @property
+    def critic_dim(self) -> int:
+        return self.slices[CRITIC_OBS[-1].name].stop
+
+    @property
+    def policy_slices(self) -> dict[str, slice]:
+        return {t.name: self.slices[t.name] for t in POLICY_OBS}
+
+    def noise_scale(self, noise_cfg) -> np.ndarray:
+        """Per-entry uniform noise half-widths of the policy observation."""
+        out = np.zeros(self.policy_dim)
+        for t in POLICY_OBS:
+            if t.noise is not None:
+                out[self.slices[t.name]] = getattr(noise_cfg, t.noise)
+        return out
+
+
+def policy_obs_dim(num_joints: int) -> int:
+    """Length of the policy observation."""
+    return ObsLayout(num_joints, 0).policy_dim
+
+
+def critic_obs_dim(num_joints: int, num_bodies: int) -> int:
+    """Length of the critic observation."""
+    return ObsLayout(num_joints, num_bodies).critic_dim
+
+
+def policy_obs_slices(num_joints: int) -> dict[str, slice]:
+    """Where each named piece sits in the policy observation."""
+    return ObsLayout(num_joints, 0).policy_slices
 
 
 def noise_scale_vector(num_joints: int, noise_cfg) -> np.ndarray:
     """Per-entry uniform noise half-widths of the policy observation."""
-    s = policy_obs_slices(num_joints)
-    out = np.zeros(policy_obs_dim(num_joints))
-    out[s["anchor_pos_b"]] = noise_cfg.anchor_pos
-    out[s["anchor_ori_b"]] = noise_cfg.anchor_ori
-    out[s["base_lin_vel"]] = noise_cfg.base_lin_vel
-    out[s["base_ang_vel"]] = noise_cfg.base_ang_vel
-    out[s["joint_pos_rel"]] = noise_cfg.joint_pos
-    out[s["joint_vel"]] = noise_cfg.joint_vel
-    return out
+    return ObsLayout(num_joints, 0).noise_scale(noise_cfg)
+
+
+_CHUNK = 64  # envs per scratch row: one allocation per chunk, not per env
+
+_TEMPLATE = '''
+@njit(cache=True, parallel=True, fastmath=False)
+def obs_driver(s, rows, offs, noise_scale, noise, policy_out, critic_out):
+    n = rows.shape[0]
+    pd = policy_out.shape[1]
+    cd = critic_out.shape[1]
+    use_noise = False
+    for m in range(pd):
+        if noise_scale[m] != 0.0:
+            use_noise = True
+    for c in prange((n + CHUNK - 1) // CHUNK):
+        row = np.empty(cd)
+        for i in range(c * CHUNK, min(n, (c + 1) * CHUNK)):
+            e = rows[i]
+            r = s.ref_index[e]
+            {calls}
+            # float32 out; a diverged env must not leak NaN/inf into the learner (it is reset this step anyway)
+            for m in range(pd):
+                x = row[m]
+                if use_noise:
+                    x = row[m] + noise_scale[m] * noise[i, m]
+                y = np.float32(x)
+                policy_out[e, m] = y if np.isfinite(y) else np.float32(0.0)
+            for m in range(cd):
+                y = np.float32(row[m])
+                critic_out[e, m] = y if np.isfinite(y) else np.float32(0.0)
+'''.replace("CHUNK", str(_CHUNK))
+
+
+def observation_driver():
+    """``driver(s, rows, offsets, noise_scale, noise, policy_out, critic_out)``: rows ``e = rows[i]`` of the outputs.
+
+    ``noise`` is ``(len(rows), policy_dim)`` uniform [-1, 1] (unread when every scale is 0).
+    """
+    return generate_driver(_TEMPLATE, "f{i}(s, e, r, row, offs[{i}])", POLICY_OBS + CRITIC_OBS, "obs_driver")
+
+
+@njit(cache=True, parallel=True, fastmath=False)
+def gather_robot_state(rows, xpos, xquat, cvel, subtree_com, qpos, qvel, body_ids, root_ids, qpos_adr, dof_adr,
+                       body_pos, body_quat, body_lin, body_ang, joint_pos, joint_vel, base_lin_b, base_ang_b):
+    """Copy the tracked bodies' world pose and velocity and the joint state of envs ``rows`` into their rows.
+
+    Linear velocity is that of each body origin (``cvel`` holds it at the root subtree's centre of mass).
+    """
+    for k in prange(rows.shape[0]):
+        e = rows[k]
+        for b in range(body_ids.shape[0]):
+            i = body_ids[b]
+            rt = root_ids[b]
+            for c in range(3):
+                body_pos[e, b, c] = xpos[e, i, c]
+            for c in range(4):
+                body_quat[e, b, c] = xquat[e, i, c]
+            wx, wy, wz = cvel[e, i, 0], cvel[e, i, 1], cvel[e, i, 2]
+            ox = xpos[e, i, 0] - subtree_com[e, rt, 0]
+            oy = xpos[e, i, 1] - subtree_com[e, rt, 1]
+            oz = xpos[e, i, 2] - subtree_com[e, rt, 2]
+            body_ang[e, b, 0] = wx
+            body_ang[e, b, 1] = wy
+            body_ang[e, b, 2] = wz
+            body_lin[e, b, 0] = cvel[e, i, 3] + wy * oz - wz * oy
+            body_lin[e, b, 1] = cvel[e, i, 4] + wz * ox - wx * oz
+            body_lin[e, b, 2] = cvel[e, i, 5] + wx * oy - wy * ox
+        for j in range(qpos_adr.shape[0]):
+            joint_pos[e, j] = qpos[e, qpos_adr[j]]
+            joint_vel[e, j] = qvel[e, dof_adr[j]]
+        # floating base: qvel[0:3] is world linear velocity, qvel[3:6] body angular velocity
+        v = qrot(qpos[e, 3], qpos[e, 4], qpos[e, 5], qpos[e, 6], qvel[e, 0], qvel[e, 1], qvel[e, 2], True)
+        for c in range(3):
+            base_lin_b[e, c] = v[c]
+            base_ang_b[e, c] = qvel[e, 3 + c]

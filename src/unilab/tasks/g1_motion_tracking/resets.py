@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+from numba import njit, prange
 
-from unilab.tasks.g1_motion_tracking.config import ResetConfig, ResetNoiseConfig
 from unilab.sim.quat import quat_mul, quat_normalize, quat_rotate_inv
-from unilab.tasks.g1_motion_tracking.motion import MotionFrames, MotionLibrary
+from unilab.tasks.g1_motion_tracking.config import ResetConfig, ResetNoiseConfig
+from unilab.tasks.g1_motion_tracking.motion import MotionLibrary
 
 
 class StartFrameSampler:
@@ -75,12 +76,19 @@ class StartFrameSampler:
         """Update failure statistics with this step's episode ends (adaptive mode only)."""
         if self.mode != "adaptive":
             return
-        counts = np.zeros(self.num_bins)
-        if failed.any():
-            np.add.at(counts, self.bin_of(clip_ids[failed], frame_ids[failed]), 1.0)
-        a = float(self.cfg.adaptive_ema)
-        self.fail_ema *= 1.0 - a
-        self.fail_ema += a * counts
+        bins = self.bin_of(clip_ids[failed], frame_ids[failed]) if failed.any() else np.zeros(0, dtype=np.int64)
+        _ema_update(self.fail_ema, bins.astype(np.int64), float(self.cfg.adaptive_ema))
+
+
+@njit(cache=True, parallel=True, fastmath=False)
+def _ema_update(fail_ema, bins, a):
+    """``fail_ema = fail_ema * (1 - a) + a * counts`` with ``counts`` the failures per bin."""
+    counts = np.zeros(fail_ema.shape[0])
+    for i in range(bins.shape[0]):  # whole counts: the order of the additions does not matter
+        counts[bins[i]] += 1.0
+    keep = 1.0 - a
+    for b in prange(fail_ema.shape[0]):
+        fail_ema[b] = fail_ema[b] * keep + a * counts[b]
 
 
 def _rpy_quat(rpy: np.ndarray) -> np.ndarray:
@@ -97,15 +105,20 @@ def _rpy_quat(rpy: np.ndarray) -> np.ndarray:
     ], axis=1)
 
 
-def start_state(ref: MotionFrames, noise: ResetNoiseConfig, rng: np.random.Generator, joint_qposadr: np.ndarray,
-                joint_lo: np.ndarray, joint_hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Reference (qpos, qvel) with uniform noise on the root pose/velocity and joints.
+def start_state(library: MotionLibrary, ref_index: np.ndarray, rows: np.ndarray, noise: ResetNoiseConfig,
+                rng: np.random.Generator, joint_qposadr: np.ndarray, joint_lo: np.ndarray, joint_hi: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """Reference (qpos, qvel) of envs ``rows`` (frames ``ref_index[rows]``) with uniform noise.
 
-    Root linear and angular velocity noise are drawn in the world frame;
-    noisy joint angles are clipped into ``[joint_lo, joint_hi]``.
+    Noise on the root pose/velocity and joints; root linear and angular
+    velocity noise are drawn in the world frame; noisy joint angles are
+    clipped into ``[joint_lo, joint_hi]``. Vectorised NumPy over the restarted
+    rows (a few per step), kept in NumPy on purpose: a Numba port's cos/sin
+    and reductions would not round like NumPy's SIMD loops (not bit-identical).
     """
-    qpos = ref.qpos.copy()
-    qvel = ref.qvel.copy()
+    idx = ref_index[rows]
+    qpos = library.qpos[idx]
+    qvel = library.qvel[idx]
     n = qpos.shape[0]
     if n == 0:
         return qpos, qvel

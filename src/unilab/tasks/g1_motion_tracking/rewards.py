@@ -1,7 +1,7 @@
-"""Tracking rewards (exponential kernels) and regularisation penalties, one array per term.
+"""Reward terms, one row each in :data:`REWARD_TERMS`; the reward is ``sum(weight x term)``.
 
-Tracking terms are ``exp(-error / sigma^2)`` in [0, 1] (1 exactly on the
-reference):
+Tracking terms (``kind="exp"``) are ``exp(-error / sigma^2)`` in [0, 1] (1 exactly
+on the reference):
     anchor_pos     squared distance of the robot anchor to the reference anchor (world)
     anchor_ori     squared rotation angle between the anchors
     body_pos       mean over tracked bodies of the squared distance to the reference
@@ -10,9 +10,13 @@ reference):
     body_ori       mean squared angle to the re-anchored reference orientation
     body_lin_vel   mean squared world linear-velocity error
     body_ang_vel   mean squared world angular-velocity error
-Penalties (positive magnitudes; the configured weights are negative):
+Penalties (``kind="penalty"``; positive magnitudes, the configured weights are negative):
     action_rate    sum of squared action changes
     joint_limit    sum of joint excursions beyond the soft joint range
+
+Each term is ``f(s, e, r, p)`` (see :mod:`.terms`): ``p`` is ``1 / sigma^2``
+of a tracking term (unused by a penalty); weight and sigma come from
+``cfg.rewards.<name>``.
 """
 
 from __future__ import annotations
@@ -20,94 +24,154 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from unilab.tasks.g1_motion_tracking.config import PENALTY_TERMS, TRACKING_TERMS, RewardsConfig
-from unilab.sim.quat import quat_angle_sq_nb, quat_mul_nb, quat_rotate_nb, yaw_of_nb
+from unilab.sim.quat import qangle_sq, qmul, qrot
+from unilab.tasks.g1_motion_tracking.config import RewardsConfig
+from unilab.tasks.g1_motion_tracking.terms import Term, generate_driver
 
-TERM_NAMES = TRACKING_TERMS + PENALTY_TERMS
+
+@njit(cache=True, fastmath=False, inline="always")
+def _heading_delta(s, e, r):
+    """(w, z) of the yaw-only rotation taking the reference anchor's heading to the robot's."""
+    a = s.anchor
+    ra = s.ref_body_quat[r, a]
+    ba = s.body_quat[e, a]
+    q = qmul(ba[0], ba[1], ba[2], ba[3], ra[0], -ra[1], -ra[2], -ra[3])
+    yaw = np.arctan2(2.0 * (q[0] * q[3] + q[1] * q[2]), 1.0 - 2.0 * (q[2] * q[2] + q[3] * q[3]))
+    return np.cos(0.5 * yaw), np.sin(0.5 * yaw)
 
 
-@njit(cache=True, fastmath=False)
-def reward_terms_kernel(anchor, body_pos, body_quat, body_lin, body_ang, ref_pos, ref_quat, ref_lin, ref_ang,
-                        joint_pos, soft_lo, soft_hi, action, last_action, inv_sigma_sq, out):
-    """Fill ``out`` (n, 8) with the terms in TERM_NAMES order."""
-    n = body_pos.shape[0]
-    nb = body_pos.shape[1]
-    nj = joint_pos.shape[1]
-    qd = np.zeros(4)
-    tmp = np.empty(4)
-    qrel = np.empty(4)
-    dv = np.empty(3)
-    rv = np.empty(3)
-    for k in range(n):
-        ra = ref_quat[k, anchor]
-        ba = body_quat[k, anchor]
-        # heading offset robot anchor vs reference anchor: yaw of (robot * ref^-1)
-        tmp[0] = ra[0]
-        tmp[1] = -ra[1]
-        tmp[2] = -ra[2]
-        tmp[3] = -ra[3]
-        quat_mul_nb(ba, tmp, qrel)
-        yaw = yaw_of_nb(qrel)
-        qd[0] = np.cos(0.5 * yaw)
-        qd[3] = np.sin(0.5 * yaw)
-        e_ap = 0.0
+@njit(cache=True, fastmath=False, inline="always")
+def anchor_pos(s, e, r, p):
+    a = s.anchor
+    err = 0.0
+    for c in range(3):
+        x = s.ref_body_pos[r, a, c] - s.body_pos[e, a, c]
+        err += x * x
+    return np.exp(-err * p)
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def anchor_ori(s, e, r, p):
+    ra = s.ref_body_quat[r, s.anchor]
+    ba = s.body_quat[e, s.anchor]
+    return np.exp(-qangle_sq(ra[0], ra[1], ra[2], ra[3], ba[0], ba[1], ba[2], ba[3]) * p)
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def body_pos(s, e, r, p):
+    a = s.anchor
+    qw, qz = _heading_delta(s, e, r)
+    nb = s.body_pos.shape[1]
+    err = 0.0
+    for b in range(nb):
+        rv = qrot(qw, 0.0, 0.0, qz, s.ref_body_pos[r, b, 0] - s.ref_body_pos[r, a, 0],
+                  s.ref_body_pos[r, b, 1] - s.ref_body_pos[r, a, 1],
+                  s.ref_body_pos[r, b, 2] - s.ref_body_pos[r, a, 2], False)
+        px = s.body_pos[e, a, 0] + rv[0] - s.body_pos[e, b, 0]
+        py = s.body_pos[e, a, 1] + rv[1] - s.body_pos[e, b, 1]
+        pz = s.ref_body_pos[r, a, 2] + rv[2] - s.body_pos[e, b, 2]
+        err += px * px + py * py + pz * pz
+    return np.exp(-(err / nb) * p)
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def body_ori(s, e, r, p):
+    qw, qz = _heading_delta(s, e, r)
+    nb = s.body_pos.shape[1]
+    err = 0.0
+    for b in range(nb):
+        rq = s.ref_body_quat[r, b]
+        t = qmul(qw, 0.0, 0.0, qz, rq[0], rq[1], rq[2], rq[3])
+        bq = s.body_quat[e, b]
+        err += qangle_sq(t[0], t[1], t[2], t[3], bq[0], bq[1], bq[2], bq[3])
+    return np.exp(-(err / nb) * p)
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def body_lin_vel(s, e, r, p):
+    nb = s.body_pos.shape[1]
+    err = 0.0
+    for b in range(nb):
         for c in range(3):
-            x = ref_pos[k, anchor, c] - body_pos[k, anchor, c]
-            e_ap += x * x
-        e_ao = quat_angle_sq_nb(ra, ba)
-        e_bp = 0.0
-        e_bo = 0.0
-        e_bl = 0.0
-        e_bw = 0.0
-        for b in range(nb):
-            for c in range(3):
-                dv[c] = ref_pos[k, b, c] - ref_pos[k, anchor, c]
-            quat_rotate_nb(qd, dv, rv, False)
-            px = body_pos[k, anchor, 0] + rv[0] - body_pos[k, b, 0]
-            py = body_pos[k, anchor, 1] + rv[1] - body_pos[k, b, 1]
-            pz = ref_pos[k, anchor, 2] + rv[2] - body_pos[k, b, 2]
-            e_bp += px * px + py * py + pz * pz
-            quat_mul_nb(qd, ref_quat[k, b], tmp)
-            e_bo += quat_angle_sq_nb(tmp, body_quat[k, b])
-            for c in range(3):
-                x = ref_lin[k, b, c] - body_lin[k, b, c]
-                y = ref_ang[k, b, c] - body_ang[k, b, c]
-                e_bl += x * x
-                e_bw += y * y
-        out[k, 0] = np.exp(-e_ap * inv_sigma_sq[0])
-        out[k, 1] = np.exp(-e_ao * inv_sigma_sq[1])
-        out[k, 2] = np.exp(-(e_bp / nb) * inv_sigma_sq[2])
-        out[k, 3] = np.exp(-(e_bo / nb) * inv_sigma_sq[3])
-        out[k, 4] = np.exp(-(e_bl / nb) * inv_sigma_sq[4])
-        out[k, 5] = np.exp(-(e_bw / nb) * inv_sigma_sq[5])
-        ar = 0.0
-        jl = 0.0
-        for j in range(nj):
-            x = action[k, j] - last_action[k, j]
-            ar += x * x
-            q = joint_pos[k, j]
-            if q < soft_lo[j]:
-                jl += soft_lo[j] - q
-            elif q > soft_hi[j]:
-                jl += q - soft_hi[j]
-        out[k, 6] = ar
-        out[k, 7] = jl
+            x = s.ref_body_lin[r, b, c] - s.body_lin[e, b, c]
+            err += x * x
+    return np.exp(-(err / nb) * p)
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def body_ang_vel(s, e, r, p):
+    nb = s.body_pos.shape[1]
+    err = 0.0
+    for b in range(nb):
+        for c in range(3):
+            y = s.ref_body_ang[r, b, c] - s.body_ang[e, b, c]
+            err += y * y
+    return np.exp(-(err / nb) * p)
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def action_rate(s, e, r, p):
+    out = 0.0
+    for j in range(s.action.shape[1]):
+        x = s.action[e, j] - s.last_action[e, j]
+        out += x * x
+    return out
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def joint_limit(s, e, r, p):
+    out = 0.0
+    for j in range(s.joint_pos.shape[1]):
+        q = s.joint_pos[e, j]
+        if q < s.soft_lo[j]:
+            out += s.soft_lo[j] - q
+        elif q > s.soft_hi[j]:
+            out += q - s.soft_hi[j]
+    return out
+
+
+# the table: order = column of the (n, terms) buffer = info["reward_terms"] order;
+# config key and TensorBoard tag (reward_term/<name>) = name
+REWARD_TERMS = (
+    Term("anchor_pos", anchor_pos, "exp"),
+    Term("anchor_ori", anchor_ori, "exp"),
+    Term("body_pos", body_pos, "exp"),
+    Term("body_ori", body_ori, "exp"),
+    Term("body_lin_vel", body_lin_vel, "exp"),
+    Term("body_ang_vel", body_ang_vel, "exp"),
+    Term("action_rate", action_rate, "penalty"),
+    Term("joint_limit", joint_limit, "penalty"),
+)
+TERM_NAMES = tuple(t.name for t in REWARD_TERMS)
+TRACKING_TERMS = tuple(t.name for t in REWARD_TERMS if t.kind == "exp")
+PENALTY_TERMS = tuple(t.name for t in REWARD_TERMS if t.kind == "penalty")
+
+_TEMPLATE = '''
+@njit(cache=True, parallel=True, fastmath=False)
+def reward_driver(s, rows, params, out):
+    for i in prange(rows.shape[0]):
+        e = rows[i]
+        r = s.ref_index[e]
+        {calls}
+'''
 
 
 class RewardComputer:
-    """Evaluates all terms into one ``(n, 8)`` buffer and sums them with the weights."""
+    """Weights and parameters of :data:`REWARD_TERMS` from the config, and the term driver."""
 
-    def __init__(self, cfg: RewardsConfig):
-        self.names = TERM_NAMES
-        self.weights = np.array([getattr(cfg, n).weight for n in TERM_NAMES], dtype=np.float64)
-        self.inv_sigma_sq = np.array([1.0 / getattr(cfg, n).sigma ** 2 for n in TRACKING_TERMS], dtype=np.float64)
+    def __init__(self, cfg: RewardsConfig, terms: tuple[Term, ...] = REWARD_TERMS):
+        self.terms = terms
+        self.names = tuple(t.name for t in terms)
+        rows = [getattr(cfg, t.name) for t in terms]
+        self.weights = np.array([c.weight for c in rows], dtype=np.float64)
+        self.params = np.array([1.0 / c.sigma ** 2 if t.kind == "exp" else 0.0 for t, c in zip(terms, rows)],
+                               dtype=np.float64)
+        self.driver = generate_driver(_TEMPLATE, "out[e, {i}] = f{i}(s, e, r, params[{i}])", terms, "reward_driver")
 
-    def compute(self, out: np.ndarray, anchor: int, robot: tuple, ref: tuple, joint_pos: np.ndarray,
-                soft_lo: np.ndarray, soft_hi: np.ndarray, action: np.ndarray, last_action: np.ndarray) -> np.ndarray:
-        """Fill ``out`` (n, 8) with the raw terms; return the weighted sum ``(n,)`` (float64).
+    def compute(self, s, rows: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """Fill ``out[rows]`` (n, terms) with the raw terms; return the weighted sum ``(n,)`` (float64).
 
-        ``robot`` and ``ref`` are (body_pos, body_quat, body_lin_vel, body_ang_vel) of the tracked bodies.
+        The sum is ``out @ weights`` as before the table (bit-identical rewards).
         """
-        reward_terms_kernel(anchor, *robot, *ref, joint_pos, soft_lo, soft_hi, action, last_action,
-                            self.inv_sigma_sq, out)
+        self.driver(s, rows, self.params, out)
         return out @ self.weights

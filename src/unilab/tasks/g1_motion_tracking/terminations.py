@@ -1,7 +1,8 @@
-"""Failure terminations (distinct from time-outs, which the env reports as truncation).
+"""Failure terminations (distinct from time-outs, which the env reports as truncation), one row each.
 
-An env terminates when any of these exceeds its threshold:
-    anchor_height        |reference anchor z - robot anchor z|
+An env terminates when any condition of :data:`TERMINATIONS` holds; each is
+``f(s, e, r, threshold) -> bool`` with the threshold ``cfg.terminations.<name>``:
+    anchor_height        |reference anchor z - robot anchor z|  (a non-finite robot state fails here too)
     anchor_orientation   |difference of the anchors' projected-gravity z| (0 upright match .. 2 upside down)
     end_effector_height  max over end effectors of |reference z - robot z|
 """
@@ -12,34 +13,67 @@ import numpy as np
 from numba import njit
 
 from unilab.tasks.g1_motion_tracking.config import TerminationsConfig
-
-CONDITION_NAMES = ("anchor_height", "anchor_orientation", "end_effector_height")
-
-
-@njit(cache=True, fastmath=False)
-def termination_kernel(anchor, ee_index, body_pos, body_quat, ref_pos, ref_quat, thresholds, out):
-    """Fill ``out`` (n, 3) bool with each condition, in CONDITION_NAMES order."""
-    n = body_pos.shape[0]
-    for k in range(n):
-        out[k, 0] = abs(ref_pos[k, anchor, 2] - body_pos[k, anchor, 2]) > thresholds[0]
-        # z of gravity in the body frame = -R[2, 2] = -(1 - 2 (x^2 + y^2))
-        qr = ref_quat[k, anchor]
-        qb = body_quat[k, anchor]
-        gr = 1.0 - 2.0 * (qr[1] * qr[1] + qr[2] * qr[2])
-        gb = 1.0 - 2.0 * (qb[1] * qb[1] + qb[2] * qb[2])
-        out[k, 1] = abs(gr - gb) > thresholds[1]
-        worst = 0.0
-        for i in range(ee_index.shape[0]):
-            b = ee_index[i]
-            d = abs(ref_pos[k, b, 2] - body_pos[k, b, 2])
-            if d > worst:
-                worst = d
-        out[k, 2] = worst > thresholds[2]
-        # a non-finite robot state fails every comparison above: count it as a failure
-        if not (np.isfinite(body_pos[k, anchor, 2]) and np.isfinite(gb)):
-            out[k, 0] = True
+from unilab.tasks.g1_motion_tracking.terms import Term, generate_driver
 
 
-def thresholds_vector(cfg: TerminationsConfig) -> np.ndarray:
-    """Thresholds in CONDITION_NAMES order."""
-    return np.array([cfg.anchor_height, cfg.anchor_orientation, cfg.end_effector_height], dtype=np.float64)
+@njit(cache=True, fastmath=False, inline="always")
+def _gravity_z(q):
+    # z of gravity in the body frame = -R[2, 2] = -(1 - 2 (x^2 + y^2)); the sign cancels in differences
+    return 1.0 - 2.0 * (q[1] * q[1] + q[2] * q[2])
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def anchor_height(s, e, r, p):
+    a = s.anchor
+    z = s.body_pos[e, a, 2]
+    # a non-finite robot state fails every comparison: count it as a failure
+    return abs(s.ref_body_pos[r, a, 2] - z) > p or not (np.isfinite(z) and np.isfinite(_gravity_z(s.body_quat[e, a])))
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def anchor_orientation(s, e, r, p):
+    a = s.anchor
+    return abs(_gravity_z(s.ref_body_quat[r, a]) - _gravity_z(s.body_quat[e, a])) > p
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def end_effector_height(s, e, r, p):
+    worst = 0.0
+    for i in range(s.ee_index.shape[0]):
+        b = s.ee_index[i]
+        d = abs(s.ref_body_pos[r, b, 2] - s.body_pos[e, b, 2])
+        if d > worst:
+            worst = d
+    return worst > p
+
+
+# the table: order = column of info["termination_terms"]; config key = name
+TERMINATIONS = (
+    Term("anchor_height", anchor_height),
+    Term("anchor_orientation", anchor_orientation),
+    Term("end_effector_height", end_effector_height),
+)
+CONDITION_NAMES = tuple(t.name for t in TERMINATIONS)
+
+_TEMPLATE = '''
+@njit(cache=True, parallel=True, fastmath=False)
+def termination_driver(s, rows, thresholds, out, failed):
+    for i in prange(rows.shape[0]):
+        e = rows[i]
+        r = s.ref_index[e]
+        {calls}
+        any_ = False
+        for j in range(out.shape[1]):
+            any_ = any_ or out[e, j]
+        failed[e] = any_
+'''
+
+
+def termination_driver(terms: tuple[Term, ...] = TERMINATIONS):
+    """``driver(s, rows, thresholds, out (n, conditions) bool, failed (n,) bool)``."""
+    return generate_driver(_TEMPLATE, "out[e, {i}] = f{i}(s, e, r, thresholds[{i}])", terms, "termination_driver")
+
+
+def thresholds_vector(cfg: TerminationsConfig, terms: tuple[Term, ...] = TERMINATIONS) -> np.ndarray:
+    """Thresholds in table order."""
+    return np.array([getattr(cfg, t.name) for t in terms], dtype=np.float64)

@@ -1,0 +1,125 @@
+"""Task terms as tables, and the parallel per-env drivers generated from them.
+
+A reward term, a termination condition and an observation piece are each one
+row of a table (:data:`~unilab.tasks.g1_motion_tracking.rewards.REWARD_TERMS`,
+:data:`~unilab.tasks.g1_motion_tracking.terminations.TERMINATIONS`,
+:data:`~unilab.tasks.g1_motion_tracking.observations.POLICY_OBS` /
+``CRITIC_OBS``): a name, a small ``@njit(inline="always")`` per-env function
+and its parameters or width. Names, config keys, TensorBoard tags, widths and
+slices all derive from the rows.
+
+Why generated drivers: Numba cannot call a Python list of functions in a
+loop, and a hand-written driver that calls each term explicitly repeats the
+table (a second place to keep in order). So each table gets one small driver
+whose source is a fixed template (readable below) plus one generated line per
+row, ``exec``'d once per table and cached in memory and, through a source file
+named by a hash of the template and the rows' code, in Numba's on-disk cache.
+
+Every driver loops over envs with ``numba.prange`` and writes only its env's
+rows, so its results are bit-identical to a serial loop at any thread count.
+Term functions share one signature: ``f(s, e, r, p)`` with ``s`` the
+:class:`TaskArrays` of the env, ``e`` the env, ``r`` its flat reference frame
+(a row of the motion library's arrays) and ``p`` the row's parameter.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import inspect
+import os
+import sys
+from collections import namedtuple
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from numba import njit
+
+from unilab.cache import cache_dir
+from unilab.sim import quat
+
+# the arrays every term function may read (one namedtuple: Numba passes it as a struct)
+TaskArrays = namedtuple("TaskArrays", [
+    "anchor",          # int: index of the anchor among the tracked bodies
+    "ee_index",        # (E,) end-effector indices among the tracked bodies
+    "body_pos", "body_quat", "body_lin", "body_ang",  # (n, B, .) robot tracked bodies, world frame
+    "joint_pos", "joint_vel",                          # (n, J)
+    "base_lin_b", "base_ang_b",                        # (n, 3) base velocities, base frame
+    "ref_index",       # (n,) flat reference frame of each env (motion library row)
+    "ref_body_pos", "ref_body_quat", "ref_body_lin", "ref_body_ang",  # (F, B, .) library arrays
+    "ref_joint_pos", "ref_joint_vel",                 # (F, J)
+    "soft_lo", "soft_hi", "default_joint_pos",        # (J,)
+    "action", "last_action",                          # (n, A)
+])
+
+
+@dataclass(frozen=True)
+class Term:
+    """One row of a term table: ``name``, its per-env function and what the driver needs of it.
+
+    ``kind`` is free-form per table (``"exp"``/``"penalty"`` for rewards);
+    ``width(J, B)`` is an observation piece's length; ``noise`` names the
+    ``obs_noise`` config key of a policy piece (None: no noise).
+    """
+
+    name: str
+    func: Callable
+    kind: str = ""
+    width: Callable[[int, int], int] | None = None
+    noise: str | None = None
+
+
+_CACHE: dict[tuple, Callable] = {}
+
+
+def generate_driver(template: str, call: str, rows: Sequence[Term], name: str) -> Callable:
+    """Compile ``template`` with ``{calls}`` replaced by ``call.format(i=i)`` for each row.
+
+    In ``call``, ``f{i}`` is row ``i``'s function. The result is cached per
+    (template, rows); the source goes to a file named by its hash (under
+    ``$UNILAB_CACHE/numba_drivers``) so Numba's ``cache=True`` works for it.
+    """
+    key = (template, call, tuple((t.name, t.func) for t in rows))
+    fn = _CACHE.get(key)
+    if fn is not None:
+        return fn
+    indent = next(line for line in template.splitlines() if "{calls}" in line).index("{calls}")
+    lines = ("\n" + " " * indent).join(call.format(i=i) for i in range(len(rows)))
+    src = template.replace("{calls}", lines)
+    funcs = {f"f{i}": t.func for i, t in enumerate(rows)}
+    imports = "".join(f"from {t.func.py_func.__module__} import {t.func.py_func.__name__} as f{i}\n"
+                      for i, t in enumerate(rows))
+    body = "import numpy as np\nfrom numba import njit, prange\n" + imports + "\n\n" + src
+    digest = hashlib.sha256(body.encode())
+    # Numba's cache checks only the driver file: a changed term function, or a helper it
+    # inlines, must give another file name (so hash the modules they are defined in)
+    modules = sorted({t.func.py_func.__module__ for t in rows} | {quat.__name__})
+    for mod in modules:
+        digest.update(inspect.getsource(sys.modules[mod]).encode())
+    try:
+        path = _driver_dir() / f"{name}_{digest.hexdigest()[:16]}.py"
+        if not path.is_file():
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(body)
+            os.replace(tmp, path)
+        spec = importlib.util.spec_from_file_location(f"unilab_driver_{path.stem}", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # Numba's cache re-imports the driver's module by name
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+        fn = getattr(module, name)
+    except OSError:  # read-only cache dir: compile in memory, every process
+        from numba import prange  # noqa: PLC0415 - only on this fallback path
+
+        ns: dict = {"np": np, "njit": njit, "prange": prange, **funcs}
+        exec(compile(src.replace("cache=True", "cache=False"), f"<{name}>", "exec"), ns)  # noqa: S102
+        fn = ns[name]
+    _CACHE[key] = fn
+    return fn
+
+
+def _driver_dir() -> Path:
+    d = cache_dir() / "numba_drivers"
+    d.mkdir(parents=True, exist_ok=True)
+    return d

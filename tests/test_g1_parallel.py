@@ -1,0 +1,220 @@
+"""The G1 task's parallel drivers: bit-identical to the serial kernels they replaced, term tables, threads.
+
+The reference is today's serial kernels, kept verbatim in ``reference_g1_kernels``;
+every comparison is exact (``np.array_equal``), on real (stepped) and random states.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numba
+import numpy as np
+import pytest
+import reference_g1_kernels as ref_k
+from test_g1_task import tiny_cfg  # noqa: F401 - the fixture
+
+from unilab.sim import cpu, numba_threads
+from unilab.tasks.g1_motion_tracking.config import ObsNoiseConfig, ResetConfig, RewardsConfig, TerminationsConfig
+from unilab.tasks.g1_motion_tracking.env import MotionTrackingEnv
+from unilab.tasks.g1_motion_tracking.observations import CRITIC_OBS, POLICY_OBS, ObsLayout
+from unilab.tasks.g1_motion_tracking.resets import StartFrameSampler
+from unilab.tasks.g1_motion_tracking.rewards import REWARD_TERMS, TERM_NAMES
+from unilab.tasks.g1_motion_tracking.terminations import TERMINATIONS
+
+
+def _noisy_env(cfg, n=64, seed=5):
+    cfg.obs_noise = ObsNoiseConfig(anchor_pos=0.05, anchor_ori=0.1, base_lin_vel=0.2, base_ang_vel=0.3,
+                                   joint_pos=0.01, joint_vel=0.5)
+    env = MotionTrackingEnv(cfg, n, seed=seed)
+    env.reset()
+    rng = np.random.default_rng(seed)
+    for _ in range(7):  # real states: a few physics steps with random actions (some envs restart)
+        env.step(rng.uniform(-1, 1, (n, env.action_dim)).astype(np.float32))
+    return env
+
+
+def _randomize(env, rng):
+    """Random robot states (unit and non-unit quaternions, large velocities) in the pool's bound arrays."""
+    p = env.pool
+    for name in ("xpos", "cvel", "subtree_com"):  # derived fields are read-only: replace the arrays
+        setattr(p, name, rng.normal(0, 2, getattr(p, name).shape))
+    p.qvel[...] = rng.normal(0, 2, p.qvel.shape)
+    q = rng.normal(size=p.xquat.shape)
+    p.xquat = q / np.linalg.norm(q, axis=-1, keepdims=True)
+    p.qpos[...] = rng.normal(size=p.qpos.shape)
+    env.action[...] = rng.uniform(-1, 1, env.action.shape)
+    env.last_action[...] = rng.uniform(-1, 1, env.last_action.shape)
+    env.frame[...] = rng.integers(0, 200, env.num_envs)
+    env.clip[...] = rng.integers(0, env.motion.num_clips, env.num_envs)
+
+
+def _reference_update(env, rows, noise):
+    """Today's serial kernels on env's state: (ref frames, state, terms, reward, conds, policy, critic)."""
+    p, k = env.pool, rows.shape[0]
+    lib = env.motion
+    ref = lib.lookup(env.clip[rows], env.frame[rows])
+    nb, nj = len(env.body_ids), len(env.joint_names)
+    state = (np.empty((k, nb, 3)), np.empty((k, nb, 4)), np.empty((k, nb, 3)), np.empty((k, nb, 3)),
+             np.empty((k, nj)), np.empty((k, nj)), np.empty((k, 3)), np.empty((k, 3)))
+    ref_k.gather_robot_state(rows, p.xpos, p.xquat, p.cvel, p.subtree_com, p.qpos, p.qvel, env.body_ids,
+                             env.root_ids, env.qpos_adr, env.dof_adr, *state)
+    terms = np.zeros((k, len(TERM_NAMES)))
+    inv_sigma_sq = env.rewards.params[:6]
+    ref_k.reward_terms_kernel(env.anchor, *state[:4], ref.body_pos_w, ref.body_quat_w, ref.body_lin_vel_w,
+                              ref.body_ang_vel_w, state[4], env.soft_lo, env.soft_hi, env.action[rows],
+                              env.last_action[rows], inv_sigma_sq, terms)
+    conds = np.zeros((k, 3), dtype=bool)
+    ref_k.termination_kernel(env.anchor, env.ee_index, state[0], state[1], ref.body_pos_w, ref.body_quat_w,
+                             env.thresholds, conds)
+    policy = np.empty((k, env.obs_dim), dtype=np.float32)
+    critic = np.empty((k, env.critic_obs_dim), dtype=np.float32)
+    a = env.anchor
+    ref_k.fill_observations(a, state[0], state[1], state[4], state[5], state[6], state[7], ref.body_pos_w[:, a],
+                            ref.body_quat_w[:, a], ref.joint_pos, ref.joint_vel, env.default_joint_pos,
+                            env.last_action[rows], env.noise_scale, noise, policy, critic)
+    if not (np.isfinite(policy).all() and np.isfinite(critic).all()):
+        np.nan_to_num(policy, copy=False, nan=0.0, posinf=0.0, neginf=0.0)
+        np.nan_to_num(critic, copy=False, nan=0.0, posinf=0.0, neginf=0.0)
+    return lib.flat_index(env.clip[rows], env.frame[rows]), state, terms, terms @ env.rewards.weights, conds, \
+        policy, critic
+
+
+def _parallel_update(env, rows, noise):
+    """The env's drivers on the same state, outputs in the rows ``rows``."""
+    s = env.arrays
+    env.motion.flat_index_into(env.clip, env.frame, rows, env.ref_index)
+    env._gather(rows)
+    terms = np.full((env.num_envs, len(TERM_NAMES)), np.nan)
+    reward = env.rewards.compute(s, rows, terms)
+    conds = np.zeros((env.num_envs, 3), dtype=bool)
+    failed = np.zeros(env.num_envs, dtype=bool)
+    env._term_driver(s, rows, env.thresholds, conds, failed)
+    np.testing.assert_array_equal(failed[rows], conds[rows].any(axis=1))
+    policy = np.full((env.num_envs, env.obs_dim), np.nan, dtype=np.float32)
+    critic = np.full((env.num_envs, env.critic_obs_dim), np.nan, dtype=np.float32)
+    env._obs_driver(s, rows, env._obs_offsets, env.noise_scale, noise, policy, critic)
+    state = tuple(b[rows] for b in (env.body_pos, env.body_quat, env.body_lin, env.body_ang, env.joint_pos,
+                                    env.joint_vel, env.base_lin_b, env.base_ang_b))
+    return env.ref_index[rows], state, terms[rows], reward[rows], conds[rows], policy[rows], critic[rows]
+
+
+def _assert_identical(got, want):
+    names = ("ref_index", "state", "terms", "reward", "conds", "policy", "critic")
+    for name, g, w in zip(names, got, want):
+        if name == "state":
+            for i, (gs, ws) in enumerate(zip(g, w)):
+                assert np.array_equal(gs, ws, equal_nan=True), f"state[{i}]"
+        else:
+            assert np.array_equal(g, w, equal_nan=True), name
+
+
+@pytest.mark.parametrize("states", ["real", "random"])
+@pytest.mark.parametrize("subset", [False, True])
+def test_update_drivers_bit_identical_to_serial_kernels(tiny_cfg, states, subset):  # noqa: F811
+    env = _noisy_env(tiny_cfg)
+    rng = np.random.default_rng(11)
+    if states == "random":
+        _randomize(env, rng)
+        env.pool.xpos[3, 1, 2] = np.nan  # a diverged env: NaN must become 0 in the observations, alike
+        env.pool.qvel[5, 0] = np.inf
+    # all envs (update_state), or a shuffled subset (reset_done's restarted rows)
+    rows = np.sort(rng.choice(env.num_envs, 17, replace=False)) if subset else np.arange(env.num_envs)
+    noise = rng.uniform(-1, 1, (rows.size, env.obs_dim))
+    want = _reference_update(env, rows, noise)
+    got = _parallel_update(env, rows, noise)
+    _assert_identical(got, want)
+
+
+def test_results_do_not_depend_on_thread_count(tiny_cfg):  # noqa: F811
+    env = _noisy_env(tiny_cfg, n=200)
+    rows = np.arange(env.num_envs)
+    noise = np.random.default_rng(0).uniform(-1, 1, (rows.size, env.obs_dim))
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one = _parallel_update(env, rows, noise)
+        numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+        many = _parallel_update(env, rows, noise)
+    finally:
+        numba.set_num_threads(before)
+    _assert_identical(one, many)
+
+
+def test_sampler_record_matches_serial_update(tiny_cfg):  # noqa: F811
+    env = MotionTrackingEnv(tiny_cfg, 2)
+    cfg = ResetConfig(sampling="adaptive", adaptive_bin_s=0.1, adaptive_ema=0.3)
+    s = StartFrameSampler(env.motion, cfg)
+    want = s.fail_ema.copy()
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        clip = rng.integers(0, 2, 50)
+        frame = rng.integers(0, 40, 50)
+        failed = rng.random(50) < 0.3
+        s.record(clip, frame, failed)
+        counts = np.zeros(s.num_bins)  # the serial update the kernel replaced
+        np.add.at(counts, s.bin_of(clip[failed], frame[failed]), 1.0)
+        want *= 1.0 - cfg.adaptive_ema
+        want += cfg.adaptive_ema * counts
+        assert np.array_equal(s.fail_ema, want)
+
+
+def test_tables_name_everything(tiny_cfg):  # noqa: F811
+    env = MotionTrackingEnv(tiny_cfg, 4)
+    assert env.reward_term_names == tuple(t.name for t in REWARD_TERMS)
+    assert env.termination_names == tuple(t.name for t in TERMINATIONS)
+    # every row has its config key, and nothing else is configured
+    assert {t.name for t in REWARD_TERMS} == set(RewardsConfig.__dataclass_fields__)
+    assert {t.name for t in TERMINATIONS} == set(TerminationsConfig.__dataclass_fields__)
+    assert {t.noise for t in POLICY_OBS if t.noise} == set(ObsNoiseConfig.__dataclass_fields__)
+    np.testing.assert_array_equal(env.rewards.weights, [getattr(tiny_cfg.rewards, n).weight for n in TERM_NAMES])
+    # the layout: contiguous pieces, policy first; dims derive from it
+    lay = ObsLayout(2, 3)
+    sl = lay.slices
+    assert list(sl) == [t.name for t in POLICY_OBS + CRITIC_OBS]
+    assert all(a.stop == b.start for a, b in zip(list(sl.values()), list(sl.values())[1:]))
+    assert (env.obs_dim, env.critic_obs_dim) == (lay.policy_dim, lay.critic_dim) == (5 * 2 + 15, 5 * 2 + 15 + 27)
+    # TensorBoard tags come from the table through env.reward_term_names
+    from unilab.runtime.stats import counter_names
+
+    assert [c for c in counter_names(env.spec.reward_terms) if c.startswith("reward_term/")] == \
+        [f"reward_term/{n}" for n in TERM_NAMES]
+
+
+def test_numba_threads_follow_the_pool(tiny_cfg):  # noqa: F811
+    env = MotionTrackingEnv(tiny_cfg, 8)
+    assert numba.get_num_threads() == min(env.pool.nthread, numba.config.NUMBA_NUM_THREADS)
+    assert numba.threading_layer() == numba_threads.LAYER
+    env.close()
+
+
+@pytest.mark.skipif(not cpu.affinity_supported() or not os.path.isdir("/proc/self/task"), reason="Linux only")
+def test_numba_workers_run_on_the_pool_cpus(tiny_cfg):  # noqa: F811
+    usable = cpu.usable_cpus()
+    cpu_ids = [usable[-1]]  # one CPU, not the first: inheriting the caller's first CPU would not pass
+    env = MotionTrackingEnv(tiny_cfg, 8, pool_kwargs={"cpu_ids": cpu_ids})
+    try:
+        env.reset()
+        env.step(np.zeros((8, 2), dtype=np.float32))  # parallel drivers ran
+        tids = numba_threads.worker_tids()
+        assert tids, "Numba's workers were not seen starting"
+        for tid in tids:
+            assert cpu.thread_affinity(tid) == set(cpu_ids), tid
+        assert numba.get_num_threads() == 1
+    finally:
+        env.close()
+    for tid in numba_threads.worker_tids():  # given back
+        assert cpu.thread_affinity(tid) == set(cpu.usable_cpus())
+
+
+def test_workers_do_not_spin_after_a_parallel_region(tiny_cfg):  # noqa: F811
+    """After a host phase, Numba's workers sleep: the process burns ~no CPU while the caller sleeps."""
+    env = MotionTrackingEnv(tiny_cfg, 256)
+    env.reset()
+    env.step(np.zeros((256, 2), dtype=np.float32))
+    c0, w0 = time.process_time(), time.perf_counter()
+    time.sleep(0.2)
+    cores = (time.process_time() - c0) / (time.perf_counter() - w0)
+    assert cores < 0.05, f"{cores:.3f} cores busy while idle: workers spin"
+    env.close()
