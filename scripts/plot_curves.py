@@ -18,9 +18,9 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")  # headless: never needs a display
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from unilab.telemetry.scalars import read_scalars  # noqa: E402
+from unilab.telemetry.scalars import read_scalars
 
 DEFAULT_SUBSTRINGS = ("episode", "reward")
 DEFAULT_EXTRA_TAGS = ("perf/steps_per_sec",)
@@ -67,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     """Command line entry point; returns the exit code."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("log_dir", help="directory holding the run's events.out.tfevents.* files")
-    p.add_argument("--tags", default=None, help="comma-separated tags (default: episode/reward tags + perf/steps_per_sec)")
+    p.add_argument("--tags", default=None,
+                   help="comma-separated tags (default: episode/reward tags + perf/steps_per_sec)")
     p.add_argument("--out", default="curves.png", help="output PNG path")
     a = p.parse_args(argv)
     try:
@@ -77,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     tags = [t.strip() for t in a.tags.split(",") if t.strip()] if a.tags else default_tags(list(scalars))
     if not tags:
-        print(f"error: no episode/reward tags in {a.log_dir}; pass --tags (available: {sorted(scalars)})", file=sys.stderr)
+        print(f"error: no episode/reward tags in {a.log_dir}; pass --tags (available: {sorted(scalars)})",
+              file=sys.stderr)
         return 2
     try:
         out = plot_curves(scalars, tags, a.out)

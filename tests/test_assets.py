@@ -15,7 +15,8 @@ FAKE_MEMBERS = {
     "holosoma/__init__.py": b"# not extracted\n",
     "holosoma/data/robots/g1/g1_29dof.xml": b"<mujoco model='fake'/>\n",
     "holosoma/data/robots/g1/g1_29dof.urdf": b"<robot/>\n",
-    "holosoma/data/robots/g1/scenes/scene_g1_29dof_wbt_plane.xml": b"<mujoco><include file='../g1_29dof.xml'/></mujoco>\n",
+    "holosoma/data/robots/g1/scenes/scene_g1_29dof_wbt_plane.xml":
+        b"<mujoco><include file='../g1_29dof.xml'/></mujoco>\n",
     "holosoma/data/robots/g1/meshes/pelvis.STL": bytes(range(256)) * 40,
     "holosoma/data/motions/g1_29dof/whole_body_tracking/terrain_slope.obj": b"v 0 0 0\n",
 }
@@ -71,12 +72,14 @@ def test_fetch_extracts_only_wanted_paths_and_writes_manifest(fake):
     assert res.rebuilt and dl.calls == 1
     root = res.root
     assert (root / g1.SCENE_REL).is_file()
-    assert (root / "robots/g1/meshes/pelvis.STL").read_bytes() == FAKE_MEMBERS["holosoma/data/robots/g1/meshes/pelvis.STL"]
+    mesh = "robots/g1/meshes/pelvis.STL"
+    assert (root / mesh).read_bytes() == FAKE_MEMBERS[f"holosoma/data/{mesh}"]
     assert not (root / "robots/g1/g1_29dof.urdf").exists()
     assert not (root / "motions/g1_29dof/whole_body_tracking/terrain_slope.obj").exists()
     assert not list(root.rglob("__init__.py"))
     manifest = holosoma.read_manifest(root)
-    assert set(manifest) == {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() and p.name != "manifest.json"}
+    files = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
+    assert set(manifest) == files - {"manifest.json"}
     assert holosoma.verify_assets(cache) == []
     # the wheel is kept so a damaged cache can be rebuilt offline
     assert (cache / "downloads" / holosoma.WHEEL_NAME).is_file()
@@ -112,7 +115,8 @@ def test_partial_cache_is_detected_and_refetched(fake, damage):
 
 def test_same_size_corruption_found_by_full_verify(fake):
     cache, wheel, digest = fake
-    root = holosoma.ensure_assets(cache, expected_sha256=digest, downloader=CountingDownloader(wheel), progress=False).root
+    root = holosoma.ensure_assets(
+        cache, expected_sha256=digest, downloader=CountingDownloader(wheel), progress=False).root
     mesh = root / "robots/g1/meshes/pelvis.STL"
     data = bytearray(mesh.read_bytes())
     data[10] ^= 0xFF

@@ -54,7 +54,8 @@ def test_key_covers_model_cpus_and_version(humanoid, monkeypatch):
 def test_model_hash_changes_with_the_model(humanoid):
     import mujoco
 
-    other = mujoco.MjModel.from_xml_string("<mujoco><worldbody><body><freejoint/><geom size='.1'/></body></worldbody></mujoco>")
+    other = mujoco.MjModel.from_xml_string(
+        "<mujoco><worldbody><body><freejoint/><geom size='.1'/></body></worldbody></mujoco>")
     assert at.model_hash(humanoid) != at.model_hash(other)
     assert at.model_hash(humanoid) == at.model_hash(humanoid)
 

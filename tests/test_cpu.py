@@ -111,7 +111,8 @@ def test_more_cpu_ids_than_envs():
 
 @pytest.mark.parametrize(
     "spec,expected",
-    [("0-3", [0, 1, 2, 3]), ("2,0", [2, 0]), ("0-1, 4", [0, 1, 4]), (3, [3]), ([1, 2], [1, 2]), ("", None), (None, None)],
+    [("0-3", [0, 1, 2, 3]), ("2,0", [2, 0]), ("0-1, 4", [0, 1, 4]), (3, [3]), ([1, 2], [1, 2]),
+     ("", None), (None, None)],
 )
 def test_parse_cpu_ids(spec, expected):
     assert cpu.parse_cpu_ids(spec) == expected

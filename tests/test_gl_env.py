@@ -34,7 +34,8 @@ def _headless_env(mujoco_gl: str) -> dict[str, str]:
 
 
 def _run(cmd: list[str], mujoco_gl: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=timeout, env=_headless_env(mujoco_gl))
+    return subprocess.run(
+        cmd, check=False, capture_output=True, text=True, timeout=timeout, env=_headless_env(mujoco_gl))
 
 
 def _assert_clean(res: subprocess.CompletedProcess) -> None:

@@ -11,8 +11,8 @@ import time
 
 import pytest
 import torch
-
 from runtime_helpers import popen_train, run_dirs, train_cmd, wait_for_line
+
 from unilab.algo.sac import FastSAC, SACConfig
 from unilab.runtime.checkpoint import latest_checkpoint, load_checkpoint
 from unilab.runtime.signals import StopRequested, StopSignals

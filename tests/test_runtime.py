@@ -10,12 +10,12 @@ import time
 
 import psutil
 import pytest
-
 from runtime_helpers import popen_train, run_dirs, train_cmd, wait_for_line
+
 from unilab.runtime.checkpoint import latest_checkpoint, load_checkpoint
 from unilab.telemetry.scalars import read_scalars
 
-DESIGN_TAGS = [
+METRIC_TAGS = [
     "perf/steps_per_sec", "perf/iter_ms", "perf/collector_active_steps_per_sec",
     "timing/learner_train_ms", "timing/learner_collector_wait_ms",
     "timing/collector_env_step_ms", "timing/collector_env_step_backend_ms",
@@ -40,7 +40,7 @@ def test_training_writes_metrics_checkpoints_and_trace(tmp_path):
     assert sorted(p.name for p in run.glob("model_*.pt")) == ["model_20.pt", "model_30.pt"]
     assert (run / "config.yaml").exists()
     scalars = read_scalars(run)
-    for tag in DESIGN_TAGS:
+    for tag in METRIC_TAGS:
         assert tag in scalars, tag
         assert len(scalars[tag]) == 6  # every 5 of 30 iterations
     assert "reward/angle" in scalars and "train/critic_loss" in scalars
@@ -238,7 +238,8 @@ def test_two_ranks_with_gloo_share_cpus_and_weights(tmp_path):
     assert out.returncode == 0, out.stdout + out.stderr
     from unilab.runtime.distributed import cpu_partition
 
-    pinned = sorted(line.split("cpu_ids=")[1].split(", learner")[0] for line in out.stdout.splitlines() if "pinned to" in line)
+    pinned = sorted(
+        line.split("cpu_ids=")[1].split(", learner")[0] for line in out.stdout.splitlines() if "pinned to" in line)
     expected = sorted(str(cpu_partition(cpu.usable_cpus(), r, 2)) for r in range(2))
     assert pinned == expected
     runs = run_dirs(tmp_path) + sorted((tmp_path / "fast_sac").glob("*/*_mujoco_rank1"))

@@ -103,7 +103,10 @@ def test_terminal_rows_target_is_the_reward(distributional):
 
 def test_policy_frequency_delays_actor_updates():
     agent = FastSAC(_cfg(policy_frequency=3), OBS, COBS, ACT)
-    snapshot = lambda: [p.clone() for p in agent.actor.parameters()]  # noqa: E731
+
+    def snapshot():
+        return [p.clone() for p in agent.actor.parameters()]
+
     changed = []
     for i in range(6):
         before = snapshot()

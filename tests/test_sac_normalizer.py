@@ -11,7 +11,8 @@ from unilab.algo.sac import RunningNormalizer
 
 def test_running_stats_match_numpy_over_all_batches():
     rng = np.random.default_rng(0)
-    batches = [rng.normal(loc=m, scale=s, size=(n, 5)) for m, s, n in [(3.0, 2.0, 17), (-1.0, 0.5, 1), (10.0, 4.0, 250)]]
+    moments = [(3.0, 2.0, 17), (-1.0, 0.5, 1), (10.0, 4.0, 250)]
+    batches = [rng.normal(loc=m, scale=s, size=(n, 5)) for m, s, n in moments]
     norm = RunningNormalizer(5)
     for b in batches:
         norm.update(torch.from_numpy(b).float())

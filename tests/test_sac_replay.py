@@ -21,7 +21,8 @@ def _rb(num_envs: int, capacity: int, obs_dim: int, critic_obs_dim: int, action_
 
 
 def _put(buf: ReplayBuffer, *args, **kw) -> None:
-    """Store one transition given as (obs, critic_obs, action, reward, next_obs, next_critic_obs, terminated, truncated).
+    """Store one transition given as
+    (obs, critic_obs, action, reward, next_obs, next_critic_obs, terminated, truncated).
 
     The next observations go in as both the step's observations and its final observations.
     """

@@ -7,8 +7,8 @@ import json
 import subprocess
 
 import numpy as np
-
 from runtime_helpers import run_dirs, train_cmd
+
 from unilab.algo.sac.replay import ReplayBuffer
 from unilab.runtime.shm import SLOTS, SharedArrays, step_slot, transport_spec
 from unilab.sim.spec import EnvSpec, Field, env_outputs

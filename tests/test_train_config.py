@@ -50,7 +50,8 @@ def test_sac_cpu_is_the_sac_defaults_plus_its_lines():
 
 def test_upstream_command_line_composes():
     overrides, flags = split_argv(
-        ["--algo", "sac", "--task", "g1_motion_tracking", "--sim", "mujoco", "algo.num_envs=4096", "training.trace_enabled=true"]
+        ["--algo", "sac", "--task", "g1_motion_tracking", "--sim", "mujoco", "algo.num_envs=4096",
+         "training.trace_enabled=true"]
     )
     assert overrides[:3] == ["algo=sac", "task=g1_motion_tracking", "sim=mujoco"]
     cfg = compose_config(overrides)
@@ -66,7 +67,8 @@ def test_run_spec_is_typed_pickles_and_rebuilds_from_its_raw_config():
     assert spec.task_cfg.kp["left_knee_joint"] == 120.0 and spec.task_cfg.reset.noise.joint_pos == 0.2
     assert pickle.loads(pickle.dumps(spec.task_cfg)) == spec.task_cfg
     again = RunSpec.from_raw(yaml.safe_load(yaml.safe_dump(spec.raw)))  # as config.yaml / the checkpoint store it
-    assert (again.algo, again.task_cfg, again.sim, again.training) == (spec.algo, spec.task_cfg, spec.sim, spec.training)
+    for part in ("algo", "task_cfg", "sim", "training"):
+        assert getattr(again, part) == getattr(spec, part), part
 
 
 def test_unknown_override_key_is_named():
@@ -181,7 +183,8 @@ def test_play_defaults_are_declared_once():
 
 
 def test_every_config_field_has_a_doc():
-    seen, todo = set(), [SACConfig, SimConfig, TrainingConfig, PlayConfig] + [registry.config_class(n) for n in registry.CONFIGS]
+    seen = set()
+    todo = [SACConfig, SimConfig, TrainingConfig, PlayConfig] + [registry.config_class(n) for n in registry.CONFIGS]
     while todo:
         cls = todo.pop()
         if cls in seen:

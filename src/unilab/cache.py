@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+CACHE_ENV_VAR = "UNILAB_CACHE"
+
 
 def cache_dir() -> Path:
-    """``$UNILAB_CACHE``, default ``~/.cache/unilab`` (created on demand)."""
-    root = Path(os.environ.get("UNILAB_CACHE") or Path.home() / ".cache" / "unilab").expanduser()
-    root.mkdir(parents=True, exist_ok=True)
-    return root
+    """The cache root: ``$UNILAB_CACHE`` if set, else ``~/.cache/unilab`` (may not exist yet)."""
+    env = os.environ.get(CACHE_ENV_VAR)
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "unilab"

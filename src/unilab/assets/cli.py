@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from unilab.assets import holosoma
+from unilab.cache import CACHE_ENV_VAR
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -15,14 +16,15 @@ def _build_parser() -> argparse.ArgumentParser:
         description=(
             "Manage the G1 29-DoF model and motion clips unilab unpacks from the "
             f"holosoma=={holosoma.HOLOSOMA_VERSION} wheel (downloaded with your pip, never installed). "
-            f"Cache: ${holosoma.CACHE_ENV_VAR} or ~/.cache/unilab."
+            f"Cache: ${CACHE_ENV_VAR} or ~/.cache/unilab."
         ),
         epilog=(
             f"Offline: put {holosoma.WHEEL_NAME} into <cache>/downloads/ or set "
             f"{holosoma.WHEEL_ENV_VAR}=/path/to/the.whl, then run `unilab-assets fetch`."
         ),
     )
-    p.add_argument("--cache-dir", type=Path, default=None, help="cache root (default: $UNILAB_CACHE or ~/.cache/unilab)")
+    p.add_argument("--cache-dir", type=Path, default=None,
+                   help=f"cache root (default: ${CACHE_ENV_VAR} or ~/.cache/unilab)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     f = sub.add_parser("fetch", help="download and unpack the assets (no-op if the cache is intact)")
@@ -44,7 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _build_parser().parse_args(argv)
     try:
         if args.command == "fetch":
-            res = holosoma.ensure_assets(args.cache_dir, force=args.force, wheel_path=args.wheel, progress=not args.quiet)
+            res = holosoma.ensure_assets(
+                args.cache_dir, force=args.force, wheel_path=args.wheel, progress=not args.quiet)
             state = "rebuilt" if res.rebuilt else "already cached"
             print(f"{res.root} ({state})")
             return 0
@@ -61,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{root}: OK ({n} files)")
             return 0
         if args.command == "path":
-            from unilab.assets import g1
+            from unilab.assets import g1  # noqa: PLC0415 - lazy: fetch and verify need no mujoco
 
             if args.scene:
                 print(g1.scene_xml_path(args.cache_dir))

@@ -10,7 +10,6 @@ import mujoco
 from unilab.assets.holosoma import MOTION_PREFIX, WHEEL_DATA_PREFIX, ensure_assets, manifest_paths
 
 SCENE_REL = "robots/g1/scenes/scene_g1_29dof_wbt_plane.xml"
-ROBOT_REL = "robots/g1/g1_29dof.xml"
 MOTIONS_REL = MOTION_PREFIX[len(WHEEL_DATA_PREFIX):]
 # Clips recorded with a manipulated object (e.g. "..._w_obj.npz") carry an extra
 # object body and a motion that only makes sense with the object present, which
@@ -29,11 +28,6 @@ def assets_root(cache_dir: str | os.PathLike | None = None, *, progress: bool = 
 def scene_xml_path(cache_dir: str | os.PathLike | None = None) -> Path:
     """The G1 29-DoF scene on a flat plane (robot + floor), fetching assets if needed."""
     return assets_root(cache_dir) / SCENE_REL
-
-
-def robot_xml_path(cache_dir: str | os.PathLike | None = None) -> Path:
-    """The bare G1 29-DoF MJCF (no floor), fetching assets if needed."""
-    return assets_root(cache_dir) / ROBOT_REL
 
 
 def motion_paths(cache_dir: str | os.PathLike | None = None, *, include_object_clips: bool = False,

@@ -30,16 +30,17 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+
+from unilab import cache as unilab_cache
 
 HOLOSOMA_VERSION = "0.0.3"
 WHEEL_NAME = f"holosoma-{HOLOSOMA_VERSION}-py3-none-any.whl"
 WHEEL_SHA256 = "1c007c27dbf130c04533af6052649d88da32eaa9b54e69c6d39009e979a2312f"
 WHEEL_URL_HINT = f"https://pypi.org/project/holosoma/{HOLOSOMA_VERSION}/#files"
 WHEEL_ENV_VAR = "UNILAB_HOLOSOMA_WHEEL"
-CACHE_ENV_VAR = "UNILAB_CACHE"
 
 # Paths inside the wheel that unilab needs, and the prefix stripped on extraction.
 WHEEL_DATA_PREFIX = "holosoma/data/"
@@ -68,21 +69,15 @@ class FetchResult:
     wheel: Path | None
 
 
-def default_cache_dir() -> Path:
-    """The cache root: ``$UNILAB_CACHE`` if set, else ``~/.cache/unilab``."""
-    env = os.environ.get(CACHE_ENV_VAR)
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "unilab"
-
-
 def assets_dir(cache_dir: str | os.PathLike | None = None) -> Path:
     """Directory holding the extracted holosoma assets (may not exist yet)."""
-    base = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+    base = Path(cache_dir).expanduser() if cache_dir is not None else unilab_cache.cache_dir()
     return base / f"holosoma-{HOLOSOMA_VERSION}"
 
 
 def downloads_dir(cache_dir: str | os.PathLike | None = None) -> Path:
     """Directory where a downloaded (or user-provided) wheel is kept."""
-    base = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+    base = Path(cache_dir).expanduser() if cache_dir is not None else unilab_cache.cache_dir()
     return base / "downloads"
 
 
@@ -302,7 +297,7 @@ def _progress_bar(total: int, desc: str, enabled: bool):
     if not enabled:
         return _NullBar()
     try:
-        from tqdm import tqdm
+        from tqdm import tqdm  # noqa: PLC0415 - optional: no progress bar without it
     except ImportError:  # tqdm is a dependency, but a progress line is not worth failing over
         return _NullBar()
     return tqdm(total=total, desc=f"unilab: {desc}", unit="B", unit_scale=True, file=sys.stderr, leave=False)
@@ -313,7 +308,7 @@ def _cache_lock(base: Path) -> Iterator[None]:
     """Serialise concurrent fetches into the same cache (advisory, POSIX only)."""
     base.mkdir(parents=True, exist_ok=True)
     try:
-        import fcntl
+        import fcntl  # noqa: PLC0415 - POSIX only
     except ImportError:  # Windows: no advisory locks; the atomic rename still protects readers
         yield
         return

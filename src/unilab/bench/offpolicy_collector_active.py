@@ -13,8 +13,11 @@ import argparse
 import time
 
 import numpy as np
+import yaml
+from omegaconf import OmegaConf
 
 from unilab.bench.report import format_table, write_json
+from unilab.cli.config import compose_config
 from unilab.runtime.collector import CollectorArgs
 from unilab.runtime.collector_client import CollectorClient
 from unilab.runtime.stats import Counters, delta
@@ -22,8 +25,6 @@ from unilab.tasks.registry import make_env, task_config
 
 
 def _overrides(pairs: list[str]) -> dict:
-    import yaml  # noqa: PLC0415
-
     out = {}
     for p in pairs:
         k, eq, v = p.partition("=")
@@ -34,10 +35,6 @@ def _overrides(pairs: list[str]) -> dict:
 
 
 def _task_values(name: str, overrides: dict) -> dict:
-    from unilab.cli.config import compose_config  # noqa: PLC0415 - the YAML defaults of the task
-
-    from omegaconf import OmegaConf  # noqa: PLC0415
-
     cfg = compose_config([f"task={name}"])
     values = OmegaConf.to_container(cfg.task, resolve=True)
     values.update(overrides)
@@ -61,7 +58,8 @@ def raw_env_rate(name: str, values: dict, num_envs: int, steps: int, warmup: int
     return {"steps_per_sec": num_envs * steps / wall, "ms_per_step": wall / steps * 1000, "nthread": nthread}
 
 
-def collector_rate(name: str, values: dict, num_envs: int, steps: int, warmup: int, pool_kwargs: dict, seed: int) -> dict:
+def collector_rate(
+        name: str, values: dict, num_envs: int, steps: int, warmup: int, pool_kwargs: dict, seed: int) -> dict:
     """Steps/s of the collector process driven by a zero-cost stub policy."""
     args = CollectorArgs(name, task_config(name, values), num_envs, pool_kwargs, seed, trace_path=None,
                          startup_timeout_s=900.0)
@@ -118,7 +116,8 @@ def main(argv: list[str] | None = None) -> dict:
     if args.steps < 1 or args.num_envs < 1:
         raise SystemExit("--steps and --num-envs must be >= 1")
     values = _task_values(args.task, _overrides(args.task_override))
-    pool_kwargs = {"nthread": int(args.nthread) if args.nthread not in (None, "auto") else args.nthread, "cpu_ids": args.cpu_ids}
+    nthread = int(args.nthread) if args.nthread not in (None, "auto") else args.nthread
+    pool_kwargs = {"nthread": nthread, "cpu_ids": args.cpu_ids}
     raw = raw_env_rate(args.task, values, args.num_envs, args.steps, args.warmup, pool_kwargs, args.seed)
     col = collector_rate(args.task, values, args.num_envs, args.steps, args.warmup, pool_kwargs, args.seed)
     res = {

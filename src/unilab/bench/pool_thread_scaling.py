@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import mujoco
 import numpy as np
 
+from unilab.assets.builtin import load_humanoid
 from unilab.bench.report import format_table, write_json
 from unilab.sim import cpu
 from unilab.sim.mujoco.pool import BatchEnvPool
@@ -53,8 +54,6 @@ def thread_counts(usable: int) -> list[int]:
 def _load_model(path: str | None) -> mujoco.MjModel:
     if path:
         return mujoco.MjModel.from_xml_path(path)
-    from unilab.assets.builtin import load_humanoid  # noqa: PLC0415
-
     return load_humanoid()
 
 
@@ -205,7 +204,8 @@ def print_result(res: dict) -> None:
     print(
         f"default nthread (sizing rule) = {res['default_nthread']}; fastest row = nthread {fast['nthread']} "
         f"{'pinned' if fast['pinned'] else 'unpinned'}; default within {WITHIN:.0%} of fastest: "
-        f"{'yes' if res['default_within_5pct_of_fastest'] else 'NO'}; default efficiency {res['default_efficiency']:.3f}"
+        f"{'yes' if res['default_within_5pct_of_fastest'] else 'NO'}; "
+        f"default efficiency {res['default_efficiency']:.3f}"
     )
 
 
@@ -222,7 +222,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=30, help="timed pool.step calls per measurement")
     p.add_argument("--warmup", type=int, default=2, help="untimed pool.step calls before timing")
     p.add_argument("--repeats", type=int, default=3, help="interleaved rounds; the median is reported")
-    p.add_argument("--nthreads", default=None, help="comma list of thread counts (default: 2x usable, usable, halves to 1)")
+    p.add_argument("--nthreads", default=None,
+                   help="comma list of thread counts (default: 2x usable, usable, halves to 1)")
     p.add_argument("--no-pinned", action="store_true", help="skip the pinned rows")
     p.add_argument("--seed", type=int, default=0, help="seed of initial states and controls")
     p.add_argument("--json", default=None, help="also write the results to this JSON file")

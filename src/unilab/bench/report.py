@@ -12,6 +12,9 @@ from pathlib import Path
 
 import mujoco
 
+from unilab.sim.cpu import usable_cpus
+from unilab.sim.mujoco.autotune import cpu_model_name
+
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """Right-aligned columns; floats with 3 significant decimals."""
@@ -42,9 +45,6 @@ def _git_commit() -> str | None:
 
 def environment() -> dict:
     """Facts that make results comparable across machines and commits."""
-    from unilab.sim.mujoco.autotune import cpu_model_name  # noqa: PLC0415
-    from unilab.sim.cpu import usable_cpus  # noqa: PLC0415
-
     return {
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "commit": _git_commit(),

@@ -8,14 +8,18 @@ from collections.abc import Sequence
 
 # subcommand -> (module with main(argv), what it measures)
 BENCHMARKS = {
-    "pool-threads": ("unilab.bench.pool_thread_scaling", "physics steps/s of the MuJoCo pool by thread count, pinned or not"),
-    "env-phases": ("unilab.bench.env_step_phase_cpu", "env.step phases (backend/update_state/reset_done): ms and cores"),
-    "collector": ("unilab.bench.offpolicy_collector_active", "collector-only steps/s with a stub policy vs raw env steps/s"),
+    "pool-threads": ("unilab.bench.pool_thread_scaling",
+                     "physics steps/s of the MuJoCo pool by thread count, pinned or not"),
+    "env-phases": ("unilab.bench.env_step_phase_cpu",
+                   "env.step phases (backend/update_state/reset_done): ms and cores"),
+    "collector": ("unilab.bench.offpolicy_collector_active",
+                  "collector-only steps/s with a stub policy vs raw env steps/s"),
 }
 
 
 def usage() -> str:
-    lines = ["usage: unilab-bench BENCHMARK [options]   (unilab-bench BENCHMARK --help for its options)", "", "benchmarks:"]
+    lines = ["usage: unilab-bench BENCHMARK [options]   (unilab-bench BENCHMARK --help for its options)", "",
+             "benchmarks:"]
     lines += [f"  {name:<14} {doc}" for name, (_, doc) in BENCHMARKS.items()]
     return "\n".join(lines)
 

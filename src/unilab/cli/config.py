@@ -19,10 +19,11 @@ import dataclasses
 import inspect
 import textwrap
 from collections.abc import Sequence
+from importlib import resources
 from typing import Any
 
 from unilab.algo.sac.config import SACConfig
-from unilab.dataclass_config import describe_config_error
+from unilab.dataclass_config import NO_VALUE, describe_config_error
 from unilab.runtime.config import RunSpec, SimConfig, TrainingConfig
 from unilab.tasks import registry
 
@@ -35,7 +36,7 @@ class ConfigError(ValueError):
 
 def register_schemas() -> None:
     """Store the config dataclasses in Hydra's ConfigStore (the presets' ``defaults``)."""
-    from hydra.core.config_store import ConfigStore  # noqa: PLC0415
+    from hydra.core.config_store import ConfigStore  # noqa: PLC0415 - lazy: hydra only to compose
 
     cs = ConfigStore.instance()
     cs.store(group="algo", name="base_sac", node=SACConfig)
@@ -95,9 +96,9 @@ def _example(group: str) -> str:
 
 def compose_config(overrides: Sequence[str], config_name: str = "train") -> Any:
     """Compose ``unilab/config/<config_name>.yaml`` with Hydra overrides (types checked, bools strict)."""
-    from hydra import compose, initialize_config_module  # noqa: PLC0415
-    from hydra.errors import HydraException, MissingConfigException  # noqa: PLC0415
-    from omegaconf.errors import OmegaConfBaseException  # noqa: PLC0415
+    from hydra import compose, initialize_config_module  # noqa: PLC0415 - lazy: hydra only to compose
+    from hydra.errors import HydraException, MissingConfigException  # noqa: PLC0415 - lazy: hydra only to compose
+    from omegaconf.errors import OmegaConfBaseException  # noqa: PLC0415 - lazy: hydra only to compose
 
     register_schemas()
     try:
@@ -123,8 +124,6 @@ def compose_config(overrides: Sequence[str], config_name: str = "train") -> Any:
 
 def _override_value(overrides: Sequence[str], key: str) -> Any:
     """The text the command line gave ``key`` (so an error can quote it), if it did."""
-    from unilab.dataclass_config import NO_VALUE  # noqa: PLC0415
-
     for ov in reversed(overrides):
         name, eq, value = ov.partition("=")
         if eq and name.lstrip("+~") == key:
@@ -134,8 +133,9 @@ def _override_value(overrides: Sequence[str], key: str) -> Any:
 
 def _check_bool_overrides(cfg: Any, overrides: Sequence[str]) -> None:
     """A bool key takes only true or false: OmegaConf alone would read ``no``, ``off`` or ``0`` as false."""
+    # lazy: hydra only to compose
     from hydra.core.override_parser.overrides_parser import OverridesParser  # noqa: PLC0415
-    from omegaconf import BooleanNode, OmegaConf  # noqa: PLC0415
+    from omegaconf import BooleanNode, OmegaConf  # noqa: PLC0415 - lazy: hydra only to compose
 
     for ov in OverridesParser.create().parse_overrides(list(overrides)):
         if ov.is_delete() or "." not in ov.key_or_group:
@@ -147,7 +147,8 @@ def _check_bool_overrides(cfg: Any, overrides: Sequence[str]) -> None:
                 break
         value = ov.value()
         if isinstance(node, BooleanNode) and not (isinstance(value, bool) or value is None and node._is_optional()):  # noqa: SLF001
-            raise ConfigError(f"invalid value for {ov.key_or_group}: {ov.get_value_element_as_str()!r} (expected true or false)")
+            raise ConfigError(
+                f"invalid value for {ov.key_or_group}: {ov.get_value_element_as_str()!r} (expected true or false)")
 
 
 def to_run_spec(cfg: Any, explicit_algo_keys: tuple[str, ...] | None = None, check_paths: bool = True) -> RunSpec:
@@ -168,8 +169,6 @@ def to_run_spec(cfg: Any, explicit_algo_keys: tuple[str, ...] | None = None, che
 
 def group_options(group: str) -> list[str]:
     """The YAML files of a config group (the values --algo/--task/--sim accept)."""
-    from importlib import resources  # noqa: PLC0415
-
     folder = resources.files("unilab.config") / group
     return sorted(p.name[: -len(".yaml")] for p in folder.iterdir() if p.name.endswith(".yaml"))
 
@@ -215,7 +214,8 @@ def help_text(cfg: Any, prog: str = "train") -> str:
     ]
     for group in ("algo", "task", "sim", "training"):
         lines.append(f"{group}:")
-        lines.extend(f"  {key} = {value}" + (f"\n      {doc}" if doc else "") for key, value, doc in help_entries(cfg[group], group))
+        lines.extend(f"  {key} = {value}" + (f"\n      {doc}" if doc else "")
+                     for key, value, doc in help_entries(cfg[group], group))
         lines.append("")
     return "\n".join(lines)
 
@@ -227,7 +227,7 @@ def help_entries(node: Any, prefix: str, prefix_doc: str = "") -> list[tuple[str
     several fields of a config share one dataclass type (the reward terms), a
     leaf's description starts with its parent field's.
     """
-    from omegaconf import OmegaConf  # noqa: PLC0415
+    from omegaconf import OmegaConf  # noqa: PLC0415 - lazy: hydra only to compose
 
     cls = OmegaConf.get_type(node)
     docs = field_docs(cls) if dataclasses.is_dataclass(cls) else {}

@@ -39,11 +39,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(args: argparse.Namespace) -> int:
-    from unilab.runtime.play import play  # noqa: PLC0415
+    from unilab.runtime.play import play  # noqa: PLC0415 - lazy: --help and usage errors without torch
 
     try:
-        play(args.checkpoint, PlayConfig(num_envs=args.num_envs, steps=args.steps, seed=args.seed, video=not args.no_video,
-                                         out=args.out, device=args.device, width=args.width, height=args.height))
+        play(args.checkpoint, PlayConfig(num_envs=args.num_envs, steps=args.steps, seed=args.seed,
+                                         video=not args.no_video, out=args.out, device=args.device,
+                                         width=args.width, height=args.height))
     except (FileNotFoundError, ValueError) as err:
         print(f"play: error: {err}", file=sys.stderr)
         return 2

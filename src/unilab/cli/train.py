@@ -34,14 +34,14 @@ def _main(argv: Sequence[str] | None) -> int:
     except ConfigError as err:
         print(f"train: error: {err}", file=sys.stderr)
         return 2
+    # imported here, not at the top: --help, --cfg and a config error (exit 2) never load torch
     from unilab.runtime import distributed  # noqa: PLC0415
+    from unilab.runtime.checkpoint import CheckpointWriteError  # noqa: PLC0415
+    from unilab.runtime.collector_client import CollectorStartupError  # noqa: PLC0415
+    from unilab.runtime.metrics import TrainingDiverged  # noqa: PLC0415
     from unilab.runtime.trainer import CollectorDied, NonFiniteTraining, Trainer, line_buffered_stdout  # noqa: PLC0415
 
     line_buffered_stdout()
-
-    from unilab.runtime.checkpoint import CheckpointWriteError  # noqa: PLC0415
-    from unilab.runtime.collector_client import CollectorStartupError
-    from unilab.runtime.metrics import TrainingDiverged
 
     try:
         trainer = Trainer(spec)
@@ -61,13 +61,14 @@ def _main(argv: Sequence[str] | None) -> int:
     finally:
         distributed.shutdown()
     if trainer.dist.rank == 0 and not spec.training.no_play and result.checkpoint is not None:
-        from unilab.runtime.config import PlayConfig  # noqa: PLC0415
-        from unilab.runtime.play import play  # noqa: PLC0415
+        from unilab.runtime.config import PlayConfig  # noqa: PLC0415 - lazy: only when play follows training
+        from unilab.runtime.play import play  # noqa: PLC0415 - lazy: only when play follows training
 
         try:
             play(result.checkpoint, PlayConfig(num_envs=spec.training.play_num_envs, steps=spec.training.play_steps))
         except Exception as err:  # noqa: BLE001 - the trained model is saved; a video failure must not hide that
-            print(f"train: play after training failed: {err} (checkpoint {result.checkpoint} is saved)", file=sys.stderr)
+            print(f"train: play after training failed: {err} (checkpoint {result.checkpoint} is saved)",
+                  file=sys.stderr)
     # Ctrl-C 130, SIGTERM (timeout, SLURM, docker stop) 143: both after a final checkpoint
     return result.exit_code
 

@@ -134,7 +134,7 @@ def _loaded_gl_backend() -> str | None:
     """Backend of this process's mujoco OpenGL layer; None if not imported yet."""
     if "mujoco" not in sys.modules:
         return None
-    import mujoco
+    import mujoco  # noqa: PLC0415 - mujoco picks its GL layer at first import (see above)
 
     # mujoco exports the context class of the backend it loaded, e.g.
     # mujoco.egl.GLContext; a placeholder lives in gl_context when it failed
@@ -145,7 +145,7 @@ def _loaded_gl_backend() -> str | None:
 
 def _track_body_id(model: mujoco.MjModel, track_body: str | None) -> int | None:
     """Body id to follow; the default name falls back to the first body."""
-    import mujoco
+    import mujoco  # noqa: PLC0415 - mujoco picks its GL layer at first import (see above)
 
     if track_body is None:
         return None
@@ -158,7 +158,8 @@ def _track_body_id(model: mujoco.MjModel, track_body: str | None) -> int | None:
     raise ValueError(f"track_body {track_body!r} is not a body of the model (bodies: {names})")
 
 
-def _check_inputs(model: mujoco.MjModel, qpos: np.ndarray, path: Path, fps: float, width: int, height: int) -> np.ndarray:
+def _check_inputs(
+        model: mujoco.MjModel, qpos: np.ndarray, path: Path, fps: float, width: int, height: int) -> np.ndarray:
     qpos = np.asarray(qpos, dtype=np.float64)
     if qpos.ndim != 2 or qpos.shape[1] != model.nq:
         raise ValueError(f"qpos must have shape (T, nq={model.nq}), got {qpos.shape}")
@@ -191,8 +192,8 @@ def _render_here(
     camera_elevation: float,
 ) -> Path:
     """Render and encode in this process (its OpenGL layer must work)."""
-    import imageio_ffmpeg
-    import mujoco
+    import imageio_ffmpeg  # noqa: PLC0415 - lazy: only to encode
+    import mujoco  # noqa: PLC0415 - mujoco picks its GL layer at first import (see above)
 
     if model.vis.global_.offwidth < width or model.vis.global_.offheight < height:
         model = copy.copy(model)  # grow the offscreen buffer without touching the caller's model
@@ -245,7 +246,7 @@ def _render_here(
 
 def _render_in_subprocess(model: mujoco.MjModel, qpos: np.ndarray, path: Path, backend: str, **kw) -> Path:
     """Render in a fresh Python process whose mujoco loads ``backend``."""
-    import mujoco
+    import mujoco  # noqa: PLC0415 - mujoco picks its GL layer at first import (see above)
 
     with tempfile.TemporaryDirectory(prefix="unilab_render_") as td:
         mjb = Path(td) / "model.mjb"
@@ -262,9 +263,11 @@ def _render_in_subprocess(model: mujoco.MjModel, qpos: np.ndarray, path: Path, b
         if kw["track_body"] is not None:
             args += ["--track-body", kw["track_body"]]
         code = "import sys; from unilab.render.video import _worker_main; _worker_main(sys.argv[1:])"
-        res = subprocess.run([sys.executable, "-c", code, *args], env=_child_env(backend), capture_output=True, text=True)
+        res = subprocess.run(
+            [sys.executable, "-c", code, *args], env=_child_env(backend), capture_output=True, text=True)
     if res.returncode != 0:
-        raise RuntimeError(f"rendering with MUJOCO_GL={backend} failed (exit code {res.returncode}):\n{res.stderr.strip()[-4000:]}")
+        raise RuntimeError(
+            f"rendering with MUJOCO_GL={backend} failed (exit code {res.returncode}):\n{res.stderr.strip()[-4000:]}")
     return path
 
 
@@ -326,7 +329,7 @@ def _worker_main(argv: list[str]) -> None:
     p.add_argument("--camera-azimuth", type=float, required=True)
     p.add_argument("--camera-elevation", type=float, required=True)
     a = p.parse_args(argv)
-    import mujoco
+    import mujoco  # noqa: PLC0415 - mujoco picks its GL layer at first import (see above)
 
     model = mujoco.MjModel.from_binary_path(a.model)
     _render_here(

@@ -145,7 +145,8 @@ def save_checkpoint(path: str | Path, payload: dict[str, Any], keep: int = 0) ->
         try:
             prune_checkpoints(path.parent, keep, protect=path)
         except OSError as err:  # housekeeping: the new checkpoint is written
-            print(f"unilab: warning: could not prune old checkpoints in {path.parent}: {err}", file=sys.stderr, flush=True)
+            print(f"unilab: warning: could not prune old checkpoints in {path.parent}: {err}",
+                  file=sys.stderr, flush=True)
     return path
 
 

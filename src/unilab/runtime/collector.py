@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from unilab.cache import cache_dir
 from unilab.runtime.shm import SharedArrays, step_slot
 from unilab.runtime.stats import Counters
 from unilab.tasks.registry import make_env
@@ -86,11 +87,12 @@ def build_error_message(task_name: str, err: BaseException) -> str:
 
 def _is_asset_problem(err: BaseException) -> bool:
     """An error of the asset cache, or a parse error that names a file inside it."""
-    from unilab.assets import holosoma  # imported here: only this error path needs it
+    from unilab.assets import holosoma  # noqa: PLC0415 - lazy: only this error path needs it
 
     if isinstance(err, holosoma.AssetError):
         return True
-    roots = {str(holosoma.default_cache_dir()), str(holosoma.default_cache_dir().resolve())}
+    root = cache_dir()
+    roots = {str(root), str(root.resolve())}
     return any(r in str(err) for r in roots)  # MuJoCo's mesh errors name the file's full path
 
 
@@ -103,7 +105,7 @@ def run_collector(args: CollectorArgs, ch: CollectorChannels) -> None:
     shm = None
     try:
         # imported here, not at the top: the learner imports this module and needs no mujoco
-        from unilab.sim.mujoco.pool import silence_mujoco_warnings
+        from unilab.sim.mujoco.pool import silence_mujoco_warnings  # noqa: PLC0415
 
         silence_mujoco_warnings()  # one line per diverged env per step otherwise; the pool counts them anyway
         env = make_env(args.task_name, args.task_cfg, args.num_envs, pool_kwargs=args.pool_kwargs, seed=args.seed)

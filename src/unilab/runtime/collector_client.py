@@ -74,7 +74,7 @@ class CollectorClient:
         report: Any = ""
         try:
             report = self.ch.errors.get(timeout=0.5)
-        except Exception:  # noqa: BLE001 - queue.Empty: it died without a Python traceback
+        except Exception:  # noqa: BLE001 - queue.Empty or a broken pipe: it died without a Python traceback
             pass
         if isinstance(report, dict) and report.get("stage") == "build":
             return CollectorStartupError(report["message"])
@@ -86,7 +86,7 @@ class CollectorClient:
         while True:
             try:
                 return queue.get(timeout=POLL_S)
-            except Exception:  # noqa: BLE001 - queue.Empty
+            except Exception:  # noqa: BLE001 - queue.Empty, or a broken pipe: whether it died is checked next
                 pass
             if not self.proc.is_alive():
                 raise self._died(doing)

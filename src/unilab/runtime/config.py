@@ -10,12 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from unilab.algo.sac.config import SACConfig
 from unilab.dataclass_config import build_dataclass
-
-if TYPE_CHECKING:
-    from unilab.algo.sac.config import SACConfig
 
 
 @dataclass
@@ -83,7 +81,8 @@ class TrainingConfig:
     warn_bad_env_fraction: float = 0.05
     """Print a console warning when more than this share of env steps is bad (diverged) over a console interval."""
     max_bad_env_fraction: float | None = 0.95
-    """Stop with a 'diverged' error when at least this share of env steps stays bad for divergence_window iterations; null never stops."""
+    """Stop with a 'diverged' error when at least this share of env steps stays bad for divergence_window
+    iterations; null never stops."""
     divergence_window: int = 200
     """Iterations (rounded up to log_interval) the bad share must stay at max_bad_env_fraction before training stops."""
     seed: int = 0
@@ -145,7 +144,8 @@ class SimConfig:
         cpu_ids = self.cpu_ids
         if isinstance(cpu_ids, list):
             cpu_ids = list(cpu_ids)
-        return {"nthread": self.nthread, "cpu_ids": cpu_ids, "persistent": bool(self.persistent), "max_qvel": self.max_qvel}
+        return {"nthread": self.nthread, "cpu_ids": cpu_ids, "persistent": bool(self.persistent),
+                "max_qvel": self.max_qvel}
 
 
 @dataclass
@@ -172,10 +172,9 @@ class RunSpec:
         range checks run; errors are ValueErrors naming the key. This is the
         one place a config is validated: the collector and play get its objects.
         """
-        from omegaconf import DictConfig, OmegaConf  # noqa: PLC0415
+        from omegaconf import DictConfig, OmegaConf  # noqa: PLC0415 - lazy: only validation needs omegaconf
 
-        from unilab.algo.sac.config import SACConfig  # noqa: PLC0415
-        from unilab.tasks import registry  # noqa: PLC0415
+        from unilab.tasks import registry  # noqa: PLC0415 - lazy: the task registry pulls in numpy
 
         if isinstance(raw, DictConfig):
             raw = OmegaConf.to_container(raw, resolve=True)

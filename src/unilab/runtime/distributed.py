@@ -76,7 +76,8 @@ def all_reduce_sum(t: torch.Tensor) -> None:
 def broadcast_parameters(agent) -> None:
     """Give every rank rank 0's initial networks and temperature."""
     with torch.no_grad():
-        for module in (agent.actor, agent.critic, agent.critic_target, agent.obs_normalizer, agent.critic_obs_normalizer):
+        for module in (agent.actor, agent.critic, agent.critic_target,
+                       agent.obs_normalizer, agent.critic_obs_normalizer):
             for t in (*module.parameters(), *module.buffers()):
                 dist.broadcast(t.data, src=0)
         dist.broadcast(agent.log_alpha.data, src=0)

@@ -1,4 +1,4 @@
-"""Turns learner timers and collector counters into the DESIGN.md metric tags.
+"""Turns learner timers and collector counters into the TensorBoard metric tags.
 
 TensorBoard scalars every ``log_interval`` iterations, a console line every
 ``console_interval_s`` seconds. All per-phase values are means per iteration
@@ -37,7 +37,9 @@ class MetricsLogger:
         self.writer = None
         self.sampler = None
         if enabled:
-            from unilab.telemetry.cpu_sampler import CpuSampler  # noqa: PLC0415
+            from unilab.telemetry.cpu_sampler import CpuSampler  # noqa: PLC0415 - lazy: only the logging rank needs it
+
+            # lazy: tensorboard, only on the logging rank
             from unilab.telemetry.scalars import ScalarWriter  # noqa: PLC0415
 
             self.writer = ScalarWriter(str(run_dir))
@@ -76,7 +78,6 @@ class MetricsLogger:
         self._it0 = iteration
         self._t0 = time.monotonic()
         self._console_t = self._t0
-        self._console_it = iteration
         if self.sampler is not None:
             self.sampler.sample()
 
@@ -96,7 +97,10 @@ class MetricsLogger:
         s: dict[str, float] = {}
         s["perf/steps_per_sec"] = self.num_envs * d_it / wall if wall > 0 else 0.0
         s["perf/iter_ms"] = wall / d_it * 1000 if d_it else 0.0
-        per = lambda name: lt[name].wall_ms_total / d_it if name in lt and d_it else 0.0  # noqa: E731
+
+        def per(name: str) -> float:
+            return lt[name].wall_ms_total / d_it if name in lt and d_it else 0.0
+
         s["timing/learner_act_ms"] = per("learner_act")
         s["timing/learner_train_ms"] = per("learner_train")
         s["timing/learner_collector_wait_ms"] = per("learner_collector_wait")
@@ -109,7 +113,7 @@ class MetricsLogger:
             s["timing/collector_env_step_reset_done_ms"] = d["reset_done_ms"] / n_c
             s["timing/collector_learner_action_wait_ms"] = d["action_wait_ms"] / n_c
             s["timing/collector_shm_write_ms"] = d["shm_write_ms"] / n_c
-            # the phase's name before it was named for what it does; DESIGN.md's tag, kept for comparisons
+            # the phase's name before it was named for what it does; the old tag, kept for comparisons
             s["timing/collector_replay_write_ms"] = s["timing/collector_shm_write_ms"]
             active_s = (d["env_step_ms"] + d["shm_write_ms"]) / 1000.0
             s["perf/collector_active_steps_per_sec"] = self.num_envs * n_c / active_s if active_s > 0 else 0.0
@@ -170,7 +174,8 @@ class MetricsLogger:
         self._console_bad = [0.0, 0.0, 0]
         if steps > 0 and bad / steps > self.warn_bad_env_fraction:
             stop = (
-                f"; training stops when {self.max_bad_env_fraction:.0%} stay bad for {self.divergence_window} iterations"
+                f"; training stops when {self.max_bad_env_fraction:.0%} stay bad "
+                f"for {self.divergence_window} iterations"
                 if self.max_bad_env_fraction is not None else ""
             )
             print(
@@ -194,9 +199,8 @@ class MetricsLogger:
         parts.append(f"reward {s.get('reward/mean', 0):.4f}")
         print("unilab: " + " | ".join(parts), flush=True)
 
-    def close(self) -> dict[str, float]:
+    def close(self) -> None:
         if self.writer is not None:
             self.writer.flush()
             self.writer.close()
             self.writer = None
-        return self.last

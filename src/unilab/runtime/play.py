@@ -11,8 +11,8 @@ import numpy as np
 import torch
 
 from unilab.algo.sac.agent import FastSAC
-from unilab.runtime.checkpoint import load_checkpoint
 from unilab.dataclass_config import build_dataclass
+from unilab.runtime.checkpoint import load_checkpoint
 from unilab.runtime.config import PlayConfig, SimConfig
 from unilab.tasks.registry import make_env, task_config
 
@@ -33,10 +33,11 @@ def play(checkpoint: str | Path, options: PlayConfig | None = None, **changes: A
 
     ``options`` (default ``PlayConfig()``, the one place of play's defaults)
     with ``changes`` applied, e.g. ``play(run, num_envs=16, video=False)``.
-    The task and sim are rebuilt from the checkpoint's stored config. Writes ``<run dir>/videos/play_<iter>.mp4`` (or ``out``) unless
-    ``video=False``; a machine without offscreen OpenGL gets a clear message
-    and the rollout numbers anyway. Frames are small by default: CPU
-    rendering (Mesa llvmpipe) costs a few hundred ms per 640x480 frame.
+    The task and sim are rebuilt from the checkpoint's stored config. Writes
+    ``<run dir>/videos/play_<iter>.mp4`` (or ``out``) unless ``video=False``;
+    a machine without offscreen OpenGL gets a clear message and the rollout
+    numbers anyway. Frames are small by default: CPU rendering (Mesa
+    llvmpipe) costs a few hundred ms per 640x480 frame.
     """
     opts = dataclasses.replace(options or PlayConfig(), **changes)  # validated by PlayConfig
     num_envs, steps, seed, out, video = opts.num_envs, opts.steps, opts.seed, opts.out, opts.video
@@ -80,7 +81,7 @@ def play(checkpoint: str | Path, options: PlayConfig | None = None, **changes: A
         flush=True,
     )
     if video:
-        from unilab.render.video import RenderUnavailable, render_states  # noqa: PLC0415
+        from unilab.render.video import RenderUnavailable, render_states  # noqa: PLC0415 - lazy: only with video
 
         target = Path(out) if out else path.parent / "videos" / f"play_{payload['iteration']}.mp4"
         fps = 1.0 / env.control_dt

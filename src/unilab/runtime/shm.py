@@ -8,8 +8,8 @@ into one ``multiprocessing.shared_memory`` block: no pickling per step.
 
 from __future__ import annotations
 
-from multiprocessing import shared_memory
 from collections.abc import Sequence
+from multiprocessing import shared_memory
 from typing import Any
 
 import numpy as np
@@ -48,7 +48,7 @@ class SharedArrays:
         }
 
     @classmethod
-    def create(cls, spec: Spec) -> "SharedArrays":
+    def create(cls, spec: Spec) -> SharedArrays:
         """Allocate a zeroed block for ``spec`` (this process unlinks it on close)."""
         _, size = _layout(spec)
         shm = shared_memory.SharedMemory(create=True, size=size)
@@ -58,7 +58,7 @@ class SharedArrays:
         return out
 
     @classmethod
-    def attach(cls, handle: dict[str, Any]) -> "SharedArrays":
+    def attach(cls, handle: dict[str, Any]) -> SharedArrays:
         """Attach to a block made elsewhere, from its :meth:`handle`."""
         # the creator owns the block's lifetime. track=False (Python >= 3.13)
         # keeps this side out of it; before 3.13 a spawned child shares its

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import yaml
 
 from unilab.algo.sac.agent import FastSAC
 from unilab.algo.sac.config import SACConfig
@@ -36,7 +37,7 @@ from unilab.runtime.checkpoint import (
     save_checkpoint,
 )
 from unilab.runtime.collector import CollectorArgs
-from unilab.runtime.collector_client import CollectorClient, CollectorDied  # noqa: F401 - re-exported
+from unilab.runtime.collector_client import CollectorClient, CollectorDied
 from unilab.runtime.config import RunSpec, TrainingConfig
 from unilab.runtime.metrics import MetricsLogger
 from unilab.runtime.signals import StopSignals
@@ -45,13 +46,10 @@ from unilab.sim.spec import EnvSpec
 from unilab.telemetry.phase_timer import PhaseTimer
 from unilab.telemetry.trace import TraceRecorder, merge_traces
 
+
 @dataclass
 class TrainResult:
-    run_dir: Path
-    iterations: int
     checkpoint: Path | None
-    interrupted: bool
-    metrics: dict[str, float]
     stop_signal: int | None = None
     """SIGINT or SIGTERM when a signal stopped the run."""
 
@@ -104,7 +102,8 @@ class Trainer:
         self.spec = spec
         self.dist = distributed.from_env()
         self.run_dir = run_dir or make_run_dir(spec.training, spec.task_name, self.dist.rank)
-        self.timer = PhaseTimer(trace=TraceRecorder("learner", spec.training.trace_max_events) if spec.training.trace_enabled else None)
+        trace = TraceRecorder("learner", spec.training.trace_max_events) if spec.training.trace_enabled else None
+        self.timer = PhaseTimer(trace=trace)
         self.iteration = 0
         self.signals = StopSignals()
         self.stop_signal: int | None = None
@@ -116,7 +115,8 @@ class Trainer:
         kw = self.spec.sim.pool_kwargs()
         if self.dist.world_size > 1 and kw["cpu_ids"] is None:
             # the one path that pins by default: disjoint CPU sets per rank
-            kw["cpu_ids"] = distributed.cpu_partition(cpu.usable_cpus(), self.dist.local_rank, self.dist.local_world_size)
+            kw["cpu_ids"] = distributed.cpu_partition(
+                cpu.usable_cpus(), self.dist.local_rank, self.dist.local_world_size)
             kw["nthread"] = None
         return kw
 
@@ -189,7 +189,6 @@ class Trainer:
                 f"cpu_ids={None if env.cpu_ids is None else list(env.cpu_ids)}, learner on {agent.device}",
                 flush=True,
             )
-        interrupted = False
         rng = torch.Generator().manual_seed(a.seed + 7 * self.dist.rank)
         observations = [f.name for f in env.record if f.observation]
         # a received step not yet in the replay: (what the action was chosen on + the action, the step)
@@ -208,8 +207,8 @@ class Trainer:
             metrics.start(self.iteration, col["counters"])
             while self.iteration < a.max_iterations:
                 it = self.iteration
-                # the collector waits only for actions: act on the new step and send first (DESIGN.md,
-                # "Collector critical path"); store the previous step and train while the env steps
+                # the collector waits only for actions: act on the new step and send first; store the
+                # previous step and train while the env steps
                 with self.timer.phase("learner_act"):
                     if it < a.learning_starts and start_iter == 0:
                         action = torch.rand((a.num_envs, env.action_dim), generator=rng) * 2 - 1
@@ -245,11 +244,11 @@ class Trainer:
                     # every rank must leave at the same iteration, or the next all-reduce hangs
                     out_of_time = distributed.any_rank(out_of_time)
                 if out_of_time:
-                    print(f"unilab: training.time_limit_s={tr.time_limit_s} reached at iteration {self.iteration}", flush=True)
+                    print(f"unilab: training.time_limit_s={tr.time_limit_s} reached at iteration {self.iteration}",
+                          flush=True)
                     break
             store_pending()
         except KeyboardInterrupt as err:
-            interrupted = True
             self.stop_signal = getattr(err, "signum", signal.SIGINT)
             store_pending()  # a step that arrived is kept (the collector wrote it completely)
             print(f"\nunilab: interrupted at iteration {self.iteration}; saving a checkpoint", flush=True)
@@ -270,10 +269,10 @@ class Trainer:
         last_ckpt = self.last_checkpoint
         if last_ckpt is None or not last_ckpt.name.endswith(f"_{self.iteration}.pt"):
             last_ckpt = self.save(agent, replay, final=True)
-        summary = metrics.close()
+        metrics.close()
         self._finish_trace()
         print(f"unilab: run directory {self.run_dir}; checkpoint {last_ckpt}", flush=True)
-        return TrainResult(self.run_dir, self.iteration, last_ckpt, interrupted, summary, self.stop_signal)
+        return TrainResult(last_ckpt, self.stop_signal)
 
     def _check_finite(self, agent: FastSAC) -> int:
         """Stop with NonFiniteTraining after algo.max_nonfinite_updates skipped updates in a row."""
@@ -372,8 +371,6 @@ class Trainer:
         return payload, path
 
     def _write_config(self) -> None:
-        import yaml  # noqa: PLC0415 - hydra's dependency
-
         (self.run_dir / "config.yaml").write_text(yaml.safe_dump(self.spec.raw, sort_keys=False))
 
     def _finish_trace(self) -> None:

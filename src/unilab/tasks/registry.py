@@ -26,12 +26,13 @@ def config_class(name: str) -> type:
 
 
 def _pendulum() -> tuple[type, Callable[..., VecEnv]]:
-    from unilab.tasks.pendulum.env import PendulumEnv  # noqa: PLC0415
+    from unilab.tasks.pendulum.env import PendulumEnv  # noqa: PLC0415 - lazy: one task's env, not every task's
 
     return config_class("pendulum"), PendulumEnv
 
 
 def _g1() -> tuple[type, Callable[..., VecEnv]]:
+    # lazy: not the G1 stack for a pendulum
     from unilab.tasks.g1_motion_tracking.env import MotionTrackingEnv  # noqa: PLC0415
 
     return config_class("g1_motion_tracking"), MotionTrackingEnv

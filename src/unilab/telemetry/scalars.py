@@ -13,7 +13,6 @@ everything, so the run it reports on keeps going.
 from __future__ import annotations
 
 import itertools
-import math
 import numbers
 import os
 import socket
@@ -76,9 +75,7 @@ class _GuardedFile:
 class ScalarWriter:
     """Appends scalars to one TensorBoard event file under ``log_dir``.
 
-    NaN and inf values are written as they are (TensorBoard shows them), and
-    counted in ``nonfinite_count`` / ``nonfinite_tags`` so a caller can report
-    them.
+    NaN and inf values are written as they are (TensorBoard shows them).
 
     An OSError of the event file (disk full, read-only directory) is never
     raised: the first one prints one warning on stderr naming ``log_dir`` and
@@ -98,8 +95,6 @@ class ScalarWriter:
         self.flush_secs = flush_secs
         self._closed = False
         self._failed = False
-        self.nonfinite_count = 0
-        self.nonfinite_tags: set[str] = set()
         self._file: _GuardedFile | None = None
         self._writer: _AsyncWriter | None = None
         self._finalizer = None
@@ -167,9 +162,6 @@ class ScalarWriter:
                 v = float(value)
             except (TypeError, ValueError) as e:
                 raise ValueError(f"scalar {tag!r} is not a number: {value!r}") from e
-            if not math.isfinite(v):
-                self.nonfinite_count += 1
-                self.nonfinite_tags.add(tag)
             summary_values.append(Summary.Value(tag=tag, simple_value=v))
         if not summary_values or not self._check():
             return
@@ -217,7 +209,7 @@ def read_scalars(log_dir: str | Path) -> dict[str, list[tuple[int, float]]]:
     """
     # imported here: the event accumulator pulls in much of tensorboard's
     # backend, which a writing process never needs
-    from tensorboard.backend.event_processing import event_accumulator as ea
+    from tensorboard.backend.event_processing import event_accumulator as ea  # noqa: PLC0415
 
     log_dir = Path(log_dir)
     if not log_dir.is_dir():

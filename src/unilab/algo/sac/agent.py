@@ -11,7 +11,8 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -232,7 +233,8 @@ class FastSAC:
 
         critic_loss, q_mean, q_target_mean = self._critic_loss_fn(
             obs_c, b["action"], b["rewards"], next_obs, next_obs_c, b["bootstrap"], b["discount"], alpha)
-        critic_grad_norm, critic_skipped = self._step(self.critic_optimizer, critic_loss, list(self.critic.parameters()))
+        critic_grad_norm, critic_skipped = self._step(
+            self.critic_optimizer, critic_loss, list(self.critic.parameters()))
         actor_skipped = alpha_skipped = torch.zeros((), device=self.device)
         metrics = {
             "critic_loss": critic_loss.detach(), "q_mean": q_mean, "q_target_mean": q_target_mean,
@@ -330,7 +332,7 @@ class FastSAC:
         self.num_updates_done = int(state.get("num_updates_done", 0))
 
     @classmethod
-    def from_checkpoint(cls, state: dict[str, Any], device: str | torch.device | None = None) -> "FastSAC":
+    def from_checkpoint(cls, state: dict[str, Any], device: str | torch.device | None = None) -> FastSAC:
         """Rebuild an agent (config and dims included) from a :meth:`state_dict`."""
         cfg = SACConfig.from_mapping(state["config"])
         agent = cls(cfg, device=device, **state["dims"])

@@ -11,8 +11,9 @@ batches, several updates per env step, large soft-update rate, LayerNorm MLPs).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from unilab.dataclass_config import build_dataclass
 
@@ -165,7 +166,7 @@ class SACConfig:
         return -float(action_dim) * self.target_entropy_scale
 
     @classmethod
-    def from_mapping(cls, values: Mapping[str, Any]) -> "SACConfig":
+    def from_mapping(cls, values: Mapping[str, Any]) -> SACConfig:
         """Build from a plain mapping (e.g. a Hydra/OmegaConf ``algo`` node).
 
         Unknown keys and values of the wrong type raise ValueError naming the key,

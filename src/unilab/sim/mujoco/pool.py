@@ -93,7 +93,7 @@ class BatchEnvPool:
         if nthread == "auto":
             if self.cpu_ids is not None:
                 raise ValueError("nthread='auto' and cpu_ids are exclusive: pinning fixes one thread per cpu id")
-            from unilab.sim.mujoco.autotune import autotune
+            from unilab.sim.mujoco.autotune import autotune  # noqa: PLC0415 - autotune imports this module
 
             self.autotune_result = autotune(model, num_envs, substeps)
             nthread, persistent = self.autotune_result.nthread, self.autotune_result.persistent
@@ -116,8 +116,6 @@ class BatchEnvPool:
         self.qvel = b.bind("qvel")
         self.ctrl = b.bind("ctrl")
         self.act = b.bind("act")
-        self._warmstart = b.bind("qacc_warmstart")
-        self._time = b.bind("time")
         for name in outputs:
             setattr(self, name, b.bind(name))
         # mjWarningStat is (lastinfo, number): column 1 counts
@@ -241,7 +239,8 @@ class BatchEnvPool:
         qvel = np.asarray(qvel, dtype=np.float64)
         if qpos.shape != (n, self.nq) or qvel.shape != (n, self.nv):
             raise ValueError(
-                f"reset of {n} envs needs qpos {(n, self.nq)} and qvel {(n, self.nv)}, got {qpos.shape} and {qvel.shape}"
+                f"reset of {n} envs needs qpos {(n, self.nq)} and qvel {(n, self.nv)}, "
+                f"got {qpos.shape} and {qvel.shape}"
             )
         if not (np.isfinite(qpos).all() and np.isfinite(qvel).all()):
             raise ValueError("reset states must be finite")

@@ -1,4 +1,7 @@
-"""Pendulum swing-up settings: the `task` group's structured config when --task pendulum (config/task/pendulum.yaml names it)."""
+"""Pendulum swing-up settings: the `task` group's structured config when --task pendulum.
+
+config/task/pendulum.yaml names it.
+"""
 
 from __future__ import annotations
 

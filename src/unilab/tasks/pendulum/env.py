@@ -5,6 +5,7 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 
+from unilab.assets.builtin import pendulum_xml_path
 from unilab.sim.mujoco.pool import BatchEnvPool
 from unilab.tasks.base import Buffers, EpisodeBook, Obs, PoolEnv, StepResult, observations, result
 from unilab.tasks.pendulum.config import PendulumConfig
@@ -21,8 +22,6 @@ class PendulumEnv(PoolEnv):
     termination_names = ()
 
     def __init__(self, cfg: PendulumConfig, num_envs: int, pool_kwargs: dict | None = None, seed: int = 0):
-        from unilab.assets.builtin import pendulum_xml_path  # noqa: PLC0415
-
         self.cfg = cfg
         model = mujoco.MjModel.from_xml_path(cfg.model_path or str(pendulum_xml_path()))
         if model.nq != 1 or model.nu != 1:
