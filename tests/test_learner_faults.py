@@ -76,8 +76,15 @@ def test_stop_signals_defer_inside_a_checkpoint_write_and_ignore_repeats(capsys)
                 finished = True
         assert finished and err.value.signum == signal.SIGTERM
         signal.raise_signal(signal.SIGINT)  # already stopping: reported, not raised
-    assert "ignored" in capsys.readouterr().err
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers restored
+    try:
+        signal.raise_signal(signal.SIGINT)  # after the block too: the shutdown is not cut short
+        assert "ignored" in capsys.readouterr().err
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    with StopSignals():
+        pass
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # no stop: handlers restored
 
 
 def test_nonfinite_training_stops_and_keeps_only_finite_checkpoints(tmp_path):

@@ -45,6 +45,10 @@ class StopSignals:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self.received is not None:
+            # a stop is under way: later signals stay reported and ignored until the process exits
+            # (a restored handler would let a second Ctrl-C kill the shutdown after this block)
+            return
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
         self._previous.clear()
