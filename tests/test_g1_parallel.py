@@ -127,6 +127,26 @@ def test_update_drivers_bit_identical_to_serial_kernels(tiny_cfg, states, subset
     _assert_identical(got, want)
 
 
+def test_step_tail_bookkeeping(tiny_cfg):  # noqa: F811
+    """The fused terminations/tail driver: done flags, bad envs, lengths and last_action after each step."""
+    env = _noisy_env(tiny_cfg)
+    n = env.num_envs
+    rng = np.random.default_rng(13)
+    for _ in range(12):
+        lengths = env.book.lengths.copy()
+        env.pool.qvel[rng.integers(0, n, 2), 0] = np.nan  # diverged envs this step
+        action = rng.uniform(-1.5, 1.5, (n, env.action_dim)).astype(np.float32)
+        _, _, term, trunc, info = env.step(action)
+        done = term | trunc
+        assert info["num_bad_envs"] >= 1
+        assert not (term & trunc).any()
+        kept = ~done
+        assert np.array_equal(env.last_action[kept], np.clip(action[kept], -1.0, 1.0).astype(np.float64))
+        assert not env.last_action[done].any()  # restarted
+        assert np.array_equal(env.book.lengths[kept], lengths[kept] + 1)
+        assert not env.book.lengths[done].any()
+
+
 def test_results_do_not_depend_on_thread_count(tiny_cfg):  # noqa: F811
     env = _noisy_env(tiny_cfg, n=200)
     rows = np.arange(env.num_envs)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mujoco
 import numpy as np
 import pytest
 from mujoco import batch as mjbatch
@@ -86,6 +87,33 @@ def test_reset_of_a_subset_leaves_the_others_untouched(humanoid):
     assert not pool.ctrl[ids].any()
     # forward ran on the reset envs: their body poses follow the new qpos
     np.testing.assert_allclose(pool.xpos[ids, humanoid.body("pelvis").id], qpos[ids, :3], atol=1e-12)
+
+
+def test_reset_writes_the_rows_batch_reset_would(humanoid):
+    """pool.reset's row copies leave exactly what Batch.reset(stage=NONE) + the same writes + forward leave."""
+    rng = np.random.default_rng(4)
+    pools = [BatchEnvPool(humanoid, N, nthread=2) for _ in range(2)]
+    ctrls = [_random_ctrl(humanoid, rng) for _ in range(3)]
+    for p in pools:
+        for c in ctrls:
+            p.step(c, 2)
+    pools[0].batch.warning[[2, 9]] = 7  # stale warnings must be cleared
+    pools[1].batch.warning[[2, 9]] = 7
+    ids = np.array([0, 2, 9, 15])
+    qpos, qvel = _perturbed(pools[0], rng)
+    pools[0].reset(ids, qpos[ids], qvel[ids])
+    b = pools[1].batch
+    b.reset(ids, stage=int(mujoco.mjtStage.mjSTAGE_NONE))
+    pools[1].qpos[ids] = qpos[ids]
+    pools[1].qvel[ids] = qvel[ids]
+    b.forward(ids, int(mujoco.mjtStage.mjSTAGE_VEL))
+    assert np.array_equal(pools[0].state_rows(), pools[1].state_rows())
+    assert np.array_equal(pools[0].batch.warning, b.warning)
+    for name in ("xpos", "xquat", "cvel"):
+        assert np.array_equal(getattr(pools[0], name), getattr(pools[1], name)), name
+    for p in pools:
+        p.step(ctrls[0], 2)
+    assert np.array_equal(pools[0].state_rows(), pools[1].state_rows())
 
 
 def test_reset_validates_input(humanoid):

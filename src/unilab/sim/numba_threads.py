@@ -1,22 +1,31 @@
 """Numba's worker threads for the host phases: layer, count and CPUs follow the physics pool.
 
-Threading layer: ``workqueue``, chosen on purpose (unless the user set
-``NUMBA_THREADING_LAYER``). Host phases run between ``pool.step`` calls, on the
+Threading layer: ``omp`` (GNU OpenMP) with ``OMP_WAIT_POLICY=passive``, chosen on
+purpose by measurement (unless the user set ``NUMBA_THREADING_LAYER``); ``workqueue``
+where no OpenMP runtime loads. Host phases run between ``pool.step`` calls, on the
 same CPUs as MuJoCo's threads, so after a parallel region Numba's workers must
-sleep at once, not spin: the workqueue layer's workers block on a condition
-variable between jobs, while libgomp (the ``omp`` layer, available here) spins
-for a while after each region (its default GOMP_SPINCOUNT) and steals those
-cycles from the physics that follows; ``tbb`` is not installed here and its
-arena threads also spin-wait briefly. workqueue is always available, and the
-host drivers need none of what it lacks (nested parallelism, launches from
-several threads at once: only the env-owning thread launches).
+sleep at once, not spin and steal cycles from the physics that follows: libgomp's
+default policy spins a while after each region (GOMP_SPINCOUNT), the passive policy
+blocks at once (0.000 cores busy while the caller sleeps; tests check it). Among the
+non-spinning choices omp is much the faster here: the calling thread does a share of
+each region and wakes only the other workers, while workqueue's caller waits for all
+of them; the update_state drivers in a row took 6.3-6.5 ms at 1.7-1.8 cores (omp,
+passive) vs 9.0-9.8 ms at 1.2 cores (workqueue) at 4096 envs on 2 cores
+(2026-12-02). ``tbb`` is not installed here and its arena threads spin-wait briefly.
+The passive policy is set only while Numba loads its OpenMP runtime (the system
+libgomp, read once when it loads) and the previous value is put back, so other
+OpenMP runtimes (e.g. PyTorch's own bundled copy) keep theirs; a user's
+``OMP_WAIT_POLICY`` is respected. libgomp is not fork-safe: processes that use the
+env are spawned, never forked, after a parallel call (Numba refuses otherwise).
 
-The count equals the pool's thread count (``numba.set_num_threads``). Numba
-starts its workers on the first parallel call and they inherit that thread's
-CPU set; the pool pins the caller to ``cpu_ids[0]``, so workers started later
-would all share one CPU. :func:`configure` therefore starts them itself
-(seeing their thread ids appear in /proc/self/task) and, with ``cpu_ids``,
-gives each the pool's CPU set explicitly (Linux).
+The count equals the pool's thread count (``numba.set_num_threads``). The workers
+start on the first parallel region and inherit that thread's CPU set; the pool
+pins the caller to ``cpu_ids[0]``, so workers would all share one CPU.
+:func:`configure` therefore starts them itself (one small parallel region at the
+full team size, seeing their thread ids appear in /proc/self/task) and, with
+``cpu_ids``, gives each the pool's CPU set explicitly (Linux). OpenMP keeps one
+team per launching thread: the thread that builds the env must be the one that
+steps it (as everywhere in unilab).
 """
 
 from __future__ import annotations
@@ -26,11 +35,14 @@ import threading
 from collections.abc import Sequence
 
 import numba
+import numpy as np
 
 from unilab.sim import cpu
 
-LAYER = "workqueue"
-if "NUMBA_THREADING_LAYER" not in os.environ:
+LAYER = "omp"
+FALLBACK_LAYER = "workqueue"
+_USER_LAYER = "NUMBA_THREADING_LAYER" in os.environ
+if not _USER_LAYER:
     numba.config.THREADING_LAYER = LAYER
 
 _lock = threading.Lock()
@@ -47,10 +59,38 @@ def launch() -> list[int]:
 
             before = cpu.thread_ids()
             already = bool(getattr(parallel, "_is_initialized", False))
-            parallel._launch_threads()  # noqa: SLF001 - Numba has no public call that starts its workers
+            if not already:
+                _start_layer(parallel)
             # threads started by Numba before us cannot be told apart from others: leave them
             _worker_tids = [] if already else sorted(cpu.thread_ids() - before)
         return list(_worker_tids)
+
+
+def _start_layer(parallel) -> None:
+    """Load the threading layer (OpenMP: passive waits) and create its workers at the full team size."""
+    global LAYER
+    saved = os.environ.get("OMP_WAIT_POLICY")
+    if saved is None:
+        os.environ["OMP_WAIT_POLICY"] = "passive"  # read by libgomp once, when it loads just below
+    try:
+        try:
+            parallel._launch_threads()  # noqa: SLF001 - Numba has no public call that starts its workers
+        except ValueError:  # no OpenMP runtime loads here
+            if _USER_LAYER:
+                raise
+            numba.config.THREADING_LAYER = LAYER = FALLBACK_LAYER
+            parallel._launch_threads()  # noqa: SLF001 - as above
+        # OpenMP creates its workers at the first region: run one with every thread Numba may use
+        _touch(np.zeros(4 * numba.config.NUMBA_NUM_THREADS))
+    finally:
+        if saved is None:
+            os.environ.pop("OMP_WAIT_POLICY", None)
+
+
+@numba.njit(parallel=True, cache=True)
+def _touch(x):
+    for i in numba.prange(x.shape[0]):
+        x[i] += 1.0
 
 
 def configure(nthread: int, cpu_ids: Sequence[int] | None = None) -> list[int]:

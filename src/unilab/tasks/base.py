@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import numpy as np
+from numba import njit
 
 from unilab.sim.spec import FINAL, EnvSpec, allocate, env_outputs, observation_names
 from unilab.telemetry.phase_timer import PhaseTimer
@@ -140,6 +141,10 @@ class EpisodeBook:
         self._num_bad = int(bad.sum())
         return terminated | truncated
 
+    def count_bad(self, bad: np.ndarray) -> None:
+        """Record this step's bad-env count (``info["num_bad_envs"]``) when a task settles with :func:`settle_env`."""
+        self._num_bad = int(bad.sum())
+
     def auto_reset(self, out: Buffers, done: np.ndarray, restart: Callable[[np.ndarray], None],
                    reward_terms: dict[str, np.ndarray], termination_terms: dict[str, np.ndarray]) -> dict[str, Any]:
         """Copy the done rows' observations into ``final_<obs>``, restart them, return ``info``.
@@ -170,6 +175,26 @@ class EpisodeBook:
         self.lengths[...] = 0
 
 
+@njit(cache=True, fastmath=False, inline="always")
+def settle_env(e, terminated, truncated, bad, reward, returns, out_reward, out_terminated, out_truncated):
+    """:meth:`EpisodeBook.settle` for env ``e`` alone, inside a task's parallel (``prange``) driver.
+
+    ``terminated``/``truncated`` are env ``e``'s flags, ``bad``, ``reward`` (modified),
+    ``returns`` (``EpisodeBook.returns``) and the ``out_*`` buffers are per-env arrays.
+    Elementwise, so the values equal :meth:`EpisodeBook.settle`'s bit for bit. Returns done.
+    The task calls :meth:`EpisodeBook.count_bad` too.
+    """
+    t = terminated or bad[e]
+    tr = truncated and not t
+    if bad[e]:
+        reward[e] = 0.0
+    returns[e] += reward[e]
+    out_reward[e] = reward[e]
+    out_terminated[e] = t
+    out_truncated[e] = tr
+    return t or tr
+
+
 def observations(out: Buffers, names: tuple[str, ...] = ("obs", "critic_obs")) -> Obs:
     """The observation arrays of ``out`` (what ``reset``/``step`` return as ``obs``)."""
     return {name: out[name] for name in names}
@@ -181,4 +206,4 @@ def result(out: Buffers, info: dict[str, Any]) -> StepResult:
 
 
 __all__ = ["Buffers", "EpisodeBook", "Obs", "PoolEnv", "StepResult", "VecEnv", "observation_names",
-           "observations", "result"]
+           "observations", "result", "settle_env"]

@@ -31,7 +31,12 @@ from unilab.tasks.g1_motion_tracking.motion import MotionLibrary
 from unilab.tasks.g1_motion_tracking.observations import ObsLayout, gather_robot_state, observation_driver
 from unilab.tasks.g1_motion_tracking.resets import StartFrameSampler, start_state
 from unilab.tasks.g1_motion_tracking.rewards import TERM_NAMES, RewardComputer
-from unilab.tasks.g1_motion_tracking.terminations import CONDITION_NAMES, termination_driver, thresholds_vector
+from unilab.tasks.g1_motion_tracking.terminations import (
+    CONDITION_NAMES,
+    termination_driver,
+    termination_step_driver,
+    thresholds_vector,
+)
 from unilab.tasks.g1_motion_tracking.terms import TaskArrays
 from unilab.telemetry.phase_timer import PhaseTimer
 
@@ -81,6 +86,7 @@ class MotionTrackingEnv(PoolEnv):
 
     def __init__(self, cfg: MotionTrackingConfig, num_envs: int, pool_kwargs: dict | None = None, seed: int = 0):
         cfg.validate()
+        numba_threads.launch()  # before any parallel kernel runs: the layer loads with its chosen settings
         self.cfg = cfg
         self.num_envs = int(num_envs)
         self.rng = np.random.default_rng(seed)
@@ -176,6 +182,7 @@ class MotionTrackingEnv(PoolEnv):
         self._terms = np.zeros((n, len(TERM_NAMES)))
         self._conds = np.zeros((n, len(CONDITION_NAMES)), dtype=bool)
         self._failed = np.zeros(n, dtype=bool)
+        self._done = np.zeros(n, dtype=bool)
         self.ref_index = np.zeros(n, dtype=np.int64)  # each env's reference frame: a row of the library arrays
         self._all_rows = np.arange(n, dtype=np.int64)
         self._zero_noise = np.zeros((1, self.obs_dim))
@@ -191,6 +198,7 @@ class MotionTrackingEnv(PoolEnv):
         self._obs_offsets = self.layout.offsets
         self._obs_driver = observation_driver()
         self._term_driver = termination_driver()
+        self._term_step_driver = termination_step_driver()
 
     # ------------------------------------------------------------------
     def _gather(self, rows: np.ndarray) -> None:
@@ -267,12 +275,14 @@ class MotionTrackingEnv(PoolEnv):
             with timer.phase("rewards"):
                 reward = self.rewards.compute(s, rows, self._terms)
             with timer.phase("terminations"):
-                self._term_driver(s, rows, self.thresholds, self._conds, self._failed)
-                clip_end = self.frame >= self.motion.num_frames[self.clip] - 1
-                timeout = clip_end | (self.book.lengths >= self.max_episode_steps)
-                done = self.book.settle(out, reward, self._failed, timeout, bad)
-                self._terms[bad] = 0.0
-            self.last_action[...] = self.action
+                # conditions, time-outs, done semantics, bad envs' terms zeroed, last_action = action
+                done = self._done
+                self._term_step_driver(s, rows, self.thresholds, self._conds, self._failed, self.frame, self.clip,
+                                       self.motion.num_frames, self.book.lengths, float(self.max_episode_steps), bad,
+                                       reward, self.book.returns, self._terms, self.action, self.last_action,
+                                       out["reward"], out["terminated"],
+                                       out["truncated"], done)
+                self.book.count_bad(bad)
             with timer.phase("observations"):
                 self._observe(rows, out["obs"], out["critic_obs"])
 

@@ -74,12 +74,14 @@ class Term:
 _CACHE: dict[tuple, Callable] = {}
 
 
-def generate_driver(template: str, call: str, rows: Sequence[Term], name: str) -> Callable:
+def generate_driver(template: str, call: str, rows: Sequence[Term], name: str, depends: Sequence[str] = ()) -> Callable:
     """Compile ``template`` with ``{calls}`` replaced by ``call.format(i=i)`` for each row.
 
     In ``call``, ``f{i}`` is row ``i``'s function. The result is cached per
     (template, rows); the source goes to a file named by its hash (under
     ``$UNILAB_CACHE/numba_drivers``) so Numba's ``cache=True`` works for it.
+    ``depends`` names further modules whose functions the template imports
+    (hashed too, so an edit there compiles afresh).
     """
     key = (template, call, tuple((t.name, t.func) for t in rows))
     fn = _CACHE.get(key)
@@ -95,7 +97,7 @@ def generate_driver(template: str, call: str, rows: Sequence[Term], name: str) -
     digest = hashlib.sha256(body.encode())
     # Numba's cache checks only the driver file: a changed term function, or a helper it
     # inlines, must give another file name (so hash the modules they are defined in)
-    modules = sorted({t.func.py_func.__module__ for t in rows} | {quat.__name__})
+    modules = sorted({t.func.py_func.__module__ for t in rows} | {quat.__name__} | set(depends))
     for mod in modules:
         digest.update(inspect.getsource(sys.modules[mod]).encode())
     try:
