@@ -55,11 +55,8 @@ TERMINATIONS = (
 )
 CONDITION_NAMES = tuple(t.name for t in TERMINATIONS)
 
-_TEMPLATE = '''
-@njit(cache=True, parallel=True, fastmath=False)
-def termination_driver(s, rows, thresholds, out, failed):
-    for i in prange(rows.shape[0]):
-        e = rows[i]
+# the condition rows of one env, shared by both drivers: out[e, j] per condition, failed[e] = any
+_CONDITIONS = '''        e = rows[i]
         r = s.ref_index[e]
         {calls}
         any_ = False
@@ -67,6 +64,12 @@ def termination_driver(s, rows, thresholds, out, failed):
             any_ = any_ or out[e, j]
         failed[e] = any_
 '''
+
+_TEMPLATE = '''
+@njit(cache=True, parallel=True, fastmath=False)
+def termination_driver(s, rows, thresholds, out, failed):
+    for i in prange(rows.shape[0]):
+''' + _CONDITIONS
 
 
 def termination_driver(terms: tuple[Term, ...] = TERMINATIONS):
@@ -93,14 +96,7 @@ def termination_step_driver(s, rows, thresholds, out, failed, frame, clip, num_f
                             reward, returns, terms, action, last_action, out_reward, out_terminated, out_truncated,
                             done):
     for i in prange(rows.shape[0]):
-        e = rows[i]
-        r = s.ref_index[e]
-        {calls}
-        any_ = False
-        for j in range(out.shape[1]):
-            any_ = any_ or out[e, j]
-        failed[e] = any_
-        timeout = frame[e] >= num_frames[clip[e]] - 1 or lengths[e] >= max_steps
+''' + _CONDITIONS + '''        timeout = frame[e] >= num_frames[clip[e]] - 1 or lengths[e] >= max_steps
         done[e] = settle_env(e, any_, timeout, bad, reward, returns, out_reward, out_terminated, out_truncated)
         if bad[e]:
             for k in range(terms.shape[1]):
