@@ -1,6 +1,10 @@
-"""Shared fixtures: the built-in humanoid and an isolated unilab cache."""
+"""Shared fixtures: the built-in humanoid, an isolated unilab cache, a short G1 training run."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
 
 import mujoco
 import pytest
@@ -19,3 +23,27 @@ def tmp_cache(tmp_path, monkeypatch):
     d = tmp_path / "cache"
     monkeypatch.setenv("UNILAB_CACHE", str(d))
     return d
+
+
+# the CPU recipe cut down to seconds: a real G1 checkpoint for export / eval / sim2sim tests, not a good policy
+G1_SHORT_RUN = [
+    "--algo", "sac_cpu", "--task", "g1_motion_tracking",
+    "algo.num_envs=16", "algo.max_iterations=20", "algo.learning_starts=5", "algo.batch_size=64",
+    "training.no_play=true",
+]
+
+
+@pytest.fixture(scope="session")
+def g1_short_run(tmp_path_factory) -> Path:
+    """Run directory of a ~10 s G1 training run (20 iterations x 16 envs) holding ``model_20.pt``.
+
+    Shared by the whole session: treat it as read-only (write outputs elsewhere).
+    """
+    root = tmp_path_factory.mktemp("g1_short_run")
+    cmd = [sys.executable, "-m", "unilab.cli.train", *G1_SHORT_RUN, f"training.log_root={root}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, (
+        f"G1 short run failed (rc {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    runs = sorted((root / "fast_sac" / "g1_motion_tracking").glob("*_mujoco"))
+    assert len(runs) == 1 and (runs[0] / "model_20.pt").is_file(), f"no model_20.pt under {root}"
+    return runs[0]

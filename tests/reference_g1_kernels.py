@@ -1,13 +1,17 @@
 """Today's serial G1 task kernels (before the term tables), kept verbatim as the bit-identity reference.
 
 Copied from src/unilab/tasks/g1_motion_tracking/{observations,rewards,terminations}.py at commit
-4ade959; the tests compare the parallel drivers with these (np.array_equal).
+4ade959; the tests compare the parallel drivers with these (np.array_equal). Below them, the
+NumPy code of the reset start state and of the step's action / info handling at commit 7497f27,
+which parallel kernels replaced too.
 """
 
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
+
+from unilab.sim.quat import quat_mul, quat_normalize, quat_rotate_inv
 
 
 @njit(fastmath=False)
@@ -269,3 +273,68 @@ def yaw_of_nb(q):
     """Heading angle (rad) of ``q``."""
     w, x, y, z = q[0], q[1], q[2], q[3]
     return np.arctan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
+
+
+# ---------------------------------------------------------------------------
+# NumPy (commit 7497f27): resets.start_state, env.step's action -> PD targets and info columns
+
+
+def _rpy_quat(rpy: np.ndarray) -> np.ndarray:
+    """Quaternions (n, 4) of roll-pitch-yaw angles (n, 3), extrinsic x then y then z."""
+    half = 0.5 * rpy
+    cr, sr = np.cos(half[:, 0]), np.sin(half[:, 0])
+    cp, sp = np.cos(half[:, 1]), np.sin(half[:, 1])
+    cy, sy = np.cos(half[:, 2]), np.sin(half[:, 2])
+    return np.stack([
+        cr * cp * cy + sr * sp * sy,
+        sr * cp * cy - cr * sp * sy,
+        cr * sp * cy + sr * cp * sy,
+        cr * cp * sy - sr * sp * cy,
+    ], axis=1)
+
+
+def start_state(library, ref_index, rows, noise, rng, joint_qposadr, joint_lo, joint_hi):
+    """Reference (qpos, qvel) of envs ``rows`` (frames ``ref_index[rows]``) with uniform noise."""
+    idx = ref_index[rows]
+    qpos = library.qpos[idx]
+    qvel = library.qvel[idx]
+    n = qpos.shape[0]
+    if n == 0:
+        return qpos, qvel
+
+    def u(scale, size):
+        s = np.asarray(scale, dtype=np.float64)
+        if not np.any(s):
+            return np.zeros(size)
+        return rng.uniform(-1.0, 1.0, size=size) * s
+
+    qpos[:, 0:3] += u(noise.root_pos, (n, 3))
+    rpy = u(noise.root_rpy, (n, 3))
+    if np.any(rpy):
+        qpos[:, 3:7] = quat_normalize(quat_mul(_rpy_quat(rpy), qpos[:, 3:7]))
+    qvel[:, 0:3] += u(noise.root_lin_vel, (n, 3))
+    w = u(noise.root_ang_vel, (n, 3))
+    if np.any(w):
+        qvel[:, 3:6] += quat_rotate_inv(qpos[:, 3:7], w)
+    nj = joint_qposadr.shape[0]
+    dj = u(noise.joint_pos, (n, nj))
+    if np.any(dj):
+        qpos[:, joint_qposadr] = np.clip(qpos[:, joint_qposadr] + dj, joint_lo, joint_hi)
+    return qpos, qvel
+
+
+def action_to_ctrl(action_in, scale, default):
+    """(action, ctrl) as env.step's backend_step computed them."""
+    action = np.empty((action_in.shape[0], scale.shape[0]))
+    ctrl = np.empty_like(action)
+    np.clip(action_in, -1.0, 1.0, out=action)
+    np.nan_to_num(action, copy=False, nan=0.0)
+    np.multiply(action, scale, out=ctrl)
+    ctrl += default
+    return action, ctrl
+
+
+def info_columns(terms, conds, term_names, condition_names):
+    """info["reward_terms"] and info["termination_terms"] as env.step built them."""
+    return ({name: terms[:, i].astype(np.float32) for i, name in enumerate(term_names)},
+            {name: conds[:, i].copy() for i, name in enumerate(condition_names)})

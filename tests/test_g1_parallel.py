@@ -16,15 +16,24 @@ import reference_g1_kernels as ref_k
 from test_g1_task import tiny_cfg  # noqa: F401 - the fixture
 
 from unilab.sim import cpu, numba_threads
-from unilab.tasks.g1_motion_tracking.config import ObsNoiseConfig, ResetConfig, RewardsConfig, TerminationsConfig
+from unilab.tasks.g1_motion_tracking.config import (
+    ObsNoiseConfig,
+    ResetConfig,
+    ResetNoiseConfig,
+    RewardsConfig,
+    TerminationsConfig,
+)
 from unilab.tasks.g1_motion_tracking.env import MotionTrackingEnv
 from unilab.tasks.g1_motion_tracking.observations import CRITIC_OBS, POLICY_OBS, ObsLayout
-from unilab.tasks.g1_motion_tracking.resets import StartFrameSampler
+from unilab.tasks.g1_motion_tracking.resets import StartFrameSampler, start_state
 from unilab.tasks.g1_motion_tracking.rewards import REWARD_TERMS, TERM_NAMES
-from unilab.tasks.g1_motion_tracking.terminations import TERMINATIONS
+from unilab.tasks.g1_motion_tracking.step_kernels import action_to_ctrl, info_columns
+from unilab.tasks.g1_motion_tracking.terminations import CONDITION_NAMES, TERMINATIONS
 
 
 def _noisy_env(cfg, n=64, seed=5):
+    # the serial reference kernels fill the privileged actor set (every policy piece, in table order)
+    cfg.policy_obs = "privileged"
     cfg.obs_noise = ObsNoiseConfig(anchor_pos=0.05, anchor_ori=0.1, base_lin_vel=0.2, base_ang_vel=0.3,
                                    joint_pos=0.01, joint_vel=0.5)
     env = MotionTrackingEnv(cfg, n, seed=seed)
@@ -84,7 +93,7 @@ def _reference_update(env, rows, noise):
 def _parallel_update(env, rows, noise):
     """The env's drivers on the same state, outputs in the rows ``rows``."""
     s = env.arrays
-    env.motion.flat_index_into(env.clip, env.frame, rows, env.ref_index)
+    env.ref_index[rows] = -1  # the gather driver looks each env's reference row up itself
     env._gather(rows)
     terms = np.full((env.num_envs, len(TERM_NAMES)), np.nan)
     reward = env.rewards.compute(s, rows, terms)
@@ -125,6 +134,71 @@ def test_update_drivers_bit_identical_to_serial_kernels(tiny_cfg, states, subset
     want = _reference_update(env, rows, noise)
     got = _parallel_update(env, rows, noise)
     _assert_identical(got, want)
+
+
+_NOISES = {
+    "default": ResetNoiseConfig(),
+    "none": ResetNoiseConfig(root_pos=[0, 0, 0], root_rpy=[0, 0, 0], root_lin_vel=[0, 0, 0],
+                             root_ang_vel=[0, 0, 0], joint_pos=0.0),
+    # partly zero scales (draws times 0 give -0.0), a full turn of roll, joints pushed past their limits
+    "mixed": ResetNoiseConfig(root_pos=[0.0, 0.3, 0.0], root_rpy=[3.5, 0.0, 0.7], root_lin_vel=[0, 0, 0],
+                              root_ang_vel=[2.0, 0.0, 1.0], joint_pos=3.0),
+}
+
+
+@pytest.mark.parametrize("noise", list(_NOISES))
+def test_start_state_bit_identical_to_numpy(tiny_cfg, noise):  # noqa: F811
+    """The start-state driver against the NumPy code it replaced: same draws, same values, bit for bit."""
+    env = _noisy_env(tiny_cfg, n=64)
+    cfg = _NOISES[noise]
+    rng = np.random.default_rng(3)
+    for k in (0, 1, 17, 64):
+        rows = np.sort(rng.choice(env.num_envs, k, replace=False))
+        env.clip[rows] = rng.integers(0, env.motion.num_clips, k)
+        env.frame[rows] = rng.integers(0, 40, k)
+        env.motion.flat_index_into(env.clip, env.frame, rows, env.ref_index)
+        seed = int(rng.integers(1 << 30))
+        args = (env.motion, env.ref_index, rows, cfg)
+        adr = (env.qpos_adr, env.joint_lo, env.joint_hi)
+        want_rng, got_rng = np.random.default_rng(seed), np.random.default_rng(seed)
+        want = ref_k.start_state(*args, want_rng, *adr)
+        got = start_state(*args, got_rng, *adr)
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+        assert got_rng.bit_generator.state == want_rng.bit_generator.state  # the same draws: the stream goes on alike
+    if noise == "mixed":  # the clip was hit: the test covers it
+        assert (got[0][:, env.qpos_adr] == env.joint_hi).any() or (got[0][:, env.qpos_adr] == env.joint_lo).any()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_action_to_ctrl_bit_identical_to_numpy(tiny_cfg, dtype):  # noqa: F811
+    rng = np.random.default_rng(4)
+    n, a = 300, 7
+    action = rng.uniform(-2.5, 2.5, (n, a)).astype(dtype)
+    for value in (np.nan, np.inf, -np.inf, -0.0, 1.0, -1.0):
+        action[rng.integers(0, n, 5), rng.integers(0, a, 5)] = value
+    scale = rng.uniform(0.1, 2.0, a)
+    default = rng.uniform(-1, 1, a)
+    want = ref_k.action_to_ctrl(action, scale, default)
+    got = np.full((n, a), np.nan), np.full((n, a), np.nan)
+    action_to_ctrl(action, scale, default, *got)
+    for g, w in zip(got, want):
+        assert np.array_equal(g, w)
+        assert np.array_equal(np.signbit(g), np.signbit(w))  # -0.0 kept alike
+
+
+def test_info_columns_match_numpy():
+    rng = np.random.default_rng(5)
+    terms = rng.normal(0, 1e3, (257, len(TERM_NAMES)))
+    terms[3, 1] = np.nan
+    conds = rng.random((257, len(CONDITION_NAMES))) < 0.3
+    t_out = np.empty((len(TERM_NAMES), 257), dtype=np.float32)
+    c_out = np.empty((len(CONDITION_NAMES), 257), dtype=bool)
+    info_columns(terms, conds, t_out, c_out)
+    want_t, want_c = ref_k.info_columns(terms, conds, TERM_NAMES, CONDITION_NAMES)
+    for i, name in enumerate(TERM_NAMES):
+        assert np.array_equal(t_out[i], want_t[name], equal_nan=True)
+    for i, name in enumerate(CONDITION_NAMES):
+        assert np.array_equal(c_out[i], want_c[name])
 
 
 def test_step_tail_bookkeeping(tiny_cfg):  # noqa: F811
@@ -190,7 +264,7 @@ def test_tables_name_everything(tiny_cfg):  # noqa: F811
     assert {t.noise for t in POLICY_OBS if t.noise} == set(ObsNoiseConfig.__dataclass_fields__)
     np.testing.assert_array_equal(env.rewards.weights, [getattr(tiny_cfg.rewards, n).weight for n in TERM_NAMES])
     # the layout: contiguous pieces, policy first; dims derive from it
-    lay = ObsLayout(2, 3)
+    lay = ObsLayout(2, 3, "privileged")
     sl = lay.slices
     assert list(sl) == [t.name for t in POLICY_OBS + CRITIC_OBS]
     assert all(a.stop == b.start for a, b in zip(list(sl.values()), list(sl.values())[1:]))

@@ -9,8 +9,11 @@ import pytest
 from unilab.sim.quat import quat_mul, quat_normalize
 from unilab.tasks.g1_motion_tracking.config import (
     MotionTrackingConfig,
+    ObsNoiseConfig,
+    RandomizationConfig,
     ResetConfig,
     ResetNoiseConfig,
+    TerminationsConfig,
 )
 from unilab.tasks.g1_motion_tracking.env import SUBPHASES, MotionTrackingEnv
 from unilab.tasks.g1_motion_tracking.observations import policy_obs_slices
@@ -77,6 +80,11 @@ def tiny_cfg(tmp_path):
         model_xml=str(xml), motion_files=clips, tracked_bodies=["base", "upper", "tip"], anchor_body="base",
         end_effector_bodies=["tip"], default_joint_pos={"j_a": 0.1}, kp={".*": 20.0}, kd={".*": 1.0},
         max_episode_length_s=None, reset=ResetConfig(noise=ZERO_NOISE),
+        # the settings these tests were written for (the task's defaults before the holosoma FastSAC recipe)
+        policy_obs="privileged", obs_noise=ObsNoiseConfig(0.0, 0.0, 0.0, 0.0, 0.0, 0.0), action_scale=1.0,
+        action_bound_from_joint_range=False, reward_times_dt=False,
+        terminations=TerminationsConfig(anchor_height=0.25),
+        randomization=RandomizationConfig(enabled=False),  # exact reference states (tests/test_randomization.py)
     )
 
 
@@ -122,7 +130,7 @@ def test_reset_puts_env_on_reference_frame(tiny_cfg):
     np.testing.assert_allclose(env.pool.qpos, ref.qpos, atol=1e-12)
     np.testing.assert_allclose(env.pool.qvel, ref.qvel, atol=1e-12)
     np.testing.assert_allclose(env.pool.xpos[:, env.body_ids], ref.body_pos_w, atol=1e-9)
-    s = policy_obs_slices(2)
+    s = policy_obs_slices(2, "privileged")
     np.testing.assert_allclose(obs["obs"][:, s["anchor_pos_b"]], 0.0, atol=1e-6)
     np.testing.assert_allclose(obs["obs"][:, s["anchor_ori_b"]], np.tile([1, 0, 0, 1, 0, 0], (16, 1)), atol=1e-6)
     np.testing.assert_allclose(obs["obs"][:, s["ref_joint_pos"]], ref.joint_pos, atol=1e-6)
@@ -296,7 +304,8 @@ def test_unmatched_gain_pattern_is_an_error(tiny_cfg):
 def test_g1_env_on_reference_and_random_steps():
     cfg = MotionTrackingConfig(reset=ResetConfig(noise=ZERO_NOISE))
     env = MotionTrackingEnv(cfg, 8)
-    assert (env.obs_dim, env.critic_obs_dim, env.action_dim) == (160, 160 + 9 * 14, 29)
+    # the deployable actor set: 5 x 29 joints + anchor orientation 6 + angular velocity 3; the critic every piece
+    assert (env.obs_dim, env.critic_obs_dim, env.action_dim) == (154, 160 + 9 * 14, 29)
     assert env.model.nu == 29 and env.model.opt.timestep == pytest.approx(0.005)
     obs = env.reset()
     ref = env.motion.lookup(env.clip, env.frame)
@@ -343,7 +352,7 @@ def test_policy_noise_only_on_policy_obs(tiny_cfg):
     tiny_cfg.obs_noise.base_ang_vel = 0.2
     env = MotionTrackingEnv(tiny_cfg, 64, seed=2)
     obs = env.reset()
-    s = policy_obs_slices(2)
+    s = policy_obs_slices(2, "privileged")
     diff = obs["obs"] - obs["critic_obs"][:, : env.obs_dim]
     assert 0 < np.abs(diff[:, s["joint_pos_rel"]]).max() <= 0.05 + 1e-6
     assert 0.1 < np.abs(diff[:, s["base_ang_vel"]]).max() <= 0.2 + 1e-6

@@ -20,7 +20,7 @@ from unilab.runtime.signals import StopRequested, StopSignals
 
 def _agent() -> FastSAC:
     cfg = SACConfig(num_envs=4, batch_size=32, buffer_size=16, actor_hidden_dims=[16], critic_hidden_dims=[16],
-                    policy_frequency=1)
+                    policy_frequency=1, distributional=False, use_cdq=True)
     return FastSAC(cfg, 3, 4, 2, device="cpu")
 
 

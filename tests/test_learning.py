@@ -38,7 +38,9 @@ def random_policy_return(num_envs: int = 16, seed: int = 3) -> float:
 
 def train_cmd(log_root, seed: int) -> list[str]:
     return [
-        sys.executable, "-m", "unilab.cli.train", "--task", "pendulum",
+        sys.executable, "-m", "unilab.cli.train", "--task", "pendulum", "--algo", "sac",
+        # the critic this recipe was tuned with (the `sac` defaults before the holosoma recipe)
+        "algo.distributional=false", "algo.use_cdq=true",
         "algo.num_envs=16", "algo.batch_size=256", f"algo.max_iterations={ITERATIONS}",
         "algo.actor_hidden_dims=[128,128]", "algo.critic_hidden_dims=[256,256]", "algo.num_updates=4",
         "algo.actor_lr=0.001", "algo.critic_lr=0.001", "algo.learning_starts=50", "algo.alpha_init=0.1",

@@ -122,6 +122,8 @@ def test_reset_validates_input(humanoid):
         pool.reset(np.array([0]), np.zeros((1, 3)), np.zeros((1, humanoid.nv)))
     with pytest.raises(ValueError, match="env ids"):
         pool.reset(np.array([N]), np.zeros((1, humanoid.nq)), np.zeros((1, humanoid.nv)))
+    with pytest.raises(ValueError, match="distinct"):
+        pool.reset(np.array([3, 3]), np.tile(humanoid.qpos0, (2, 1)), np.zeros((2, humanoid.nv)))
     with pytest.raises(ValueError, match="finite"):
         q = np.tile(humanoid.qpos0, (1, 1))
         q[0, 0] = np.nan
@@ -243,3 +245,55 @@ def test_silenced_mujoco_warnings_still_mark_envs_bad(humanoid, capfd):
         mujoco.set_mju_user_warning(before)
     out, err = capfd.readouterr()
     assert "WARNING" not in out + err
+
+
+def _reference_health(qpos, qvel, max_qvel, counts, warn_seen):
+    """The serial NumPy health check the parallel kernel replaced: (reason per marked env in order, new warn_seen)."""
+    marks = []
+    vmax = np.abs(qvel).max(axis=1)  # NaN and inf propagate into the max
+    finite = np.isfinite(qpos).all(axis=1) & np.isfinite(vmax)
+    marks.append((np.flatnonzero(~finite), "non-finite state"))
+    if max_qvel is not None:
+        marks.append((np.flatnonzero(vmax > max_qvel), f"|qvel| over max_qvel={max_qvel:g}"))
+    rose = (counts > warn_seen).any(axis=1)
+    marks.append((np.flatnonzero(rose), "divergence warning"))
+    seen = warn_seen.copy()
+    seen[rose] = counts[rose]
+    reasons: dict[int, str] = {}
+    for ids, reason in marks:
+        for i in ids:
+            reasons.setdefault(int(i), reason)  # the first reason of an env stays
+    return reasons, seen
+
+
+@pytest.mark.parametrize("max_qvel", [50.0, None])
+def test_health_mask_matches_the_numpy_reference(humanoid, max_qvel):
+    """NaN/inf in qpos or qvel (alone and together), |qvel| just over and at the bound, rising warning counters."""
+    n = 64
+    rng = np.random.default_rng(9)
+    pool = BatchEnvPool(humanoid, n, nthread=2, max_qvel=max_qvel)
+    cols = pool._warn_cols  # the columns the kernel reads
+    for _ in range(4):
+        pool.reset(np.arange(n), *_perturbed(pool, rng))
+        qpos, qvel = pool.qpos, pool.qvel
+        qvel[...] = rng.normal(0, 20, qvel.shape)  # some rows over 50 by chance
+        for arr in (qpos, qvel):
+            for value in (np.nan, np.inf, -np.inf):
+                arr[rng.integers(0, n, 3), rng.integers(0, arr.shape[1], 3)] = value
+        qvel[rng.integers(0, n), 4] = 50.0  # at the bound: not over
+        qvel[rng.integers(0, n), :] = np.nan  # NaN with no inf: non-finite, not "fast"
+        pool.batch.warning[rng.integers(0, n, 5), cols[rng.integers(0, len(cols), 5)], 1] += 1
+        want, seen = _reference_health(qpos.copy(), qvel.copy(), max_qvel, pool._warning_count[:, cols].copy(),
+                                       pool._warn_seen.copy())
+        pool._check_health()  # the kernel alone (a step would move the states)
+        assert np.array_equal(pool.bad_envs, np.isin(np.arange(n), list(want)))
+        assert pool.bad_reasons == want
+        assert np.array_equal(pool._warn_seen, seen)
+        assert len(want) > 5 and len(set(want.values())) == (3 if max_qvel else 2)  # every reason seen
+
+
+def test_controls_are_copied_whatever_their_dtype(humanoid):
+    pool = BatchEnvPool(humanoid, N, nthread=2)
+    ctrl = np.random.default_rng(3).uniform(-1, 1, (N, humanoid.nu)).astype(np.float32)
+    pool.step(ctrl, 1)
+    assert np.array_equal(pool.ctrl, ctrl.astype(np.float64))

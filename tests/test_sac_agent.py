@@ -14,7 +14,8 @@ OBS, COBS, ACT = 5, 7, 3
 
 def _cfg(**overrides) -> SACConfig:
     base = dict(device="cpu", num_envs=4, buffer_size=8, batch_size=32, actor_hidden_dims=[32, 32],
-                critic_hidden_dims=[32, 32], compile=False, amp=False, policy_frequency=1, seed=0)
+                critic_hidden_dims=[32, 32], compile=False, amp=False, policy_frequency=1, seed=0,
+                distributional=False, use_cdq=True, num_atoms=101)  # the defaults these tests were written for
     base.update(overrides)
     return SACConfig(**base)
 

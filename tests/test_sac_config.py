@@ -16,7 +16,7 @@ def test_command_line_overrides_reach_the_typed_config():
     sac = to_run_spec(cfg).algo
     assert isinstance(sac, SACConfig)
     assert sac.num_envs == 4096 and sac.distributional and sac.critic_hidden_dims == [64, 32]
-    default = dataclasses.replace(sac, num_envs=1024, distributional=False, critic_hidden_dims=[768, 384, 192])
+    default = dataclasses.replace(sac, num_envs=4096, distributional=True, critic_hidden_dims=[768, 384, 192])
     assert default == SACConfig()
 
 

@@ -147,3 +147,122 @@ def test_select_raises_with_install_hint(monkeypatch):
 def test_probe_reports_failure():
     err = video.probe_gl_backend("no-such-backend")
     assert err is not None and "MUJOCO_GL" in err
+
+
+# a red box on a free joint over a floor: the robot; the ghost is the same model at another pose
+TOKEN_XML = """
+<mujoco>
+  <worldbody>
+    <light pos="0 0 4" dir="0 0 -1"/>
+    <geom name="floor" type="plane" size="5 5 0.1" rgba="0.4 0.4 0.4 1"/>
+    <body name="base" pos="0 0 0.4">
+      <freejoint/>
+      <geom type="box" size="0.25 0.25 0.25" rgba="1 0 0 1"/>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+_CAM = dict(track_body="base", camera_distance=3.0, camera_azimuth=90.0, camera_elevation=-15.0)
+
+
+def _token_frames(gl_backend, tmp_path, monkeypatch, name, q, **kw) -> np.ndarray:
+    import mujoco
+
+    monkeypatch.setenv("MUJOCO_GL", gl_backend)
+    m = mujoco.MjModel.from_xml_string(TOKEN_XML)
+    out = render_states(m, q, tmp_path / f"{name}.mp4", fps=10, width=W, height=H, **_CAM, **kw)
+    return iio.imread(out).astype(np.int16)
+
+
+def _changed(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Pixels that differ clearly (beyond mp4 coding noise), (T, H, W) bool."""
+    return np.abs(a - b).max(axis=-1) > 40
+
+
+def test_ghost_is_drawn_where_the_reference_is(gl_backend, tmp_path, monkeypatch):
+    import mujoco
+
+    q = np.tile(mujoco.MjModel.from_xml_string(TOKEN_XML).qpos0, (2, 1))
+    ref = q.copy()
+    ref[:, 0] += 1.0  # the camera looks along +y, so +x is to the right on screen
+    off = _token_frames(gl_backend, tmp_path, monkeypatch, "off", q, ghost_qpos=ref, ghost="off")
+    over = _token_frames(gl_backend, tmp_path, monkeypatch, "overlay", q, ghost_qpos=ref, ghost="overlay")
+    changed = _changed(over, off)
+    right, left = changed[:, :, W // 2 + 8:].sum(), changed[:, :, :W // 2].sum()
+    assert right > 0.02 * changed[:, :, W // 2 + 8:].size, right  # a box-sized ghost appeared on the right
+    assert left < 0.05 * right, (left, right)  # the robot's half is as it was (no second shadow)
+    tint = (over - off)[changed]
+    assert tint[:, 2].mean() > tint[:, 0].mean() + 20  # translucent blue over what is behind it
+
+    # side: the same pose, shifted to the right on screen, the view centred between both
+    side = _token_frames(gl_backend, tmp_path, monkeypatch, "side", q, ghost_qpos=q, ghost="side")
+    blue = (side[..., 2] > side[..., 0] + 40) & ~(off[..., 2] > off[..., 0] + 40)
+    cols = np.nonzero(blue)[2]
+    assert cols.size > 0.01 * blue.size and cols.mean() > W / 2
+    red = (side[..., 0] > side[..., 2] + 80)
+    red_off = (off[..., 0] > off[..., 2] + 80)
+    assert np.nonzero(red)[2].mean() < np.nonzero(red_off)[2].mean() - 5  # the robot moved left
+
+
+def test_text_overlay_in_the_top_left(gl_backend, tmp_path, monkeypatch):
+    import mujoco
+
+    q = np.tile(mujoco.MjModel.from_xml_string(TOKEN_XML).qpos0, (2, 1))
+    plain = _token_frames(gl_backend, tmp_path, monkeypatch, "plain", q, ghost_qpos=q, ghost="off")
+    text = _token_frames(gl_backend, tmp_path, monkeypatch, "text", q, labels=["walk1\nframe 0/9", ""])
+    changed = _changed(text, plain)
+    assert changed[0, :H // 3, :W // 2].sum() > 50  # the label of frame 0
+    assert changed[0, H // 2:].sum() == 0 and changed[0, :, 3 * W // 4:].sum() == 0
+    assert changed[1].sum() == 0  # an empty label writes nothing
+
+
+def test_text_overlay_draws_only_its_box():
+    frame = np.full((H, W, 3), 200, dtype=np.uint8)
+    drawn = video._TextOverlay(H).draw(frame.copy(), "clip_a\nframe 3/10  body err 12 mm")
+    assert drawn.shape == frame.shape and drawn.dtype == np.uint8
+    changed = np.any(drawn != frame, axis=-1)
+    rows, cols = np.nonzero(changed)
+    assert rows.max() < H // 2 and cols.min() < 10  # a two-line box in the top-left
+    assert (drawn[changed] < 100).any() and (drawn[changed] > 220).any()  # darkened box, white letters
+    assert np.array_equal(video._TextOverlay(H).draw(frame, ""), frame)
+
+
+def test_ghost_draws_primitive_geoms_of_moving_bodies():
+    import mujoco
+
+    hit = '<geom name="hit" type="capsule" size="0.05 0.1" group="3"/>'
+    xml = f"""
+    <mujoco>
+      <asset><mesh name="tet" vertex="0 0 0  0.1 0 0  0 0.1 0  0 0 0.1"/></asset>
+      <worldbody>
+        <geom name="floor" type="plane" size="1 1 0.1"/>
+        <body name="b"><freejoint/>
+          <geom name="look" type="mesh" mesh="tet" group="1"/>
+          {hit}
+        </body>
+      </worldbody>
+    </mujoco>"""
+    m = mujoco.MjModel.from_xml_string(xml)
+    gm = video._ghost_model(m)
+    drawn = [gm.geom(i).name for i in range(gm.ngeom) if gm.geom_group[i] == 0]
+    assert drawn == ["hit"]  # the collision capsule, not the (costly) mesh, not the floor
+    np.testing.assert_allclose(gm.geom_rgba[gm.geom("hit").id], video.GHOST_RGBA, rtol=1e-6)
+    assert m.geom_group[m.geom("hit").id] == 3  # the caller's model is unchanged
+    meshes_only = mujoco.MjModel.from_xml_string(xml.replace(hit, ""))
+    gm = video._ghost_model(meshes_only)
+    assert [gm.geom(i).name for i in range(gm.ngeom) if gm.geom_group[i] == 0] == ["look"]
+
+
+def test_ghost_and_label_inputs_are_checked(humanoid, tmp_path):
+    q = np.tile(humanoid.qpos0, (3, 1))
+    with pytest.raises(ValueError, match="ghost must be one of"):
+        render_states(humanoid, q, tmp_path / "a.mp4", ghost_qpos=q, ghost="behind")
+    with pytest.raises(ValueError, match="ghost_qpos must have the shape"):
+        render_states(humanoid, q, tmp_path / "a.mp4", ghost_qpos=q[:2])
+    bad = q.copy()
+    bad[0, 0] = np.inf
+    with pytest.raises(ValueError, match="ghost_qpos has non-finite"):
+        render_states(humanoid, q, tmp_path / "a.mp4", ghost_qpos=bad)
+    with pytest.raises(ValueError, match="one text per frame"):
+        render_states(humanoid, q, tmp_path / "a.mp4", labels=["a", "b"])
+    assert not any(tmp_path.iterdir())

@@ -8,9 +8,11 @@ the same start states ("raw pool"), and prints per run
 
 plus env steps/s, raw pool steps/s, and the two ratios the performance bar is
 about: (update_state + reset_done) / env.step wall, and env / raw steps/s.
-A step/s counts one policy step of one env. Then a sub-phase breakdown of the
-host phases (lookup, gather, rewards, terminations, observations; restart in
-reset_done: ms per env.step and cores), a spin check (raw ``pool.step`` right
+A step/s counts one policy step of one env. Then a sub-phase breakdown (ms per
+env.step and cores) of backend_step (the pool's physics and per-env health
+check; the rest of backend_step is the action-to-PD-target kernel) and of the
+host phases (gather with the reference lookup, rewards, terminations,
+observations; restart in reset_done), a spin check (raw ``pool.step`` right
 after a parallel host phase vs alone: Numba's workers must not steal MuJoCo's
 cycles), and an Amdahl projection of each phase and of the host share to 16,
 32 and 64 cores from the parallel fraction measured here (DESIGN.md, "Scaling
@@ -241,7 +243,8 @@ def print_run(r: dict, num_envs: int) -> None:
     print(f"env / raw steps/s                           = {r['env_over_raw']:.3f}   (bar >= 0.85)")
     print(f"episodes ended {r['episodes_ended']}, mean length {r['mean_episode_length']:.1f} steps")
     sub = r["subphases"]
-    print("\nhost sub-phases (ms per env.step; restart = reset_done's restart of the ended envs)")
+    print("\nsub-phases (ms per env.step; physics and check_health are backend_step's, "
+          "restart = reset_done's restart of the ended envs)")
     print(format_table(["sub-phase", "ms", "cores"], [[n, sub[n]["ms"], sub[n]["cores"]] for n in sub]))
     sc = r["spin_check"]
     print(f"\nspin check: raw pool.step alone {sc['alone_ms']:.1f} ms, right after a parallel host phase "
@@ -271,6 +274,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default=None, help="also write the results to this JSON file")
     p.add_argument("--motion-files", nargs="*", default=None, help="clips to use (default: the built-in G1 clips)")
+    p.add_argument("--randomization", choices=("on", "off"), default=None,
+                   help="domain randomization (task.randomization.enabled); default: the task's default (on)")
     args = p.parse_args(argv)
     if args.cpu_ids and args.compare_cpu_ids:
         p.error("--cpu-ids and --compare-cpu-ids are exclusive")
@@ -278,6 +283,8 @@ def main(argv: list[str] | None = None) -> int:
     cfg = MotionTrackingConfig()
     if args.motion_files:
         cfg.motion_files = list(args.motion_files)
+    if args.randomization is not None:
+        cfg.randomization.enabled = args.randomization == "on"
     runs: list[tuple[list[int] | None, int | None]] = []
     if args.compare_cpu_ids:
         runs = [(None, args.nthread), (cpu.parse_cpu_ids(args.compare_cpu_ids), None)]

@@ -14,6 +14,8 @@ BENCHMARKS = {
                    "env.step phases (backend/update_state/reset_done): ms and cores"),
     "collector": ("unilab.bench.offpolicy_collector_active",
                   "collector-only steps/s with a stub policy vs raw env steps/s"),
+    "learn": ("unilab.bench.learn",
+              "fixed-budget G1 tracking run (default sac_cpu, 20 min) + unilab-eval: curve and tracking metrics"),
 }
 
 
@@ -34,8 +36,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"unilab-bench: unknown benchmark {name!r}\n\n{usage()}", file=sys.stderr)
         return 2
     module = importlib.import_module(BENCHMARKS[name][0])
-    module.main(rest)
-    return 0
+    rc = module.main(rest)
+    return rc if isinstance(rc, int) else 0
 
 
 if __name__ == "__main__":

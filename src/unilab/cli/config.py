@@ -90,6 +90,75 @@ def explicit_algo_keys(overrides: Sequence[str]) -> tuple[str, ...] | None:
     return tuple(keys)
 
 
+GPU_RECIPE, CPU_RECIPE = "sac", "sac_cpu"
+
+
+def choose_recipe(overrides: Sequence[str], cuda: bool | None = None) -> tuple[list[str], str]:
+    """The overrides with the algo recipe made explicit, and a banner line saying which and why.
+
+    An algo preset the user named (``--algo NAME``) is kept; otherwise the GPU
+    recipe (``sac``) where a CUDA device exists, else the CPU-sized ``sac_cpu``.
+    ``cuda``: the probe's answer (None: ask :func:`cuda_available`, which
+    imports no torch). The user's own overrides still decide
+    :func:`explicit_algo_keys` (a resumed run takes the checkpoint's algo).
+    """
+    named = next((ov.split("=", 1)[1] for ov in overrides if ov.split("=", 1)[0].lstrip("+~") == "algo"), None)
+    if named is not None:
+        return list(overrides), f"unilab: recipe {named} (--algo {named})"
+    if cuda is None:
+        cuda = cuda_available()
+    resumed = any(ov.split("=", 1)[0] == "training.resume" and ov.split("=", 1)[1] not in ("", "null")
+                  for ov in overrides if "=" in ov)
+    tail = "; the resumed checkpoint's algo keys win" if resumed else ""
+    if cuda:
+        return [f"algo={GPU_RECIPE}", *overrides], f"unilab: recipe {GPU_RECIPE} (CUDA device found{tail})"
+    return [f"algo={CPU_RECIPE}", *overrides], (
+        f"unilab: recipe {CPU_RECIPE} (no CUDA device; --algo {GPU_RECIPE} forces the GPU recipe{tail})")
+
+
+def cuda_available() -> bool:
+    """Whether torch would find a CUDA device, decided without importing torch where that is possible.
+
+    Importing torch takes seconds; ``--help``, ``--cfg`` and a config error
+    must not pay for it. A torch built without CUDA (``torch/version.py`` says
+    ``cuda = None``) or no NVIDIA driver library means no; otherwise the
+    driver is asked for its device count (``cuInit`` / ``cuDeviceGetCount``,
+    which honour ``CUDA_VISIBLE_DEVICES`` as torch does). A ROCm build, whose
+    driver is not NVIDIA's, asks torch itself.
+    """
+    import ctypes  # noqa: PLC0415 - only when the recipe is chosen
+    import importlib.util  # noqa: PLC0415 - only when the recipe is chosen
+    import sys  # noqa: PLC0415 - only when the recipe is chosen
+    from pathlib import Path  # noqa: PLC0415 - only when the recipe is chosen
+
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return False
+    build: dict[str, Any] = {}
+    try:
+        tree = ast.parse((Path(spec.submodule_search_locations[0]) / "version.py").read_text())
+        for node in tree.body:
+            target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+            if isinstance(target, ast.Name) and isinstance(getattr(node, "value", None), ast.Constant):
+                build[target.id] = node.value.value  # type: ignore[union-attr]
+    except (OSError, SyntaxError):
+        build = {"cuda": "unknown"}
+    if build.get("hip"):
+        import torch  # noqa: PLC0415 - ROCm: no cheap probe
+
+        return bool(torch.cuda.is_available())
+    if not build.get("cuda"):
+        return False
+    if sys.platform == "darwin":
+        return False
+    try:
+        lib = ctypes.CDLL("nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1")
+        count = ctypes.c_int(0)
+        return lib.cuInit(0) == 0 and lib.cuDeviceGetCount(ctypes.byref(count)) == 0 and count.value > 0
+    except (OSError, AttributeError):
+        return False
+
+
 def _example(group: str) -> str:
     return {"algo": "sac", "task": "g1_motion_tracking", "sim": "mujoco"}[group]
 
@@ -204,7 +273,8 @@ def help_text(cfg: Any, prog: str = "train") -> str:
         "Trains a FastSAC policy: a collector process steps the task's MuJoCo envs on the CPU",
         "while the learner (GPU if available) trains on the replay buffer.",
         "",
-        f"  --algo NAME   algorithm group (available: {', '.join(group_options('algo'))})",
+        f"  --algo NAME   algorithm recipe (available: {', '.join(group_options('algo'))}); default: "
+        f"{GPU_RECIPE} with a CUDA device, else {CPU_RECIPE}",
         f"  --task NAME   task group (available: {', '.join(group_options('task'))})",
         f"  --sim NAME    physics backend group (available: {', '.join(group_options('sim'))})",
         "  --cfg         print the composed config and exit",

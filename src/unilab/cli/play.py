@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from unilab.gl_env import gl_disabled
+from unilab.render.video import GHOST_MODES
 from unilab.runtime.config import PlayConfig
 
 
@@ -14,7 +15,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="play",
         description="Run a trained unilab policy on a few envs and film env 0 as an mp4 "
-        "(offscreen OpenGL: EGL, else OSMesa).",
+        "(offscreen OpenGL: EGL, else OSMesa). For motion tracking the reference motion is drawn as a "
+        "translucent ghost and each frame shows the clip, the reference frame and the mean tracked-body "
+        "position error in mm.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("checkpoint", help="a run directory (its latest model_<iter>.pt) or a model_<iter>.pt file")
@@ -27,6 +30,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=d.seed, help="seed of the env resets")
     p.add_argument("--width", type=int, default=d.width, help="video width in pixels (even)")
     p.add_argument("--height", type=int, default=d.height, help="video height in pixels (even)")
+    p.add_argument("--ghost", choices=GHOST_MODES, default=d.ghost,
+                   help="the reference motion as a translucent ghost: overlay (where the reference is, on the "
+                   "robot when it tracks well), side (shifted to the robot's right on screen), off; tasks "
+                   "without a reference (pendulum) draw none")
+    p.add_argument("--no-text", action="store_true",
+                   help="leave the task's text (motion tracking: clip, frame, body error in mm) off the frames")
     return p
 
 
@@ -44,7 +53,8 @@ def _main(args: argparse.Namespace) -> int:
     try:
         play(args.checkpoint, PlayConfig(num_envs=args.num_envs, steps=args.steps, seed=args.seed,
                                          video=not args.no_video, out=args.out, device=args.device,
-                                         width=args.width, height=args.height))
+                                         width=args.width, height=args.height, ghost=args.ghost,
+                                         text=not args.no_text))
     except (FileNotFoundError, ValueError) as err:
         print(f"play: error: {err}", file=sys.stderr)
         return 2

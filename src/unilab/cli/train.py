@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 
 from omegaconf import OmegaConf
 
-from unilab.cli.config import ConfigError, compose_config, explicit_algo_keys, help_text, split_argv, to_run_spec
+from unilab.cli.config import (
+    ConfigError,
+    choose_recipe,
+    compose_config,
+    explicit_algo_keys,
+    help_text,
+    split_argv,
+    to_run_spec,
+)
 from unilab.gl_env import gl_disabled
 
 
@@ -23,7 +32,9 @@ def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:  # the whole config is validated here, before torch is imported or anything starts
         overrides, flags = split_argv(argv)
-        cfg = compose_config(overrides)
+        # no --algo: the GPU recipe with a CUDA device, else the CPU one (probed without torch)
+        composed, recipe = choose_recipe(overrides)
+        cfg = compose_config(composed)
         if flags["help"]:
             print(help_text(cfg))
             return 0
@@ -34,6 +45,8 @@ def _main(argv: Sequence[str] | None) -> int:
     except ConfigError as err:
         print(f"train: error: {err}", file=sys.stderr)
         return 2
+    if os.environ.get("RANK", "0") == "0":  # torchrun: one banner
+        print(recipe, flush=True)
     # imported here, not at the top: --help, --cfg and a config error (exit 2) never load torch
     from unilab.runtime import distributed  # noqa: PLC0415
     from unilab.runtime.checkpoint import CheckpointWriteError  # noqa: PLC0415

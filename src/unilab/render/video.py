@@ -9,6 +9,15 @@ in this process when its OpenGL layer already is the selected backend (the
 caller set ``MUJOCO_GL`` before importing mujoco), and otherwise in a fresh
 Python subprocess started with that backend, the model passed as MJB.
 
+Each frame can carry a translucent ghost of a second pose (play: the
+reference motion the robot tracks) and a few lines of text. The ghost is not
+a second render pass: the reference pose's geoms are appended to the frame's
+scene (``mjv_addGeoms``), shadowless. It draws the model's primitive
+(non-mesh) geoms of every group, for the G1 its collision capsules: its
+visual meshes hold ~440k triangles, and drawing them twice doubles the CPU
+(Mesa llvmpipe) render time; a model without primitive geoms gets its
+visible meshes. The text is rasterised onto the pixels with Pillow.
+
 The mp4 is encoded by the ffmpeg binary bundled in the imageio-ffmpeg wheel
 (or the one ``IMAGEIO_FFMPEG_EXE`` names), never a separate system download.
 """
@@ -17,10 +26,12 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,6 +47,12 @@ if TYPE_CHECKING:
 # pure-software fallback
 HEADLESS_BACKENDS = ("egl", "osmesa")
 DEFAULT_TRACK_BODY = "pelvis"
+GHOST_MODES = ("overlay", "side", "off")
+"""overlay: the ghost where the reference is (on the robot when it tracks well);
+side: shifted sideways by ``GHOST_SIDE_OFFSET_M`` (view centred between both); off: none."""
+GHOST_RGBA = (0.3, 0.75, 1.0, 0.45)
+GHOST_SIDE_OFFSET_M = 1.0
+_HIDDEN_GROUP = 5  # a geom group the ghost's MjvOption does not draw
 _PROBE_TIMEOUT_S = 60.0
 
 _INSTALL_HINT = (
@@ -179,6 +196,112 @@ def _check_inputs(
     return np.ascontiguousarray(qpos)
 
 
+def _check_extras(qpos: np.ndarray, ghost_qpos: np.ndarray | None, ghost: str,
+                  labels: Sequence[str] | None) -> tuple[np.ndarray | None, list[str] | None]:
+    """Validated ghost poses (None: no ghost) and per-frame texts (None: no text)."""
+    if ghost not in GHOST_MODES:
+        raise ValueError(f"ghost must be one of {GHOST_MODES}, got {ghost!r}")
+    if ghost == "off":
+        ghost_qpos = None
+    if ghost_qpos is not None:
+        ghost_qpos = np.asarray(ghost_qpos, dtype=np.float64)
+        if ghost_qpos.shape != qpos.shape:
+            raise ValueError(f"ghost_qpos must have the shape of qpos {qpos.shape}, got {ghost_qpos.shape}")
+        if not np.all(np.isfinite(ghost_qpos)):
+            raise ValueError("ghost_qpos has non-finite values")
+        ghost_qpos = np.ascontiguousarray(ghost_qpos)
+    if labels is not None:
+        labels = ["" if t is None else str(t) for t in labels]
+        if len(labels) != qpos.shape[0]:
+            raise ValueError(f"labels must hold one text per frame ({qpos.shape[0]}), got {len(labels)}")
+        if not any(labels):
+            labels = None
+    return ghost_qpos, labels
+
+
+def _ghost_model(model: mujoco.MjModel) -> mujoco.MjModel:
+    """A copy of ``model`` whose group 0 holds exactly the ghost's geoms, coloured ``GHOST_RGBA``."""
+    import mujoco  # noqa: PLC0415 - mujoco picks its GL layer at first import (see above)
+
+    gm = copy.copy(model)
+    moving = np.asarray(model.body_weldid)[np.asarray(model.geom_bodyid)] != 0
+    primitive = np.asarray(model.geom_type) != int(mujoco.mjtGeom.mjGEOM_MESH)
+    chosen = moving & primitive
+    if not chosen.any():
+        # mjvOption draws groups 0-2 by default
+        chosen = moving & (np.asarray(model.geom_group) < 3)
+    gm.geom_group[:] = np.where(chosen, 0, _HIDDEN_GROUP)
+    gm.geom_rgba[chosen] = GHOST_RGBA
+    gm.geom_matid[chosen] = -1  # the flat ghost colour, not the robot's material
+    return gm
+
+
+class _Ghost:
+    """Appends the geoms of a second pose to a rendered scene: translucent, casting no shadow."""
+
+    def __init__(self, model: mujoco.MjModel, mode: str):
+        import mujoco  # noqa: PLC0415 - mujoco picks its GL layer at first import (see above)
+
+        self.model = _ghost_model(model)
+        self.data = mujoco.MjData(self.model)
+        self.opt = mujoco.MjvOption()
+        self.opt.geomgroup[:] = 0
+        self.opt.geomgroup[0] = 1
+        self.pert = mujoco.MjvPerturb()
+        self.side = mode == "side"
+
+    def add(self, scene: mujoco.MjvScene, qpos: np.ndarray) -> None:
+        import mujoco  # noqa: PLC0415 - mujoco picks its GL layer at first import (see above)
+
+        self.data.qpos[:] = qpos
+        mujoco.mj_kinematics(self.model, self.data)  # geom poses are all the scene needs
+        first = scene.ngeom
+        mujoco.mjv_addGeoms(self.model, self.data, self.opt, self.pert, int(mujoco.mjtCatBit.mjCAT_DYNAMIC), scene)
+        offset = None
+        if self.side:
+            # sideways on screen: the camera's right; then centre the view between robot and ghost
+            cam = scene.camera[0]
+            right = np.cross(cam.forward, cam.up)
+            offset = GHOST_SIDE_OFFSET_M * right / max(float(np.linalg.norm(right)), 1e-9)
+            for c in scene.camera:
+                c.pos[:] += 0.5 * offset
+        for i in range(first, scene.ngeom):
+            g = scene.geoms[i]
+            g.castshadow = 0  # a second shadow would read as a second robot
+            g.transparent = 1
+            if offset is not None:
+                g.pos[:] += offset
+
+
+class _TextOverlay:
+    """Draws a few lines of text in the top-left corner of a frame, on a darkened box."""
+
+    def __init__(self, height: int):
+        from PIL import ImageFont  # noqa: PLC0415 - lazy: only with text
+
+        size = max(9, round(height / 20))
+        try:
+            self.font = ImageFont.load_default(size=size)
+        except (TypeError, OSError, ImportError):  # Pillow < 10.1 or without FreeType: the fixed bitmap font
+            self.font = ImageFont.load_default()
+        self.margin = max(2, size // 4)
+
+    def draw(self, frame: np.ndarray, text: str) -> np.ndarray:
+        if not text:
+            return frame
+        from PIL import Image, ImageDraw  # noqa: PLC0415 - lazy: only with text
+
+        m = self.margin
+        img = Image.fromarray(frame)
+        x0, y0, x1, y1 = ImageDraw.Draw(img).multiline_textbbox((2 * m, 2 * m), text, font=self.font, spacing=m)
+        x0, y0 = max(0, x0 - m), max(0, y0 - m)
+        box = frame[y0:y1 + m, x0:x1 + m]
+        img.paste(Image.fromarray((box * 0.35).astype(np.uint8)), (x0, y0))
+        # a Draw made before paste would draw into the buffer paste replaced
+        ImageDraw.Draw(img).multiline_text((2 * m, 2 * m), text, font=self.font, fill=(255, 255, 255), spacing=m)
+        return np.asarray(img)
+
+
 def _render_here(
     model: mujoco.MjModel,
     qpos: np.ndarray,
@@ -190,6 +313,9 @@ def _render_here(
     camera_distance: float,
     camera_azimuth: float,
     camera_elevation: float,
+    ghost_qpos: np.ndarray | None = None,
+    ghost: str = "overlay",
+    labels: Sequence[str] | None = None,
 ) -> Path:
     """Render and encode in this process (its OpenGL layer must work)."""
     import imageio_ffmpeg  # noqa: PLC0415 - lazy: only to encode
@@ -223,14 +349,21 @@ def _render_here(
         ffmpeg_log_level="error",
         output_params=["-f", "mp4"],
     )
+    ghost_geoms = _Ghost(model, ghost) if ghost_qpos is not None and ghost != "off" else None
+    text = _TextOverlay(height) if labels is not None else None
     renderer = mujoco.Renderer(model, height, width)
     try:
         writer.send(None)  # start ffmpeg
-        for q in qpos:
+        for k, q in enumerate(qpos):
             data.qpos[:] = q
             mujoco.mj_forward(model, data)
             renderer.update_scene(data, cam)
-            writer.send(np.ascontiguousarray(renderer.render()))
+            if ghost_geoms is not None:
+                ghost_geoms.add(renderer.scene, ghost_qpos[k])
+            frame = renderer.render()
+            if text is not None:
+                frame = text.draw(frame, labels[k])
+            writer.send(np.ascontiguousarray(frame))
         writer.close()
         os.replace(tmp, path)
     except BaseException:
@@ -253,6 +386,13 @@ def _render_in_subprocess(model: mujoco.MjModel, qpos: np.ndarray, path: Path, b
         qfile = Path(td) / "qpos.npy"
         mujoco.mj_saveModel(model, str(mjb), None)
         np.save(qfile, qpos)
+        extra = ["--ghost", kw["ghost"]]
+        if kw["ghost_qpos"] is not None:
+            np.save(Path(td) / "ghost.npy", kw["ghost_qpos"])
+            extra += ["--ghost-qpos", str(Path(td) / "ghost.npy")]
+        if kw["labels"] is not None:
+            (Path(td) / "labels.json").write_text(json.dumps(kw["labels"]))
+            extra += ["--labels", str(Path(td) / "labels.json")]
         args = [
             "--model", str(mjb), "--qpos", str(qfile), "--out", str(path),
             "--fps", repr(kw["fps"]), "--width", str(kw["width"]), "--height", str(kw["height"]),
@@ -262,6 +402,7 @@ def _render_in_subprocess(model: mujoco.MjModel, qpos: np.ndarray, path: Path, b
         ]  # fmt: skip
         if kw["track_body"] is not None:
             args += ["--track-body", kw["track_body"]]
+        args += extra
         code = "import sys; from unilab.render.video import _worker_main; _worker_main(sys.argv[1:])"
         res = subprocess.run(
             [sys.executable, "-c", code, *args], env=_child_env(backend), capture_output=True, text=True)
@@ -282,6 +423,9 @@ def render_states(
     camera_distance: float = 3.0,
     camera_azimuth: float = 90.0,
     camera_elevation: float = -15.0,
+    ghost_qpos: np.ndarray | None = None,
+    ghost: str = "overlay",
+    labels: Sequence[str] | None = None,
 ) -> Path:
     """Render each row of ``qpos`` (T, nq) and write an mp4 to ``path``.
 
@@ -291,6 +435,13 @@ def render_states(
     None: MuJoCo's default free camera). The file is written to a temporary
     name and renamed, so ``path`` is either complete or absent.
 
+    ``ghost_qpos`` (T, nq), if given, is drawn into the same frames as a
+    translucent ghost of the model (see the module notes), placed by
+    ``ghost`` (one of ``GHOST_MODES``: "overlay" where it is, "side" shifted
+    to the robot's right on screen, "off" not at all). ``labels`` (one text
+    per frame, lines split by newlines; empty: none) is written in the
+    top-left corner.
+
     Raises:
         ValueError: bad shapes, sizes, path suffix or body name.
         RenderUnavailable: no offscreen OpenGL backend works (see
@@ -299,6 +450,7 @@ def render_states(
     """
     path = Path(path)
     qpos = _check_inputs(model, qpos, path, fps, width, height)
+    ghost_qpos, labels = _check_extras(qpos, ghost_qpos, ghost, labels)
     _track_body_id(model, track_body)  # a bad name fails here, before any process starts
     kw = dict(
         fps=float(fps),
@@ -308,6 +460,9 @@ def render_states(
         camera_distance=float(camera_distance),
         camera_azimuth=float(camera_azimuth),
         camera_elevation=float(camera_elevation),
+        ghost_qpos=ghost_qpos,
+        ghost=ghost,
+        labels=labels,
     )
     backend = select_gl_backend()
     if _loaded_gl_backend() == backend:
@@ -328,6 +483,9 @@ def _worker_main(argv: list[str]) -> None:
     p.add_argument("--camera-distance", type=float, required=True)
     p.add_argument("--camera-azimuth", type=float, required=True)
     p.add_argument("--camera-elevation", type=float, required=True)
+    p.add_argument("--ghost", choices=GHOST_MODES, default="overlay")
+    p.add_argument("--ghost-qpos", default=None)
+    p.add_argument("--labels", default=None)
     a = p.parse_args(argv)
     import mujoco  # noqa: PLC0415 - mujoco picks its GL layer at first import (see above)
 
@@ -343,4 +501,7 @@ def _worker_main(argv: list[str]) -> None:
         camera_distance=a.camera_distance,
         camera_azimuth=a.camera_azimuth,
         camera_elevation=a.camera_elevation,
+        ghost_qpos=None if a.ghost_qpos is None else np.load(a.ghost_qpos),
+        ghost=a.ghost,
+        labels=None if a.labels is None else json.loads(Path(a.labels).read_text()),
     )

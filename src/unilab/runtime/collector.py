@@ -24,7 +24,7 @@ import numpy as np
 
 from unilab.cache import cache_dir
 from unilab.runtime.shm import SharedArrays, step_slot
-from unilab.runtime.stats import Counters
+from unilab.runtime.stats import STAT, Counters
 from unilab.tasks.registry import make_env
 from unilab.telemetry.phase_timer import PhaseTimer
 from unilab.telemetry.trace import TraceRecorder
@@ -136,7 +136,7 @@ def run_collector(args: CollectorArgs, ch: CollectorChannels) -> None:
             # the shared-memory work left after env.step: the counters (metric tag of this phase:
             # timing/collector_shm_write_ms, also reported under its old name timing/collector_replay_write_ms)
             with timer.phase("shm_write"):
-                _count(counters, timer, env.timer, reward, info)
+                _count(counters, timer, env.timer, reward, info, env.stats())
             ch.obs_ready.release()
             k += 1
         env.close()
@@ -157,8 +157,9 @@ def run_collector(args: CollectorArgs, ch: CollectorChannels) -> None:
         shm.close()
 
 
-def _count(counters: Counters, timer: PhaseTimer, env_timer: PhaseTimer, reward, info: dict) -> None:
-    """Fold this step's timings, rewards and episode ends into the shared counters."""
+def _count(counters: Counters, timer: PhaseTimer, env_timer: PhaseTimer, reward, info: dict,
+           stats: dict[str, float] | None = None) -> None:
+    """Fold this step's timings, rewards, episode ends and task scalars into the shared counters."""
     for name, s in (*timer.pop_summary().items(), *env_timer.pop_summary().items()):
         if f"{name}_ms" in counters.index:  # a task may time extra phases of its own
             counters.add(f"{name}_ms", s.wall_ms_total)
@@ -176,3 +177,6 @@ def _count(counters: Counters, timer: PhaseTimer, env_timer: PhaseTimer, reward,
         key = f"reward_term/{term}"
         if key in counters.index:
             counters.add(key, float(np.mean(values)))
+    for tag, value in (stats or {}).items():
+        if STAT + tag in counters.index:
+            counters.add(STAT + tag, float(value))

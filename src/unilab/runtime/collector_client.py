@@ -55,7 +55,7 @@ class CollectorClient:
         self._sent_t: float | None = None  # when the last actions were handed over
         self.proc.start()
         self.spec: EnvSpec = self._get(self.ch.ready, args.startup_timeout_s, "building its env")
-        self.counter_names = counter_names(self.spec.reward_terms)
+        self.counter_names = counter_names(self.spec.reward_terms, self.spec.stats)
         self.shm = SharedArrays.create(transport_spec(args.num_envs, self.spec, self.counter_names))
         self.ch.handle.put({**self.shm.handle(), "counter_names": self.counter_names})
         self.iteration = 0

@@ -14,6 +14,7 @@ from typing import Any
 
 from unilab.algo.sac.config import SACConfig
 from unilab.dataclass_config import build_dataclass
+from unilab.render.video import GHOST_MODES
 
 
 @dataclass
@@ -36,10 +37,17 @@ class PlayConfig:
     """Video width in pixels (even)."""
     height: int = 240
     """Video height in pixels (even)."""
+    ghost: str = "overlay"
+    """Reference motion as a translucent ghost: overlay (where the reference is, on the robot when it
+    tracks), side (shifted to its right on screen), off. Tasks without a reference (pendulum) draw none."""
+    text: bool = True
+    """Write the task's text on each frame (motion tracking: clip, frame, mean tracked-body error in mm)."""
 
     def __post_init__(self) -> None:
         if self.num_envs < 1 or self.steps < 1:
             raise ValueError(f"play needs num_envs >= 1 and steps >= 1, got {self.num_envs} and {self.steps}")
+        if self.ghost not in GHOST_MODES:
+            raise ValueError(f"play ghost must be one of {', '.join(GHOST_MODES)}, got {self.ghost!r}")
 
 
 @dataclass
@@ -89,6 +97,10 @@ class TrainingConfig:
     """Seed of the env's resets (the algorithm has algo.seed)."""
     time_limit_s: float | None = None
     """Stop (and save) after this many seconds of training; null: run max_iterations."""
+    eval_interval: int = 0
+    """Iterations between tracking evaluations (unilab-eval on a policy snapshot, in a niced subprocess;
+    results as eval/<metric> in TensorBoard and <run dir>/eval/eval_<iter>.json); 0: none.
+    Motion-tracking tasks only."""
 
     def __post_init__(self) -> None:
         k = self.keep_checkpoints
@@ -97,6 +109,8 @@ class TrainingConfig:
         for name in ("log_interval", "play_num_envs", "play_steps", "trace_max_events"):
             if getattr(self, name) < 1:
                 raise ValueError(f"training.{name} must be an integer >= 1, got {getattr(self, name)}")
+        if self.eval_interval < 0:
+            raise ValueError(f"training.eval_interval must be an integer >= 0 (0: none), got {self.eval_interval}")
         if self.save_interval < 0:
             raise ValueError(f"training.save_interval must be an integer >= 0, got {self.save_interval}")
         if self.learner_threads is not None and self.learner_threads < 1:

@@ -1,7 +1,9 @@
 """Turns learner timers and collector counters into the TensorBoard metric tags.
 
-TensorBoard scalars every ``log_interval`` iterations, a console line every
-``console_interval_s`` seconds. All per-phase values are means per iteration
+TensorBoard scalars every ``log_interval`` iterations, a console progress line
+(iterations, steps/s, ETA, and the latest logged numbers) every
+``console_interval_s`` seconds whatever the log interval, so a slow run shows
+life within seconds. All per-phase values are means per iteration
 over the interval; steps are env steps summed over all envs.
 """
 
@@ -13,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from unilab.runtime.stats import Counters, delta
+from unilab.runtime.stats import STAT, Counters, delta
 from unilab.sim.spec import EnvSpec
 from unilab.telemetry.phase_timer import PhaseTimer
 
@@ -27,8 +29,11 @@ class MetricsLogger:
 
     def __init__(self, run_dir: Path, num_envs: int, counter_names: list[str], pids: list[int], enabled: bool = True,
                  log_interval: int = 10, console_interval_s: float = 5.0, warn_bad_env_fraction: float = 0.05,
-                 max_bad_env_fraction: float | None = None, divergence_window: int = 200):
+                 max_bad_env_fraction: float | None = None, divergence_window: int = 200,
+                 max_iterations: int | None = None, time_limit_s: float | None = None):
         self.run_dir = run_dir
+        self.max_iterations = max_iterations
+        self.time_limit_s = time_limit_s
         self.num_envs = num_envs
         self.names = counter_names
         self.enabled = enabled
@@ -78,6 +83,8 @@ class MetricsLogger:
         self._it0 = iteration
         self._t0 = time.monotonic()
         self._console_t = self._t0
+        self._run_t0, self._run_it0 = self._t0, iteration  # for the ETA
+        self._console_it = iteration
         if self.sampler is not None:
             self.sampler.sample()
 
@@ -85,9 +92,17 @@ class MetricsLogger:
         return iteration % self.log_interval == 0
 
     def step(self, iteration: int, timer: PhaseTimer, train_metrics: dict[str, float]) -> None:
-        """Called once per iteration; logs when due."""
-        if not self.due(iteration):
-            return
+        """Called once per iteration; logs when due, prints progress every console interval."""
+        if self.due(iteration):
+            self._log(iteration, timer, train_metrics)
+        now = time.monotonic()
+        if self.enabled and now - self._console_t >= self.console_interval_s:
+            self._console(iteration, now)
+            self._warn_bad_envs()
+            self._console_t = now
+
+    def _log(self, iteration: int, timer: PhaseTimer, train_metrics: dict[str, float]) -> None:
+        """TensorBoard scalars of the interval since the last log."""
         now = time.monotonic()
         d_it = iteration - self._it0
         wall = now - self._t0
@@ -125,6 +140,8 @@ class MetricsLogger:
             for n in self.names:
                 if n.startswith("reward_term/"):
                     s[f"reward/{n.split('/', 1)[1]}"] = d[n] / n_c
+                elif n.startswith(STAT):  # a task scalar (e.g. randomization/friction): its mean per step
+                    s[n[len(STAT):]] = d[n] / n_c
         if d.get("episodes", 0.0) > 0:
             s["episode/return_mean"] = d["episode_return_sum"] / d["episodes"]
             s["episode/length_mean"] = d["episode_length_sum"] / d["episodes"]
@@ -146,10 +163,6 @@ class MetricsLogger:
             self._console_bad[1] += n_c * self.num_envs
             self._console_bad[2] += d_it
             self._check_divergence(it0, iteration, d["bad_envs"] / (n_c * self.num_envs))
-        if self.enabled and now - self._console_t >= self.console_interval_s:
-            self._console(iteration, s)
-            self._warn_bad_envs()
-            self._console_t = now
 
     def _check_divergence(self, it0: int, iteration: int, bad_fraction: float) -> None:
         """Raise TrainingDiverged once the bad share stayed at the limit for divergence_window iterations."""
@@ -185,18 +198,38 @@ class MetricsLogger:
                 flush=True,
             )
 
-    def _console(self, iteration: int, s: dict[str, float]) -> None:
+    def eta_s(self, iteration: int, now: float) -> float | None:
+        """Seconds left at the run's mean rate so far: to max_iterations or the time limit, whichever is first."""
+        done, wall = iteration - self._run_it0, now - self._run_t0
+        left = []
+        if self.max_iterations is not None and done > 0:
+            left.append(max(0, self.max_iterations - iteration) * wall / done)
+        if self.time_limit_s is not None:
+            left.append(max(0.0, self.time_limit_s - wall))
+        return min(left) if left else None
+
+    def _console(self, iteration: int, now: float) -> None:
+        """One progress line: iterations, steps/s and ETA, then the latest logged numbers (if any yet)."""
+        s = self.last
+        done, wall = iteration - self._console_it, now - self._console_t  # the rate since the last line
+        self._console_it = iteration
+        total = f"/{self.max_iterations:,}" if self.max_iterations is not None else ""
+        eta = self.eta_s(iteration, now)
         parts = [
-            f"iter {iteration}",
-            f"steps/s {s.get('perf/steps_per_sec', 0):,.0f}",
-            f"iter {s.get('perf/iter_ms', 0):.1f} ms",
-            f"env {s.get('timing/collector_env_step_ms', 0):.1f} ms",
-            f"train {s.get('timing/learner_train_ms', 0):.1f} ms",
+            f"iter {iteration:,}{total}",
+            f"steps/s {self.num_envs * done / wall if wall > 0 else 0.0:,.0f}",
+            f"ETA {format_duration(eta) if eta is not None else '?'}",
+            f"iter {1000 * wall / done if done else 0.0:.1f} ms",
         ]
+        if "timing/collector_env_step_ms" in s:
+            parts.append(f"env {s['timing/collector_env_step_ms']:.1f} ms")
+        if "timing/learner_train_ms" in s:
+            parts.append(f"train {s['timing/learner_train_ms']:.1f} ms")
         if "episode/return_mean" in s:
             parts.append(f"return {s['episode/return_mean']:.2f}")
             parts.append(f"ep_len {s['episode/length_mean']:.1f}")
-        parts.append(f"reward {s.get('reward/mean', 0):.4f}")
+        if "reward/mean" in s:
+            parts.append(f"reward {s['reward/mean']:.4f}")
         print("unilab: " + " | ".join(parts), flush=True)
 
     def close(self) -> None:
@@ -204,3 +237,13 @@ class MetricsLogger:
             self.writer.flush()
             self.writer.close()
             self.writer = None
+
+
+def format_duration(seconds: float) -> str:
+    """``1h02m``, ``3m05s`` or ``42s``."""
+    t = int(round(seconds))
+    if t >= 3600:
+        return f"{t // 3600}h{t % 3600 // 60:02d}m"
+    if t >= 60:
+        return f"{t // 60}m{t % 60:02d}s"
+    return f"{t}s"

@@ -37,7 +37,9 @@ def play(checkpoint: str | Path, options: PlayConfig | None = None, **changes: A
     ``<run dir>/videos/play_<iter>.mp4`` (or ``out``) unless ``video=False``;
     a machine without offscreen OpenGL gets a clear message and the rollout
     numbers anyway. Frames are small by default: CPU rendering (Mesa
-    llvmpipe) costs a few hundred ms per 640x480 frame.
+    llvmpipe) costs a few hundred ms per 640x480 frame. A task with a
+    reference motion gets it drawn as a ghost (``ghost``: overlay, side,
+    off) and its ``overlay_text`` written on each frame (``text``).
     """
     opts = dataclasses.replace(options or PlayConfig(), **changes)  # validated by PlayConfig
     num_envs, steps, seed, out, video = opts.num_envs, opts.steps, opts.seed, opts.out, opts.video
@@ -54,12 +56,12 @@ def play(checkpoint: str | Path, options: PlayConfig | None = None, **changes: A
     agent = FastSAC.from_checkpoint(payload["agent"], device=device or "cpu")
     env = make_env(name, task_cfg, num_envs, pool_kwargs=kw, seed=seed)
     obs = env.reset()
-    frames = [env.render_qpos(0)]
+    film = _Film(env, ghost=video and opts.ghost != "off", text=video and opts.text)
     returns, lengths, rewards = [], [], []
     for _ in range(steps):
         action = agent.act(torch.from_numpy(obs["obs"]), deterministic=True).numpy()
         obs, reward, _, _, info = env.step(action)
-        frames.append(env.render_qpos(0))
+        film.record()
         rewards.append(float(np.mean(reward)))
         ep = info.get("episode", {})
         if ep.get("count"):
@@ -86,12 +88,35 @@ def play(checkpoint: str | Path, options: PlayConfig | None = None, **changes: A
         target = Path(out) if out else path.parent / "videos" / f"play_{payload['iteration']}.mp4"
         fps = 1.0 / env.control_dt
         try:
-            res.video = render_states(env.render_model(), np.stack(frames), target, fps=fps, width=width, height=height)
+            res.video = render_states(env.render_model(), np.stack(film.qpos), target, fps=fps, width=width,
+                                      height=height, ghost=opts.ghost, ghost_qpos=film.ghost_qpos(), labels=film.labels)
             print(f"play: video written to {res.video}", flush=True)
         except RenderUnavailable as err:
             print(f"play: no video: {err}", flush=True)
     env.close()
     return res
+
+
+class _Film:
+    """What each video frame shows of env 0: its pose, the reference pose (ghost) and the task's text."""
+
+    def __init__(self, env: Any, ghost: bool, text: bool):
+        self.env = env
+        self.ghost = ghost and env.reference_qpos(0) is not None  # None: the task has no reference
+        self.qpos: list[np.ndarray] = []
+        self.ghosts: list[np.ndarray] = []
+        self.labels: list[str] | None = [] if text else None
+        self.record()
+
+    def record(self) -> None:
+        self.qpos.append(self.env.render_qpos(0))
+        if self.ghost:
+            self.ghosts.append(self.env.reference_qpos(0))
+        if self.labels is not None:
+            self.labels.append(self.env.overlay_text(0) or "")
+
+    def ghost_qpos(self) -> np.ndarray | None:
+        return np.stack(self.ghosts) if self.ghost else None
 
 
 def _weighted(pairs: list[tuple[float, int]]) -> float | None:

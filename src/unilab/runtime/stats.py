@@ -25,9 +25,12 @@ BASE_COUNTERS = (
 )
 
 
-def counter_names(reward_terms: Sequence[str]) -> list[str]:
-    """All counters: the fixed ones then ``reward_term/<name>`` per term."""
-    return [*BASE_COUNTERS, *(f"reward_term/{t}" for t in reward_terms)]
+STAT = "stat/"  # counter of a task scalar (EnvSpec.stats): the sum of its per-step values
+
+
+def counter_names(reward_terms: Sequence[str], stats: Sequence[str] = ()) -> list[str]:
+    """All counters: the fixed ones, ``reward_term/<name>`` per term, then ``stat/<tag>`` per task scalar."""
+    return [*BASE_COUNTERS, *(f"reward_term/{t}" for t in reward_terms), *(STAT + s for s in stats)]
 
 
 class Counters:

@@ -40,6 +40,7 @@ from unilab.runtime.collector import CollectorArgs
 from unilab.runtime.collector_client import CollectorClient, CollectorDied
 from unilab.runtime.config import RunSpec, TrainingConfig
 from unilab.runtime.metrics import MetricsLogger
+from unilab.runtime.periodic_eval import FINAL_WAIT_S, PeriodicEval
 from unilab.runtime.signals import StopSignals
 from unilab.sim import cpu
 from unilab.sim.spec import EnvSpec
@@ -109,6 +110,7 @@ class Trainer:
         self.stop_signal: int | None = None
         self._resume_payload: tuple[dict[str, Any], Path] | None = None
         self.last_checkpoint: Path | None = None
+        self.evaluator: PeriodicEval | None = None
 
     # ------------------------------------------------------------------ setup
     def _pool_kwargs(self) -> dict[str, Any]:
@@ -168,6 +170,8 @@ class Trainer:
                 return self._train(col)
         finally:
             col.close()
+            if self.evaluator is not None:
+                self.evaluator.close()
 
     def _train(self, col: CollectorClient) -> TrainResult:
         tr, a = self.spec.training, self.spec.algo
@@ -180,7 +184,7 @@ class Trainer:
             self.run_dir, a.num_envs, names, [os.getpid(), col.pid], enabled=self.dist.rank == 0,
             log_interval=tr.log_interval, console_interval_s=tr.console_interval_s,
             warn_bad_env_fraction=tr.warn_bad_env_fraction, max_bad_env_fraction=tr.max_bad_env_fraction,
-            divergence_window=tr.divergence_window,
+            divergence_window=tr.divergence_window, max_iterations=a.max_iterations, time_limit_s=tr.time_limit_s,
         )
         metrics.banner(self.spec, env, agent.device, self.dist)
         if self.dist.world_size > 1:
@@ -189,6 +193,10 @@ class Trainer:
                 f"cpu_ids={None if env.cpu_ids is None else list(env.cpu_ids)}, learner on {agent.device}",
                 flush=True,
             )
+        if tr.eval_interval and self.dist.rank == 0:
+            self.evaluator = PeriodicEval(self.run_dir, tr.eval_interval, lambda i: {
+                "iteration": i, "agent": agent.state_dict(), "config": self.spec.raw, "task": self.spec.task_name,
+            }, a.num_envs)
         rng = torch.Generator().manual_seed(a.seed + 7 * self.dist.rank)
         observations = [f.name for f in env.record if f.observation]
         # a received step not yet in the replay: (what the action was chosen on + the action, the step)
@@ -231,6 +239,9 @@ class Trainer:
                             train_metrics.update(m)
                         if log_now:  # metrics read the device anyway: no extra sync
                             train_metrics["nonfinite_updates"] = self._check_finite(agent)
+                if self.evaluator is not None:  # a due snapshot is written while the collector steps
+                    with self.timer.phase("learner_eval"):
+                        self.evaluator.step(it + 1, metrics.writer)
                 with self.timer.phase("learner_collector_wait"):
                     step = col.wait_step()
                 pending = (before, step)
@@ -269,6 +280,8 @@ class Trainer:
         last_ckpt = self.last_checkpoint
         if last_ckpt is None or not last_ckpt.name.endswith(f"_{self.iteration}.pt"):
             last_ckpt = self.save(agent, replay, final=True)
+        if self.evaluator is not None:  # a stopped run does not wait for its last evaluation
+            self.evaluator.finish(metrics.writer, wait_s=0.0 if self.stop_signal else FINAL_WAIT_S)
         metrics.close()
         self._finish_trace()
         print(f"unilab: run directory {self.run_dir}; checkpoint {last_ckpt}", flush=True)

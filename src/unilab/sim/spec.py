@@ -58,6 +58,8 @@ class EnvSpec:
     persistent: bool = False
     extra_fields: tuple[Field, ...] = field(default=())
     """Task-specific record fields beyond the standard ones (declared by the task)."""
+    stats: tuple[str, ...] = ()
+    """TensorBoard tags of the task's per-step scalars (``env.stats()``), e.g. ``randomization/friction``."""
 
     @property
     def record(self) -> tuple[Field, ...]:

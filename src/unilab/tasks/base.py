@@ -44,6 +44,8 @@ class VecEnv(Protocol):
     """Times ``backend_step``, ``update_state`` and ``reset_done`` of every step."""
     reward_term_names: tuple[str, ...]
     termination_names: tuple[str, ...]
+    stat_names: tuple[str, ...]
+    """TensorBoard tags of the task's own per-step scalars (``stats()``), e.g. ``randomization/friction``."""
 
     @property
     def spec(self) -> EnvSpec:
@@ -61,11 +63,20 @@ class VecEnv(Protocol):
         "length_mean"}`` of the episodes that ended on this step) and ``num_bad_envs``.
         """
 
+    def stats(self) -> dict[str, float]:
+        """This step's value of each of ``stat_names`` (the logger shows their mean over a log interval)."""
+
     def render_model(self) -> Any:
         """The MjModel to film (what ``render_qpos`` positions)."""
 
     def render_qpos(self, env: int = 0) -> np.ndarray:
         """A copy of ``qpos`` of env ``env`` (one video frame)."""
+
+    def reference_qpos(self, env: int = 0) -> np.ndarray | None:
+        """``qpos`` of the reference pose env ``env`` follows now (a video's ghost); None: the task has none."""
+
+    def overlay_text(self, env: int = 0) -> str | None:
+        """A line or two on env ``env``'s state for a video frame (e.g. clip, frame, error); None: none."""
 
     def close(self) -> None:
         """Release the physics pool (threads, pinned CPUs)."""
@@ -82,6 +93,7 @@ class PoolEnv:
     control_dt: float
     reward_term_names: tuple[str, ...] = ()
     termination_names: tuple[str, ...] = ()
+    stat_names: tuple[str, ...] = ()
 
     @property
     def spec(self) -> EnvSpec:
@@ -91,17 +103,27 @@ class PoolEnv:
             control_dt=float(self.control_dt), reward_terms=tuple(self.reward_term_names),
             termination_terms=tuple(self.termination_names), nthread=self.pool.nthread,
             cpu_ids=None if cpu_ids is None else tuple(cpu_ids), persistent=bool(self.pool.persistent),
+            stats=tuple(self.stat_names),
         )
 
     def buffers(self) -> dict[str, np.ndarray]:
         """Fresh arrays for one step's env outputs (what ``step`` writes when given no ``out``)."""
         return allocate(env_outputs(self.spec.record), self.num_envs)
 
+    def stats(self) -> dict[str, float]:
+        return {}
+
     def render_model(self) -> Any:
         return self.pool.model
 
     def render_qpos(self, env: int = 0) -> np.ndarray:
         return self.pool.qpos[env].copy()
+
+    def reference_qpos(self, env: int = 0) -> np.ndarray | None:
+        return None  # tasks with a reference motion override this
+
+    def overlay_text(self, env: int = 0) -> str | None:
+        return None
 
     def close(self) -> None:
         self.pool.close()

@@ -3,6 +3,13 @@
 The pool owns the thread sizing (``unilab.sim.cpu``), optional pinning, and the
 per-env health check. It knows nothing of observations or rewards: a task reads
 the bound arrays and writes controls and reset states.
+
+Its own per-env host work (the controls copy, the health check, the rows of a
+reset) runs in parallel Numba kernels (``prange`` over envs, per-env writes
+only: the same results at any thread count) on Numba's workers, which follow
+the pool's thread count and CPUs (:mod:`unilab.sim.numba_threads`): a serial
+pass over every env's state would cap the speed-up of the step on a many-core
+machine (DESIGN.md, "Scaling rule").
 """
 
 from __future__ import annotations
@@ -12,8 +19,10 @@ from collections.abc import Sequence
 import mujoco
 import numpy as np
 from mujoco import batch as mjbatch
+from numba import njit, prange
 
-from unilab.sim import cpu
+from unilab.sim import cpu, numba_threads
+from unilab.telemetry.phase_timer import PhaseTimer
 
 # Warnings that mean the state diverged (MuJoCo may even have reset the sim
 # itself on BADQACC): the env must be restarted by the task.
@@ -30,6 +39,11 @@ _DEFAULT_OUTPUTS = ("xpos", "xquat", "cvel", "sensordata")
 # stay below ~40 even under random actions, while an unstable integration
 # (e.g. too large a timestep) reaches 1e3-1e8 long before MuJoCo's own 1e10 check
 DEFAULT_MAX_QVEL = 100.0
+
+# what ``step`` times in ``BatchEnvPool.timer``: MuJoCo's steps, then the per-env health check
+SUBPHASES = ("physics", "check_health")
+# bits of the per-env health flags, in the order the reasons are recorded
+NONFINITE, FAST, WARNED = 1, 2, 4
 
 
 def silence_mujoco_warnings() -> None:
@@ -103,6 +117,7 @@ class BatchEnvPool:
 
         self.model = model
         self.num_envs = num_envs
+        numba_threads.launch()  # before the pool's threads start, so they are told apart from Numba's
         before = cpu.thread_ids()
         self._batch = mjbatch.Batch(model, num_envs, n, persistent)
         self.pool_tids = sorted(cpu.thread_ids() - before)
@@ -112,6 +127,8 @@ class BatchEnvPool:
         self.persistent = bool(persistent)
         if self.cpu_ids is not None:
             self._pin()
+        # the pool's own kernels (and the task's) run on as many Numba workers, on the same CPUs
+        self.host_thread_ids = numba_threads.configure(self.nthread, self.cpu_ids)
 
         b = self._batch
         self.qpos = b.bind("qpos")
@@ -126,6 +143,9 @@ class BatchEnvPool:
         self._warn_seen = self._warning_count[:, self._warn_cols].copy()
         self.bad_envs = np.zeros(num_envs, dtype=bool)
         self.bad_reasons: dict[int, str] = {}
+        self._health = np.zeros(num_envs, dtype=np.uint8)  # per-env NONFINITE | FAST | WARNED of the last check
+        self.timer = PhaseTimer(enabled=False)
+        """Times ``step``'s SUBPHASES when enabled; a task may hand in its own timer (its phases nest them)."""
         # derived fields must describe the post-step state the task observes
         self._stage = int(mujoco.mjtStage.mjSTAGE_VEL)
         b.forward()
@@ -183,12 +203,14 @@ class BatchEnvPool:
         if ctrl is not None:
             if ctrl.shape != self.ctrl.shape:
                 raise ValueError(f"ctrl has shape {ctrl.shape}, expected {self.ctrl.shape}")
-            self.ctrl[...] = ctrl
-        try:
-            self._batch.step(None, substeps, self._stage)
-        except mjbatch.SimulationError as err:
-            self._mark(np.asarray(err.ids), "mujoco error")
-        self._check_health()
+            _copy_rows(ctrl, self.ctrl)
+        with self.timer.phase("physics"):
+            try:
+                self._batch.step(None, substeps, self._stage)
+            except mjbatch.SimulationError as err:
+                self._mark(np.asarray(err.ids), "mujoco error")
+        with self.timer.phase("check_health"):
+            self._check_health()
         return self.bad_envs
 
     def forward(self, ids: np.ndarray | None = None) -> None:
@@ -210,19 +232,17 @@ class BatchEnvPool:
             self.bad_reasons[int(i)] = f"{reason}: {msg}" if msg else reason
 
     def _check_health(self) -> None:
-        vmax = np.abs(self.qvel).max(axis=1)  # NaN and inf propagate into the max
-        finite = np.isfinite(self.qpos).all(axis=1) & np.isfinite(vmax)
-        if not finite.all():
-            self._mark(np.flatnonzero(~finite), "non-finite state")
-        if self.max_qvel is not None:
-            fast = vmax > self.max_qvel
-            if fast.any():
-                self._mark(np.flatnonzero(fast), f"|qvel| over max_qvel={self.max_qvel:g}")
-        counts = self._warning_count[:, self._warn_cols]
-        rose = (counts > self._warn_seen).any(axis=1)
-        if rose.any():
-            self._mark(np.flatnonzero(rose), "divergence warning")
-            self._warn_seen[rose] = counts[rose]
+        """Mark envs with non-finite state, ``|qvel|`` over ``max_qvel`` or a new divergence warning."""
+        limit = np.inf if self.max_qvel is None else self.max_qvel
+        flagged = _health_kernel(self.qpos, self.qvel, limit, self._warning_count, self._warn_cols,
+                                 self._warn_seen, self._health)
+        if flagged:  # rare: the reasons (a few Python calls) only for the flagged envs
+            for bit, reason in ((NONFINITE, "non-finite state"),
+                                (FAST, f"|qvel| over max_qvel={limit:g}"),
+                                (WARNED, "divergence warning")):
+                ids = np.flatnonzero(self._health & bit)
+                if ids.size:
+                    self._mark(ids, reason)
 
     # -- resets -------------------------------------------------------------
     def reset(self, ids: np.ndarray, qpos: np.ndarray, qvel: np.ndarray) -> None:
@@ -246,23 +266,21 @@ class BatchEnvPool:
             )
         if not (np.isfinite(qpos).all() and np.isfinite(qvel).all()):
             raise ValueError("reset states must be finite")
+        if n > 1 and np.unique(ids).size != n:  # rows are written in parallel: one writer per env
+            raise ValueError("reset ids must be distinct")
         # a fresh row (defaults, warnings cleared), then our state, then forward
         if self.persistent:
             self._batch.reset(ids, stage=int(mujoco.mjtStage.mjSTAGE_NONE))
-        else:
-            # the same rows as Batch.reset(stage=NONE) leaves (state := the model's defaults, warnings
-            # cleared, outputs untouched; tests/test_pool.py checks it), written with two NumPy row copies:
-            # Batch.reset runs mj_resetData per env (~30 us each for the G1), which made up about
-            # half of an auto-reset's time. A persistent batch keeps an MjData per env: there, reset it.
-            self._batch.state[ids] = self._fresh_state
-            self._batch.warning[ids] = 0
-        self.qpos[ids] = qpos
-        self.qvel[ids] = qvel
-        self.bad_envs[ids] = False
+        # non-persistent: the same rows as Batch.reset(stage=NONE) leaves (state := the model's defaults,
+        # warnings cleared, outputs untouched; tests/test_pool.py checks it), written as row copies:
+        # Batch.reset runs mj_resetData per env (~30 us each for the G1), which made up about half of an
+        # auto-reset's time. A persistent batch keeps an MjData per env: there, it was reset just above.
+        # Warnings are counted from the fresh row: one raised by the reset state's own forward marks
+        # the env at the next check.
+        _reset_rows(ids, not self.persistent, self._fresh_state, self._batch.state, self._batch.warning, qpos,
+                    qvel, self.qpos, self.qvel, self.bad_envs, self._warning_count, self._warn_cols, self._warn_seen)
         for i in [i for i in self.bad_reasons if not self.bad_envs[i]]:
             del self.bad_reasons[i]
-        # counted from the fresh row: a warning of the reset state's own forward marks the env at the next check
-        self._warn_seen[ids] = self._warning_count[ids][:, self._warn_cols]
         self.forward(ids)
 
     def reset_to_defaults(self, ids: np.ndarray | None = None) -> None:
@@ -280,6 +298,7 @@ class BatchEnvPool:
         if self._caller_affinity is not None:
             cpu.unpin_caller(self._caller_affinity)
             self._caller_affinity = None
+            numba_threads.release()
         self._batch = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
@@ -287,3 +306,75 @@ class BatchEnvPool:
             f"BatchEnvPool(num_envs={self.num_envs}, nthread={self.nthread}, "
             f"persistent={self.persistent}, cpu_ids={self.cpu_ids})"
         )
+
+
+@njit(cache=True, parallel=True, fastmath=False)
+def _copy_rows(src, dst):
+    """``dst[...] = src`` for ``(num_envs, k)`` arrays, one env per iteration."""
+    for e in prange(dst.shape[0]):
+        for j in range(dst.shape[1]):
+            dst[e, j] = src[e, j]
+
+
+@njit(cache=True, parallel=True, fastmath=False)
+def _health_kernel(qpos, qvel, max_qvel, warning_count, warn_cols, warn_seen, flags):
+    """Each env's health bits into ``flags``; returns how many envs have any.
+
+    NONFINITE: a non-finite qpos or qvel entry; FAST: no NaN in qvel and
+    ``max |qvel| > max_qvel`` (an inf counts; as ``np.abs(qvel).max() > max_qvel``,
+    where a NaN makes the max NaN); WARNED: a divergence warning counter rose since
+    ``warn_seen``, which then takes the new counts.
+    """
+    flagged = 0
+    for e in prange(qpos.shape[0]):
+        f = 0
+        for i in range(qpos.shape[1]):
+            if not np.isfinite(qpos[e, i]):
+                f = NONFINITE
+        vmax = 0.0
+        nan = False
+        for i in range(qvel.shape[1]):
+            v = abs(qvel[e, i])
+            if np.isnan(v):
+                nan = True
+            elif v > vmax:
+                vmax = v
+        if nan or np.isinf(vmax):
+            f |= NONFINITE
+        if not nan and vmax > max_qvel:
+            f |= FAST
+        rose = False
+        for k in range(warn_cols.shape[0]):
+            if warning_count[e, warn_cols[k]] > warn_seen[e, k]:
+                rose = True
+        if rose:
+            f |= WARNED
+            for k in range(warn_cols.shape[0]):
+                warn_seen[e, k] = warning_count[e, warn_cols[k]]
+        flags[e] = f
+        if f:
+            flagged += 1
+    return flagged
+
+
+@njit(cache=True, parallel=True, fastmath=False)
+def _reset_rows(ids, fresh_row, fresh, state, warning, qpos, qvel, qpos_out, qvel_out, bad, warning_count,
+                warn_cols, warn_seen):
+    """Rows ``ids``: state := ``fresh`` and warnings := 0 (when ``fresh_row``), then ``qpos``/``qvel``
+    (row ``k`` for env ``ids[k]``; ``qpos_out``/``qvel_out`` are views of ``state``), bad flag
+    cleared, ``warn_seen`` := the rows' divergence-warning counts."""
+    for k in prange(ids.shape[0]):
+        e = ids[k]
+        if fresh_row:
+            for i in range(fresh.shape[0]):
+                state[e, i] = fresh[i]
+            for w in range(warning.shape[1]):
+                for c in range(warning.shape[2]):
+                    warning[e, w, c] = 0
+        for i in range(qpos.shape[1]):
+            qpos_out[e, i] = qpos[k, i]
+        for i in range(qvel.shape[1]):
+            qvel_out[e, i] = qvel[k, i]
+        bad[e] = False
+        for c in range(warn_cols.shape[0]):
+            warn_seen[e, c] = warning_count[e, warn_cols[c]]

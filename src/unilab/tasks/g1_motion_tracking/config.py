@@ -42,13 +42,17 @@ class TrackingTerm:
 
 @dataclass
 class RewardsConfig:
-    """Reward = sum of weight x term over these terms."""
+    """Reward = sum of weight x term over these terms (x control_dt with task.reward_times_dt).
 
-    anchor_pos: TrackingTerm = field(default_factory=lambda: TrackingTerm(0.5, 0.3))
+    Defaults: holosoma's G1 WBT FastSAC reward (g1_29dof_wbt_fast_sac_reward). Not carried over: its
+    undesired_contacts term (-0.1 per body other than feet/wrists touching with > 1 N).
+    """
+
+    anchor_pos: TrackingTerm = field(default_factory=lambda: TrackingTerm(1.0, 0.3))
     """Anchor body position, world frame (m)."""
     anchor_ori: TrackingTerm = field(default_factory=lambda: TrackingTerm(0.5, 0.4))
     """Anchor body orientation angle (rad)."""
-    body_pos: TrackingTerm = field(default_factory=lambda: TrackingTerm(1.0, 0.3))
+    body_pos: TrackingTerm = field(default_factory=lambda: TrackingTerm(2.0, 0.3))
     """Tracked body positions, the reference re-anchored on the robot (m)."""
     body_ori: TrackingTerm = field(default_factory=lambda: TrackingTerm(1.0, 0.4))
     """Tracked body orientation angles, the reference re-anchored on the robot (rad)."""
@@ -56,7 +60,7 @@ class RewardsConfig:
     """Tracked body linear velocities (m/s)."""
     body_ang_vel: TrackingTerm = field(default_factory=lambda: TrackingTerm(1.0, 3.14))
     """Tracked body angular velocities (rad/s)."""
-    action_rate: TrackingTerm = field(default_factory=lambda: TrackingTerm(-0.1))
+    action_rate: TrackingTerm = field(default_factory=lambda: TrackingTerm(-1.0))
     """Penalty on the sum of squared action changes between policy steps."""
     joint_limit: TrackingTerm = field(default_factory=lambda: TrackingTerm(-10.0))
     """Penalty on the sum of joint excursions past the soft joint range (rad)."""
@@ -65,9 +69,9 @@ class RewardsConfig:
 
 @dataclass
 class TerminationsConfig:
-    """An episode fails (terminated) when the robot strays this far from the reference."""
+    """An episode fails (terminated) when the robot strays this far from the reference (holosoma's G1 WBT values)."""
 
-    anchor_height: float = 0.25
+    anchor_height: float = 0.5
     """Largest |reference anchor z - robot anchor z| (m)."""
     anchor_orientation: float = 0.8
     """Largest difference of the anchors' projected-gravity z components (0..2)."""
@@ -113,20 +117,157 @@ class ResetConfig:
 
 @dataclass
 class ObsNoiseConfig:
-    """Uniform +-noise added to the policy's observations only (0 disables; the critic sees clean values)."""
+    """Uniform +-noise added to the policy's observations only (0 disables; the critic sees clean values).
 
-    anchor_pos: float = 0.0
-    """Noise of the anchor position relative to the reference (m)."""
-    anchor_ori: float = 0.0
+    Defaults: holosoma's G1 WBT levels (uniform in [-n, n], as holosoma draws them). A key whose
+    piece is not in the actor set (task.policy_obs) has no effect.
+    """
+
+    anchor_pos: float = 0.25
+    """Noise of the anchor position relative to the reference (m; privileged set only)."""
+    anchor_ori: float = 0.05
     """Noise of the anchor orientation relative to the reference (rotation-matrix entries)."""
     base_lin_vel: float = 0.0
-    """Noise of the base linear velocity (m/s)."""
-    base_ang_vel: float = 0.0
+    """Noise of the base linear velocity (m/s; privileged set only)."""
+    base_ang_vel: float = 0.2
     """Noise of the base angular velocity (rad/s)."""
-    joint_pos: float = 0.0
+    joint_pos: float = 0.01
     """Noise of the joint positions relative to the defaults (rad)."""
-    joint_vel: float = 0.0
+    joint_vel: float = 0.5
     """Noise of the joint velocities (rad/s)."""
+
+
+def _check_range(value: list[float], key: str, lo: float | None = None, n: int = 2) -> None:
+    """``value`` is a list of ``n`` numbers (a [low, high] pair when n == 2), each >= ``lo``."""
+    if len(value) != n:
+        raise ValueError(f"task.randomization.{key} needs {n} numbers, got {list(value)}")
+    if n == 2 and not value[0] <= value[1]:
+        raise ValueError(f"task.randomization.{key} must be [low, high] with low <= high, got {list(value)}")
+    if lo is not None and min(value) < lo:
+        raise ValueError(f"task.randomization.{key} must be >= {lo:g}, got {list(value)}")
+
+
+@dataclass
+class FrictionRandomization:
+    """Setup time: one sliding friction coefficient per env for every geom (holosoma G1 WBT: on)."""
+
+    enabled: bool = True
+    """Draw one coefficient per env when the env is built."""
+    range: list[float] = field(default_factory=lambda: [0.3, 1.6])
+    """[low, high] of the uniform draw; MuJoCo's contact friction (column 0 of geom_friction). MuJoCo has
+    one sliding coefficient where PhysX has a static and a dynamic one: holosoma's static range [0.3, 1.6]
+    is used (its dynamic range, [0.3, 1.2], has no counterpart). The value is written to the robot's geoms
+    and to the ground's, so that MuJoCo's max-of-the-pair rule makes it the contact's coefficient (as
+    holosoma's MuJoCo backend does: one value per env shared by all geoms)."""
+
+
+@dataclass
+class BaseComRandomization:
+    """Setup time: a per-env centre-of-mass offset of one body (holosoma G1 WBT: on)."""
+
+    enabled: bool = True
+    """Offset the body's centre of mass (body_ipos) once per env when the env is built."""
+    body: str | None = None
+    """The body whose centre of mass moves; null: the task's anchor_body (torso_link on the G1, holosoma's
+    torso_name)."""
+    x: list[float] = field(default_factory=lambda: [-0.025, 0.025])
+    """[low, high] of the offset along the body's x axis (m), added to its centre of mass."""
+    y: list[float] = field(default_factory=lambda: [-0.05, 0.05])
+    """[low, high] of the offset along the body's y axis (m)."""
+    z: list[float] = field(default_factory=lambda: [-0.05, 0.05])
+    """[low, high] of the offset along the body's z axis (m)."""
+
+
+@dataclass
+class JointPosBiasRandomization:
+    """Setup time: a per-env, per-joint encoder offset (holosoma G1 WBT: on)."""
+
+    enabled: bool = True
+    """Draw one offset per env and joint when the env is built."""
+    range: list[float] = field(default_factory=lambda: [-0.01, 0.01])
+    """[low, high] of the offset (rad), added to the joint positions the observations show (policy and
+    critic); physics, PD targets and rewards use the true positions. (holosoma shifts the default joint
+    positions instead, which moves its PD targets too.)"""
+
+
+@dataclass
+class PushRandomization:
+    """Step time: every few seconds per env, add a random kick to the root velocity (holosoma G1 WBT: on)."""
+
+    enabled: bool = True
+    """Push the robots. A kick is applied just before a step's physics (holosoma: just after the previous
+    step's; the same motion, but the observation in between does not show the kick yet)."""
+    interval_s: list[float] = field(default_factory=lambda: [1.0, 3.0])
+    """[low, high] of the uniform time between an env's pushes (s), drawn per env at each reset and after
+    each push, counted in policy steps (truncated to whole steps, as holosoma does)."""
+    max_lin_vel: list[float] = field(default_factory=lambda: [0.5, 0.5, 0.2])
+    """Largest kick of the root linear velocity, world x y z (m/s); each component is uniform in +-this. The
+    kick is ADDED to the current velocity, as holosoma's WBT env does (BeyondMimic's push_by_setting_velocity)."""
+    max_ang_vel: list[float] = field(default_factory=lambda: [0.52, 0.52, 0.78])
+    """Largest kick of the root angular velocity, world x y z (rad/s); uniform in +-this, added."""
+
+
+@dataclass
+class PdGainsRandomization:
+    """Reset time: per-env, per-joint scales of the PD gains kp and kd (holosoma G1 WBT: present, off)."""
+
+    enabled: bool = False
+    """Redraw the scales at each env's reset."""
+    kp_scale: list[float] = field(default_factory=lambda: [0.9, 1.1])
+    """[low, high] of the uniform factor on each joint's kp (the actuators' gain and position bias)."""
+    kd_scale: list[float] = field(default_factory=lambda: [0.9, 1.1])
+    """[low, high] of the uniform factor on each joint's kd (the actuators' velocity bias)."""
+
+
+@dataclass
+class ActionDelayRandomization:
+    """Reset time: a per-env delay of the PD targets, in policy steps (holosoma G1 WBT: present, off)."""
+
+    enabled: bool = False
+    """Redraw each env's delay at its reset (its queued targets restart at the default pose)."""
+    steps: list[int] = field(default_factory=lambda: [0, 1])
+    """[low, high] of the uniform integer delay (policy steps, both included)."""
+
+
+@dataclass
+class RandomizationConfig:
+    """Domain randomization (defaults: holosoma's G1 WBT recipe). Every term is drawn from its own random
+    stream derived from the env seed, so the values are reproducible and the task's other draws (start
+    frames, reset and observation noise) are the same with or without randomization."""
+
+    enabled: bool = True
+    """false turns every term off: the task is then bit-identical to one without randomization."""
+    friction: FrictionRandomization = field(default_factory=FrictionRandomization)
+    """Contact friction (setup time)."""
+    base_com: BaseComRandomization = field(default_factory=BaseComRandomization)
+    """Centre-of-mass offset of the torso (setup time)."""
+    joint_pos_bias: JointPosBiasRandomization = field(default_factory=JointPosBiasRandomization)
+    """Encoder offset on the observed joint positions (setup time)."""
+    push: PushRandomization = field(default_factory=PushRandomization)
+    """Random root-velocity kicks (per-env timers)."""
+    pd_gains: PdGainsRandomization = field(default_factory=PdGainsRandomization)
+    """PD gain scales (reset time)."""
+    action_delay: ActionDelayRandomization = field(default_factory=ActionDelayRandomization)
+    """Delay of the applied PD targets (reset time)."""
+
+    def active(self, term: str) -> bool:
+        """Whether term ``term`` runs (the master switch and its own)."""
+        return bool(self.enabled and getattr(self, term).enabled)
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first invalid key."""
+        _check_range(self.friction.range, "friction.range", lo=0.0)
+        for axis in ("x", "y", "z"):
+            _check_range(getattr(self.base_com, axis), f"base_com.{axis}")
+        _check_range(self.joint_pos_bias.range, "joint_pos_bias.range")
+        _check_range(self.push.interval_s, "push.interval_s")
+        if not self.push.interval_s[0] > 0:
+            raise ValueError(f"task.randomization.push.interval_s must be > 0, got {list(self.push.interval_s)}")
+        _check_range(self.push.max_lin_vel, "push.max_lin_vel", lo=0.0, n=3)
+        _check_range(self.push.max_ang_vel, "push.max_ang_vel", lo=0.0, n=3)
+        _check_range(self.pd_gains.kp_scale, "pd_gains.kp_scale", lo=0.0)
+        _check_range(self.pd_gains.kd_scale, "pd_gains.kd_scale", lo=0.0)
+        _check_range(self.action_delay.steps, "action_delay.steps", lo=0)
 
 
 @dataclass
@@ -191,24 +332,40 @@ class MotionTrackingConfig:
         "waist_(roll|pitch)_joint": 1.814, _ARMS: 0.907, ".*_wrist_(pitch|yaw)_joint": 1.068,
     })
     """N m s / rad, {joint name or regex: value}; every actuated joint needs a value; keys as for kp."""
-    action_scale: float = 1.0
-    """PD target = default + scale_j x action, action in [-1, 1]; scale_j per action_scale_mode."""
+    action_scale: float = 0.25
+    """PD target = default + scale_j x action, action in [-1, 1]; scale_j per action_scale_mode
+    (x action_bound_from_joint_range)."""
     action_scale_mode: str = "effort_over_kp"
     """effort_over_kp: scale_j = action_scale x effort_limit_j / kp_j; radians: scale_j = action_scale."""
+    action_bound_from_joint_range: bool = True
+    """true: as holosoma's FastSAC, the squashed action's bound is range_j / action_scale per joint
+    (range_j: the larger distance from the default to a joint limit), so scale_j is further multiplied
+    by that bound (action +-1 moves the target by range_j x effort_j / kp_j); false: scale_j as it is.
+    Needs every actuated joint limited."""
     clip_targets_to_joint_range: bool = False
     """true: actuator ctrlrange = joint range (targets clamped); false: targets unclamped."""
 
     # --- observations, rewards, terminations, resets ---
+    policy_obs: str = "deployable"
+    """Actor observation set: deployable (what a real robot computes: reference joints, reference anchor
+    orientation in the robot frame, base angular velocity, joints, last action) or privileged (also the
+    anchor position error and base linear velocity). The critic always sees every piece."""
     obs_noise: ObsNoiseConfig = field(default_factory=ObsNoiseConfig)
     """Uniform +-noise added to the policy observations only (0 disables)."""
     rewards: RewardsConfig = field(default_factory=RewardsConfig)
     """Reward terms: weight x term; tracking terms are exp(-error / sigma^2) in [0, 1]."""
+    reward_times_dt: bool = True
+    """Multiply the reward by control_dt, as holosoma's reward manager does: per-step rewards stay near
+    0.1 and returns inside the distributional critic's support (algo.v_min..v_max); false: the plain sum."""
     soft_joint_limit_factor: float = 0.9
     """Soft joint range (for the joint_limit penalty) = this fraction of each joint's range, centred."""
     terminations: TerminationsConfig = field(default_factory=TerminationsConfig)
     """Failure thresholds (the episode is terminated)."""
     reset: ResetConfig = field(default_factory=ResetConfig)
     """Start-frame sampling and start-state noise."""
+    randomization: RandomizationConfig = field(default_factory=RandomizationConfig)
+    """Domain randomization: friction, torso centre of mass, joint encoder offsets, pushes, PD gains, action
+    delay (task.randomization.enabled=false turns it all off)."""
 
     def __post_init__(self) -> None:
         self.motion_files = motion_file_list(self.motion_files)
@@ -229,6 +386,12 @@ class MotionTrackingConfig:
             raise ValueError(f"task.integrator must be euler|implicit|implicitfast|rk4|null, got {self.integrator!r}")
         if self.action_scale_mode not in ("effort_over_kp", "radians"):
             raise ValueError(f"task.action_scale_mode must be effort_over_kp|radians, got {self.action_scale_mode!r}")
+        if self.action_bound_from_joint_range and not self.action_scale > 0:
+            raise ValueError(
+                f"task.action_scale must be > 0 with action_bound_from_joint_range, got {self.action_scale}")
+        from unilab.tasks.g1_motion_tracking.observations import check_preset  # noqa: PLC0415 - it imports numba
+
+        check_preset(self.policy_obs)
         if self.reset.sampling not in ("uniform", "adaptive"):
             raise ValueError(f"task.reset.sampling must be uniform|adaptive, got {self.reset.sampling!r}")
         if self.anchor_body not in self.tracked_bodies:
@@ -247,6 +410,7 @@ class MotionTrackingConfig:
             raise ValueError(f"task.soft_joint_limit_factor must be in (0, 1], got {self.soft_joint_limit_factor}")
         if self.max_episode_length_s is not None and not self.max_episode_length_s > 0:
             raise ValueError(f"task.max_episode_length_s must be > 0 or null, got {self.max_episode_length_s}")
+        self.randomization.validate()
 
     def check_paths(self) -> None:
         """The user's model and clips exist (checked before training starts anything)."""

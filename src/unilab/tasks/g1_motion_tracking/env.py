@@ -8,11 +8,13 @@ One ``step``:
     reset_done    terminated | truncated | diverged envs restart at a sampled clip
                   frame (reference state written with ``pool.reset``)
 Every per-env computation is a parallel Numba driver over envs (``prange``;
-per-env writes only, so bit-identical at any thread count) generated from the
-term tables (:mod:`.terms`), or a NumPy expression over ``(num_envs, ...)``
-arrays; Numba runs as many threads as the pool, on the pool's CPUs
-(:mod:`unilab.sim.numba_threads`). Sub-phases (timer names): update_state =
-lookup, gather, rewards, terminations, observations; reset_done's restart.
+per-env writes only, so bit-identical at any thread count): generated from the
+term tables (:mod:`.terms`), or a kernel of its own (gather with the reference
+lookup, start state, :mod:`.step_kernels`, the pool's); what stays in NumPy is
+the random draws and O(1)-per-step bookkeeping. Numba runs as many threads as
+the pool, on the pool's CPUs (:mod:`unilab.sim.numba_threads`). Sub-phases
+(timer names): update_state = gather (with the lookup), rewards, terminations,
+observations; reset_done's restart.
 """
 
 from __future__ import annotations
@@ -24,13 +26,16 @@ import numpy as np
 
 from unilab.sim import numba_threads
 from unilab.sim.mujoco.pd_model import actuated_joints, effort_limits, make_pd_model
+from unilab.sim.mujoco.pool import SUBPHASES as POOL_SUBPHASES
 from unilab.sim.mujoco.pool import BatchEnvPool
 from unilab.tasks.base import Buffers, EpisodeBook, Obs, PoolEnv, StepResult, observations, result
 from unilab.tasks.g1_motion_tracking.config import MotionTrackingConfig, match_joint_values, motion_file_list
 from unilab.tasks.g1_motion_tracking.motion import MotionLibrary
 from unilab.tasks.g1_motion_tracking.observations import ObsLayout, gather_robot_state, observation_driver
+from unilab.tasks.g1_motion_tracking.randomization import make_randomizer, observed_joint_pos_bias
 from unilab.tasks.g1_motion_tracking.resets import StartFrameSampler, start_state
 from unilab.tasks.g1_motion_tracking.rewards import TERM_NAMES, RewardComputer
+from unilab.tasks.g1_motion_tracking.step_kernels import action_to_ctrl, info_columns
 from unilab.tasks.g1_motion_tracking.terminations import (
     CONDITION_NAMES,
     termination_driver,
@@ -47,8 +52,9 @@ _INTEGRATORS = {
     "rk4": mujoco.mjtIntegrator.mjINT_RK4,
 }
 _POOL_OUTPUTS = ("xpos", "xquat", "cvel", "subtree_com")
-# sub-phases timed inside update_state (the first five) and reset_done (restart), in env.timer
-SUBPHASES = ("lookup", "gather", "rewards", "terminations", "observations", "restart")
+# sub-phases in env.timer: backend_step's (the pool's physics, check_health), update_state's (gather,
+# with the reference lookup; rewards, terminations, observations) and reset_done's (restart)
+SUBPHASES = (*POOL_SUBPHASES, "gather", "rewards", "terminations", "observations", "restart")
 
 
 def load_task_model(cfg: MotionTrackingConfig) -> mujoco.MjModel:
@@ -121,6 +127,12 @@ class MotionTrackingEnv(PoolEnv):
         else:
             self.action_scale = np.full(base.nu, float(cfg.action_scale))
         self.action_default = self.default_joint_pos[self.act_joint]
+        if cfg.action_bound_from_joint_range:  # holosoma FastSAC's tanh boundaries, folded into the scale
+            lo, hi = jrange[self.act_joint, 0], jrange[self.act_joint, 1]
+            if not (np.isfinite(lo).all() and np.isfinite(hi).all()):
+                raise ValueError("task.action_bound_from_joint_range needs every actuated joint to be limited")
+            reach = np.maximum(np.abs(lo - self.action_default), np.abs(hi - self.action_default))
+            self.action_scale = self.action_scale * reach / cfg.action_scale
         clip_ranges = jrange[self.act_joint] if cfg.clip_targets_to_joint_range else None
         if clip_ranges is not None and not np.isfinite(clip_ranges).all():
             raise ValueError("clip_targets_to_joint_range needs every actuated joint to be limited")
@@ -138,8 +150,13 @@ class MotionTrackingEnv(PoolEnv):
         kwargs.setdefault("substeps", cfg.decimation)
         self.pool = BatchEnvPool(self.model, self.num_envs, outputs=outputs, **kwargs)
         self.timer = PhaseTimer()
+        self.pool.timer = self.timer  # backend_step's sub-phases: physics, check_health
         # Numba's host threads: as many as the pool's, on its CPUs
         self.host_thread_ids = numba_threads.configure(self.pool.nthread, self.pool.cpu_ids)
+        # domain randomization: per-env model fields, own random streams; None when every term is off
+        self.randomizer = make_randomizer(cfg.randomization, self.pool, seed, self.control_dt, cfg.anchor_body,
+                                          nj, kp, kd, self.action_default)
+        self.stat_names = () if self.randomizer is None else self.randomizer.stat_names
 
         # kernels' constant inputs
         self.body_ids = lib.body_ids.astype(np.int64)
@@ -150,8 +167,10 @@ class MotionTrackingEnv(PoolEnv):
         self.dof_adr = lib.joint_dofadr.astype(np.int64)
         self.thresholds = thresholds_vector(cfg.terminations)
         self.rewards = RewardComputer(cfg.rewards)
+        if cfg.reward_times_dt:
+            self.rewards.weights = self.rewards.weights * self.control_dt
         self.sampler = StartFrameSampler(lib, cfg.reset)
-        self.layout = ObsLayout(nj, len(cfg.tracked_bodies))
+        self.layout = ObsLayout(nj, len(cfg.tracked_bodies), cfg.policy_obs)  # the actor set picks the driver
         self.noise_scale = self.layout.noise_scale(cfg.obs_noise)
         self._use_obs_noise = bool(np.any(self.noise_scale))
         max_len = np.inf if cfg.max_episode_length_s is None else int(round(cfg.max_episode_length_s / self.control_dt))
@@ -167,6 +186,8 @@ class MotionTrackingEnv(PoolEnv):
         self.clip = np.zeros(n, dtype=np.int64)
         self.frame = np.zeros(n, dtype=np.int64)
         self.book = EpisodeBook(n)
+        self.auto_reset = True
+        """False: a finished env is not restarted and keeps running (evaluation rollouts, see ``start_at``)."""
         self.action = np.zeros((n, self.action_dim))
         self.last_action = np.zeros((n, self.action_dim))
         self._ctrl = np.zeros((n, self.action_dim))
@@ -194,17 +215,19 @@ class MotionTrackingEnv(PoolEnv):
             ref_body_ang=lib.body_ang_vel_w, ref_joint_pos=lib.joint_pos, ref_joint_vel=lib.joint_vel,
             soft_lo=self.soft_lo, soft_hi=self.soft_hi, default_joint_pos=self.default_joint_pos,
             action=self.action, last_action=self.last_action,
+            joint_pos_bias=observed_joint_pos_bias(self.randomizer, nj),
         )
         self._obs_offsets = self.layout.offsets
-        self._obs_driver = observation_driver()
+        self._obs_driver = observation_driver(self.layout)
         self._term_driver = termination_driver()
         self._term_step_driver = termination_step_driver()
 
     # ------------------------------------------------------------------
     def _gather(self, rows: np.ndarray) -> None:
-        """Robot state of envs ``rows`` into their rows of the state buffers."""
-        p = self.pool
-        gather_robot_state(rows, p.xpos, p.xquat, p.cvel, p.subtree_com, p.qpos, p.qvel, self.body_ids,
+        """Reference row (``ref_index``, from ``clip``/``frame``) and robot state of envs ``rows`` into their rows."""
+        p, lib = self.pool, self.motion
+        gather_robot_state(rows, self.clip, self.frame, lib.clip_offsets, lib.num_frames, self.ref_index,
+                           p.xpos, p.xquat, p.cvel, p.subtree_com, p.qpos, p.qvel, self.body_ids,
                            self.root_ids, self.qpos_adr, self.dof_adr, self.body_pos, self.body_quat, self.body_lin,
                            self.body_ang, self.joint_pos, self.joint_vel, self.base_lin_b, self.base_ang_b)
 
@@ -225,6 +248,33 @@ class MotionTrackingEnv(PoolEnv):
         self._observe(rows, out["obs"], out["critic_obs"])
         return observations(out)
 
+    def start_at(self, clips: np.ndarray, frames: np.ndarray, out: Buffers | None = None) -> Obs:
+        """Put env ``e`` exactly at frame ``frames[e]`` of clip ``clips[e]``; write and return the observations.
+
+        The start state is the reference state itself (no reset noise), for
+        evaluation rollouts; with ``auto_reset = False`` the envs then follow
+        their clips to the end whatever happens.
+        """
+        out = self.buffers() if out is None else out
+        clips = np.asarray(clips, dtype=np.int64)
+        frames = np.asarray(frames, dtype=np.int64)
+        if clips.shape != (self.num_envs,) or frames.shape != (self.num_envs,):
+            raise ValueError(f"start_at needs one clip and one frame per env ({self.num_envs}), "
+                             f"got shapes {clips.shape} and {frames.shape}")
+        idx = self.motion.flat_index(clips, frames)  # checks the clip ids
+        if (frames < 0).any() or (frames >= self.motion.num_frames[clips]).any():
+            raise IndexError("start_at frames must lie inside their clips")
+        rows = self._all_rows
+        self.clip[:], self.frame[:], self.ref_index[:] = clips, frames, idx
+        self.pool.reset(rows, self.motion.qpos[idx], self.motion.qvel[idx])
+        self.last_action[:] = 0.0
+        if self.randomizer is not None:  # reset-time draws, as a restart makes them
+            self.randomizer.reset(rows)
+        self.book.reset_all()
+        self._gather(rows)
+        self._observe(rows, out["obs"], out["critic_obs"])
+        return observations(out)
+
     def _restart(self, rows: np.ndarray) -> None:
         """Sample start frames for ``rows`` and write the (noisy) reference state into the pool."""
         clip, frame = self.sampler.sample(rows.shape[0], self.rng)
@@ -235,11 +285,17 @@ class MotionTrackingEnv(PoolEnv):
                                  self.qpos_adr, self.joint_lo, self.joint_hi)
         self.pool.reset(rows, qpos, qvel)
         self.last_action[rows] = 0.0
+        if self.randomizer is not None:
+            self.randomizer.reset(rows)
 
     def close(self) -> None:
         if self.pool.cpu_ids is not None:
             numba_threads.release()
         super().close()
+
+    def stats(self) -> dict[str, float]:
+        """This step's randomization scalars (``randomization/<term>``, see :mod:`.randomization`)."""
+        return {} if self.randomizer is None else self.randomizer.stats()
 
     def step(self, action: np.ndarray, out: Buffers | None = None) -> StepResult:
         """Advance every env one policy step; auto-reset finished ones.
@@ -258,19 +314,16 @@ class MotionTrackingEnv(PoolEnv):
         if action.shape != (self.num_envs, self.action_dim):
             raise ValueError(f"action must have shape {(self.num_envs, self.action_dim)}, got {action.shape}")
         with timer.phase("backend_step"):
-            np.clip(action, -1.0, 1.0, out=self.action)
-            np.nan_to_num(self.action, copy=False, nan=0.0)
-            np.multiply(self.action, self.action_scale, out=self._ctrl)
-            self._ctrl += self.action_default
-            bad = self.pool.step(self._ctrl, self.cfg.decimation).copy()
+            # action = nan_to_num(clip(action, -1, 1)); PD targets = default + scale * action
+            action_to_ctrl(action, self.action_scale, self.action_default, self.action, self._ctrl)
+            ctrl = self._ctrl if self.randomizer is None else self.randomizer.before_physics(self._ctrl)
+            bad = self.pool.step(ctrl, self.cfg.decimation).copy()
 
         rows, s = self._all_rows, self.arrays
         with timer.phase("update_state"):
             self.frame += 1
             self.book.begin_step()
-            with timer.phase("lookup"):
-                self.motion.flat_index_into(self.clip, self.frame, rows, self.ref_index)
-            with timer.phase("gather"):
+            with timer.phase("gather"):  # the reference lookup (ref_index) too
                 self._gather(rows)
             with timer.phase("rewards"):
                 reward = self.rewards.compute(s, rows, self._terms)
@@ -287,6 +340,8 @@ class MotionTrackingEnv(PoolEnv):
                 self._observe(rows, out["obs"], out["critic_obs"])
 
         def restart(ids: np.ndarray) -> None:
+            if not self.auto_reset:
+                return
             with timer.phase("restart"):
                 self._restart(ids)
                 self._gather(ids)
@@ -296,9 +351,27 @@ class MotionTrackingEnv(PoolEnv):
             done_ids = np.flatnonzero(done)
             # failure statistics decay every step, so record even when nothing ended
             self.sampler.record(self.clip[done_ids], self.frame[done_ids], out["terminated"][done_ids])
-            info = self.book.auto_reset(
-                out, done, restart,
-                reward_terms={name: self._terms[:, i].astype(np.float32) for i, name in enumerate(TERM_NAMES)},
-                termination_terms={name: self._conds[:, i].copy() for i, name in enumerate(CONDITION_NAMES)},
-            )
+            # fresh arrays each step (the caller may keep them): one row per term / condition
+            terms = np.empty((len(TERM_NAMES), self.num_envs), dtype=np.float32)
+            conds = np.empty((len(CONDITION_NAMES), self.num_envs), dtype=bool)
+            info_columns(self._terms, self._conds, terms, conds)
+            info = self.book.auto_reset(out, done, restart, reward_terms=dict(zip(TERM_NAMES, terms)),
+                                        termination_terms=dict(zip(CONDITION_NAMES, conds)))
         return result(out, info)
+
+    # ------------------------------------------------------------------ video (play)
+    def reference_qpos(self, env: int = 0) -> np.ndarray:
+        """Model ``qpos`` of the reference frame env ``env`` tracks now (play's ghost)."""
+        return self.motion.qpos[self.ref_index[env]].copy()
+
+    def body_error_mm(self, env: int = 0) -> float:
+        """Mean world-frame position error of env ``env``'s tracked bodies against the reference, in mm."""
+        err = self.body_pos[env] - self.motion.body_pos_w[self.ref_index[env]]
+        return float(1000.0 * np.linalg.norm(err, axis=-1).mean())
+
+    def overlay_text(self, env: int = 0) -> str:
+        """Clip name, reference frame and body error of env ``env`` (play's text overlay)."""
+        clip = int(self.clip[env])
+        frame = int(self.ref_index[env] - self.motion.clip_offsets[clip])
+        last = int(self.motion.num_frames[clip]) - 1
+        return f"{self.motion.files[clip].stem}\nframe {frame}/{last}  body err {self.body_error_mm(env):.0f} mm"

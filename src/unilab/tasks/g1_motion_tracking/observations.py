@@ -1,10 +1,17 @@
-"""Robot state read-out and the policy / critic observations, laid out by two tables of pieces.
+"""Robot state read-out and the policy / critic observations, laid out by tables of pieces.
 
-:data:`POLICY_OBS` (J joints, B tracked bodies), in order:
+:data:`POLICY_OBS` lists every piece an actor may observe (J joints, B tracked bodies):
     ref_joint_pos J | ref_joint_vel J | anchor_pos_b 3 | anchor_ori_b 6 |
     base_lin_vel 3 | base_ang_vel 3 | joint_pos_rel J | joint_vel J | last_action J
-The critic observation is the same pieces without noise, then :data:`CRITIC_OBS`:
+:data:`POLICY_PRESETS` names the actor sets (``task.policy_obs``), each a tuple
+of piece names in order: ``deployable`` (the default; what a real robot
+computes from its IMU, encoders and the reference clip, holosoma's WBT actor)
+drops anchor_pos_b and base_lin_vel; ``privileged`` is every piece above.
+The critic observation is the preset's pieces without noise, then the other
+POLICY_OBS pieces, then :data:`CRITIC_OBS`:
     body_pos_b 3B | body_ori_b 6B   (robot bodies in the robot anchor frame)
+so it holds every piece whatever the preset, and the policy observation is
+its first ``policy_dim`` entries (plus noise).
 ``*_b`` is expressed in the robot's anchor frame; orientations are the first
 two columns of the rotation matrix (6 numbers, continuous, unlike quaternions).
 Widths, dims and slices (:class:`ObsLayout`) derive from the tables; a piece
@@ -78,8 +85,12 @@ def base_ang_vel(s, e, r, row, o):
 
 @njit(cache=True, fastmath=False, inline="always")
 def joint_pos_rel(s, e, r, row, o):
-    for j in range(s.joint_pos.shape[1]):
-        row[o + j] = s.joint_pos[e, j] - s.default_joint_pos[j]
+    if s.joint_pos_bias.shape[0] == 0:  # no encoder offsets: exactly the unrandomized values
+        for j in range(s.joint_pos.shape[1]):
+            row[o + j] = s.joint_pos[e, j] - s.default_joint_pos[j]
+    else:
+        for j in range(s.joint_pos.shape[1]):
+            row[o + j] = s.joint_pos[e, j] + s.joint_pos_bias[e, j] - s.default_joint_pos[j]
 
 
 @njit(cache=True, fastmath=False, inline="always")
@@ -119,7 +130,7 @@ def _joints(nj: int, nb: int) -> int:
     return nj
 
 
-# the policy observation, in order (noise: the obs_noise config key of the piece)
+# every piece an actor may observe, in privileged order (noise: the obs_noise config key of the piece)
 POLICY_OBS = (
     Term("ref_joint_pos", ref_joint_pos, width=_joints),
     Term("ref_joint_vel", ref_joint_vel, width=_joints),
@@ -136,18 +147,45 @@ CRITIC_OBS = (
     Term("body_pos_b", body_pos_b, width=lambda nj, nb: 3 * nb),
     Term("body_ori_b", body_ori_b, width=lambda nj, nb: 6 * nb),
 )
+# the actor observation sets (task.policy_obs), pieces of POLICY_OBS in order
+POLICY_PRESETS: dict[str, tuple[str, ...]] = {
+    # a real G1 has no global position and no reliable base linear velocity without mocap or a
+    # state estimator: holosoma's WBT actor terms (motion command = reference joint pos + vel)
+    "deployable": ("ref_joint_pos", "ref_joint_vel", "anchor_ori_b", "base_ang_vel", "joint_pos_rel", "joint_vel",
+                   "last_action"),
+    # every piece, the actor before the deployable set (for comparison runs)
+    "privileged": tuple(t.name for t in POLICY_OBS),
+}
+DEFAULT_PRESET = "deployable"
+
+
+def check_preset(name: str, key: str = "task.policy_obs") -> tuple[str, ...]:
+    """The piece names of preset ``name``; ValueError naming ``key`` and the presets if unknown."""
+    try:
+        return POLICY_PRESETS[name]
+    except KeyError:
+        raise ValueError(f"{key} must be one of {', '.join(POLICY_PRESETS)}, got {name!r}") from None
 
 
 @dataclass(frozen=True)
 class ObsLayout:
-    """Where each piece sits, for ``num_joints`` joints and ``num_bodies`` tracked bodies."""
+    """Where each piece sits, for ``num_joints`` joints, ``num_bodies`` tracked bodies and an actor ``preset``."""
 
     num_joints: int
     num_bodies: int
+    preset: str = DEFAULT_PRESET
+
+    @property
+    def policy_pieces(self) -> tuple[Term, ...]:
+        """The actor's pieces, in order."""
+        by_name = {t.name: t for t in POLICY_OBS}
+        return tuple(by_name[n] for n in check_preset(self.preset))
 
     @property
     def pieces(self) -> tuple[Term, ...]:
-        return POLICY_OBS + CRITIC_OBS
+        """Every piece in critic order: the actor's, the other actor-capable ones, the critic's own."""
+        mine = self.policy_pieces
+        return mine + tuple(t for t in POLICY_OBS if t not in mine) + CRITIC_OBS
 
     @property
     def slices(self) -> dict[str, slice]:
@@ -165,43 +203,43 @@ class ObsLayout:
 
     @property
     def policy_dim(self) -> int:
-        return self.slices[POLICY_OBS[-1].name].stop
+        return self.slices[self.policy_pieces[-1].name].stop
 
     @property
     def critic_dim(self) -> int:
-        return self.slices[CRITIC_OBS[-1].name].stop
+        return self.slices[self.pieces[-1].name].stop
 
     @property
     def policy_slices(self) -> dict[str, slice]:
-        return {t.name: self.slices[t.name] for t in POLICY_OBS}
+        return {t.name: self.slices[t.name] for t in self.policy_pieces}
 
     def noise_scale(self, noise_cfg) -> np.ndarray:
         """Per-entry uniform noise half-widths of the policy observation."""
         out = np.zeros(self.policy_dim)
-        for t in POLICY_OBS:
+        for t in self.policy_pieces:
             if t.noise is not None:
                 out[self.slices[t.name]] = getattr(noise_cfg, t.noise)
         return out
 
 
-def policy_obs_dim(num_joints: int) -> int:
+def policy_obs_dim(num_joints: int, preset: str = DEFAULT_PRESET) -> int:
     """Length of the policy observation."""
-    return ObsLayout(num_joints, 0).policy_dim
+    return ObsLayout(num_joints, 0, preset).policy_dim
 
 
-def critic_obs_dim(num_joints: int, num_bodies: int) -> int:
+def critic_obs_dim(num_joints: int, num_bodies: int, preset: str = DEFAULT_PRESET) -> int:
     """Length of the critic observation."""
-    return ObsLayout(num_joints, num_bodies).critic_dim
+    return ObsLayout(num_joints, num_bodies, preset).critic_dim
 
 
-def policy_obs_slices(num_joints: int) -> dict[str, slice]:
+def policy_obs_slices(num_joints: int, preset: str = DEFAULT_PRESET) -> dict[str, slice]:
     """Where each named piece sits in the policy observation."""
-    return ObsLayout(num_joints, 0).policy_slices
+    return ObsLayout(num_joints, 0, preset).policy_slices
 
 
-def noise_scale_vector(num_joints: int, noise_cfg) -> np.ndarray:
+def noise_scale_vector(num_joints: int, noise_cfg, preset: str = DEFAULT_PRESET) -> np.ndarray:
     """Per-entry uniform noise half-widths of the policy observation."""
-    return ObsLayout(num_joints, 0).noise_scale(noise_cfg)
+    return ObsLayout(num_joints, 0, preset).noise_scale(noise_cfg)
 
 
 _CHUNK = 64  # envs per scratch row: one allocation per chunk, not per env
@@ -235,23 +273,33 @@ def obs_driver(s, rows, offs, noise_scale, noise, policy_out, critic_out):
 '''.replace("CHUNK", str(_CHUNK))
 
 
-def observation_driver():
+def observation_driver(layout: ObsLayout | None = None):
     """``driver(s, rows, offsets, noise_scale, noise, policy_out, critic_out)``: rows ``e = rows[i]`` of the outputs.
 
+    One generated driver per preset (its pieces in ``layout``'s critic order;
+    default: the default preset); ``offsets`` are ``layout.offsets``.
     ``noise`` is ``(len(rows), policy_dim)`` uniform [-1, 1] (unread when every scale is 0).
     """
-    return generate_driver(_TEMPLATE, "f{i}(s, e, r, row, offs[{i}])", POLICY_OBS + CRITIC_OBS, "obs_driver")
+    pieces = (layout or ObsLayout(0, 0)).pieces
+    return generate_driver(_TEMPLATE, "f{i}(s, e, r, row, offs[{i}])", pieces, "obs_driver")
 
 
 @njit(cache=True, parallel=True, fastmath=False)
-def gather_robot_state(rows, xpos, xquat, cvel, subtree_com, qpos, qvel, body_ids, root_ids, qpos_adr, dof_adr,
-                       body_pos, body_quat, body_lin, body_ang, joint_pos, joint_vel, base_lin_b, base_ang_b):
-    """Copy the tracked bodies' world pose and velocity and the joint state of envs ``rows`` into their rows.
+def gather_robot_state(rows, clip, frame, clip_offsets, num_frames, ref_index, xpos, xquat, cvel, subtree_com, qpos,
+                       qvel, body_ids, root_ids, qpos_adr, dof_adr, body_pos, body_quat, body_lin, body_ang, joint_pos,
+                       joint_vel, base_lin_b, base_ang_b):
+    """Envs ``rows``: the reference row and the robot state, into their rows.
 
-    Linear velocity is that of each body origin (``cvel`` holds it at the root subtree's centre of mass).
+    ``ref_index[e]`` = the motion library row of (``clip[e]``, ``frame[e]``), the
+    frame clamped into the clip (``MotionLibrary.flat_index``); looked up here, not
+    in a pass of its own, to save a parallel region per step. Then the tracked
+    bodies' world pose and velocity and the joint state. Linear velocity is that
+    of each body origin (``cvel`` holds it at the root subtree's centre of mass).
     """
     for k in prange(rows.shape[0]):
         e = rows[k]
+        ci = clip[e]
+        ref_index[e] = clip_offsets[ci] + min(max(frame[e], 0), num_frames[ci] - 1)
         for b in range(body_ids.shape[0]):
             i = body_ids[b]
             rt = root_ids[b]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from unilab.sim.quat import quat_mul, quat_normalize, quat_rotate_inv
+from unilab.sim.quat import qmul, qrot
 from unilab.tasks.g1_motion_tracking.config import ResetConfig, ResetNoiseConfig
 from unilab.tasks.g1_motion_tracking.motion import MotionLibrary
 
@@ -91,20 +91,6 @@ def _ema_update(fail_ema, bins, a):
         fail_ema[b] = fail_ema[b] * keep + a * counts[b]
 
 
-def _rpy_quat(rpy: np.ndarray) -> np.ndarray:
-    """Quaternions (n, 4) of roll-pitch-yaw angles (n, 3), extrinsic x then y then z."""
-    half = 0.5 * rpy
-    cr, sr = np.cos(half[:, 0]), np.sin(half[:, 0])
-    cp, sp = np.cos(half[:, 1]), np.sin(half[:, 1])
-    cy, sy = np.cos(half[:, 2]), np.sin(half[:, 2])
-    return np.stack([
-        cr * cp * cy + sr * sp * sy,
-        sr * cp * cy - cr * sp * sy,
-        cr * sp * cy + sr * cp * sy,
-        cr * cp * sy - sr * sp * cy,
-    ], axis=1)
-
-
 def start_state(library: MotionLibrary, ref_index: np.ndarray, rows: np.ndarray, noise: ResetNoiseConfig,
                 rng: np.random.Generator, joint_qposadr: np.ndarray, joint_lo: np.ndarray, joint_hi: np.ndarray
                 ) -> tuple[np.ndarray, np.ndarray]:
@@ -112,14 +98,17 @@ def start_state(library: MotionLibrary, ref_index: np.ndarray, rows: np.ndarray,
 
     Noise on the root pose/velocity and joints; root linear and angular
     velocity noise are drawn in the world frame; noisy joint angles are
-    clipped into ``[joint_lo, joint_hi]``. Vectorised NumPy over the restarted
-    rows (a few per step), kept in NumPy on purpose: a Numba port's cos/sin
-    and reductions would not round like NumPy's SIMD loops (not bit-identical).
+    clipped into ``[joint_lo, joint_hi]``. The random draws (one vectorised
+    call per noise array, in a fixed order) and the roll-pitch-yaw cos/sin stay
+    in NumPy: a Numba cos/sin may round differently from NumPy's loops. The
+    per-row arithmetic runs in a parallel driver, in the same operation order
+    as the NumPy expressions it replaced (bit-identical; tests keep that
+    version as the reference).
     """
-    idx = ref_index[rows]
-    qpos = library.qpos[idx]
-    qvel = library.qvel[idx]
-    n = qpos.shape[0]
+    n = rows.shape[0]
+    nj = joint_qposadr.shape[0]
+    qpos = np.empty((n, library.qpos.shape[1]))
+    qvel = np.empty((n, library.qvel.shape[1]))
     if n == 0:
         return qpos, qvel
 
@@ -129,16 +118,59 @@ def start_state(library: MotionLibrary, ref_index: np.ndarray, rows: np.ndarray,
             return np.zeros(size)
         return rng.uniform(-1.0, 1.0, size=size) * s
 
-    qpos[:, 0:3] += u(noise.root_pos, (n, 3))
+    dp = u(noise.root_pos, (n, 3))
     rpy = u(noise.root_rpy, (n, 3))
-    if np.any(rpy):
-        qpos[:, 3:7] = quat_normalize(quat_mul(_rpy_quat(rpy), qpos[:, 3:7]))
-    qvel[:, 0:3] += u(noise.root_lin_vel, (n, 3))
+    dv = u(noise.root_lin_vel, (n, 3))
     w = u(noise.root_ang_vel, (n, 3))
-    if np.any(w):
-        qvel[:, 3:6] += quat_rotate_inv(qpos[:, 3:7], w)
-    nj = joint_qposadr.shape[0]
     dj = u(noise.joint_pos, (n, nj))
-    if np.any(dj):
-        qpos[:, joint_qposadr] = np.clip(qpos[:, joint_qposadr] + dj, joint_lo, joint_hi)
+    # an all-zero noise array leaves its part exactly untouched (as before: no normalisation either)
+    use_rpy, use_w, use_dj = bool(np.any(rpy)), bool(np.any(w)), bool(np.any(dj))
+    half = 0.5 * rpy
+    trig = np.stack([np.cos(half[:, 0]), np.sin(half[:, 0]), np.cos(half[:, 1]), np.sin(half[:, 1]),
+                     np.cos(half[:, 2]), np.sin(half[:, 2])], axis=1) if use_rpy else np.zeros((n, 6))
+    _start_state_driver(ref_index, rows, library.qpos, library.qvel, dp, trig, use_rpy, dv, w, use_w, dj, use_dj,
+                        joint_qposadr.astype(np.int64), joint_lo, joint_hi, qpos, qvel)
     return qpos, qvel
+
+
+@njit(cache=True, parallel=True, fastmath=False)
+def _start_state_driver(ref_index, rows, lib_qpos, lib_qvel, dp, trig, use_rpy, dv, w, use_w, dj, use_dj, qadr,
+                        lo, hi, qpos, qvel):
+    """Row ``k``: library frame ``ref_index[rows[k]]`` plus the noise of row ``k``, into ``qpos[k]``/``qvel[k]``.
+
+    ``trig`` holds cos/sin of half the roll, pitch and yaw noise; each expression
+    keeps the order of the NumPy code it replaced (quat_mul, quat_normalize with
+    ``np.linalg.norm``'s sequential sum of four squares, quat_rotate_inv, np.clip).
+    """
+    for k in prange(rows.shape[0]):
+        r = ref_index[rows[k]]
+        for i in range(qpos.shape[1]):
+            qpos[k, i] = lib_qpos[r, i]
+        for i in range(qvel.shape[1]):
+            qvel[k, i] = lib_qvel[r, i]
+        for c in range(3):
+            qpos[k, c] = qpos[k, c] + dp[k, c]
+        if use_rpy:
+            cr, sr, cp, sp, cy, sy = trig[k, 0], trig[k, 1], trig[k, 2], trig[k, 3], trig[k, 4], trig[k, 5]
+            # extrinsic x then y then z, times the reference orientation
+            t = qmul(cr * cp * cy + sr * sp * sy, sr * cp * cy - cr * sp * sy, cr * sp * cy + sr * cp * sy,
+                     cr * cp * sy - sr * sp * cy, qpos[k, 3], qpos[k, 4], qpos[k, 5], qpos[k, 6])
+            norm = np.sqrt(t[0] * t[0] + t[1] * t[1] + t[2] * t[2] + t[3] * t[3])
+            if norm > 0:
+                for c in range(4):
+                    qpos[k, 3 + c] = t[c] / norm
+            else:  # zero or NaN norm: identity
+                qpos[k, 3], qpos[k, 4], qpos[k, 5], qpos[k, 6] = 1.0, 0.0, 0.0, 0.0
+        for c in range(3):
+            qvel[k, c] = qvel[k, c] + dv[k, c]
+        if use_w:
+            v = qrot(qpos[k, 3], qpos[k, 4], qpos[k, 5], qpos[k, 6], w[k, 0], w[k, 1], w[k, 2], True)
+            for c in range(3):
+                qvel[k, 3 + c] = qvel[k, 3 + c] + v[c]
+        if use_dj:
+            for j in range(qadr.shape[0]):
+                x = qpos[k, qadr[j]] + dj[k, j]
+                if not np.isnan(x):  # np.clip: max(x, lo) then min(., hi), a NaN passes through
+                    x = x if x > lo[j] else lo[j]
+                    x = x if x < hi[j] else hi[j]
+                qpos[k, qadr[j]] = x

@@ -52,6 +52,7 @@ TaskArrays = namedtuple("TaskArrays", [
     "ref_joint_pos", "ref_joint_vel",                 # (F, J)
     "soft_lo", "soft_hi", "default_joint_pos",        # (J,)
     "action", "last_action",                          # (n, A)
+    "joint_pos_bias",  # (n, J) encoder offsets the observations add (domain randomization); (0, J): none
 ])
 
 

@@ -1,0 +1,53 @@
+"""`unilab-export`: a checkpoint's deterministic policy as one ONNX file with its deploy metadata."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from unilab.gl_env import gl_disabled
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="unilab-export",
+        description="Export a trained unilab policy to ONNX: input 'obs' (batch, obs_dim) float32, output "
+        "'action' (batch, action_dim) in [-1, 1] (observation normaliser + actor mean + tanh + clamp). "
+        "The file's metadata_props (JSON strings) hold what a deploy stack needs without unilab: joint names "
+        "in action order, default joint positions, action scale, kp/kd, effort limits, control/sim dt, the "
+        "observation layout (pieces, offsets, widths, noise), the anchor/tracked bodies, termination "
+        "thresholds, the MJCF and reference clips, the unilab version and the full run config. "
+        "Check it with scripts/deploy/sim2sim.py.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("checkpoint", metavar="RUN_DIR_OR_CHECKPOINT",
+                   help="a run directory (its newest model_<iter>.pt) or a model_<iter>.pt file")
+    p.add_argument("--out", default="policy.onnx", help="path of the ONNX file to write (replaced atomically)")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    with gl_disabled():  # before mujoco is imported: export never renders
+        return _main(args)
+
+
+def _main(args: argparse.Namespace) -> int:
+    from unilab.deploy.export import export_policy  # noqa: PLC0415 - lazy: --help and usage errors without torch
+
+    try:
+        res = export_policy(args.checkpoint, args.out)
+    except (FileNotFoundError, ValueError) as err:  # missing / corrupt / foreign checkpoint, bad task config
+        print(f"unilab-export: error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:  # the output cannot be written
+        print(f"unilab-export: error: cannot write {args.out}: {err}", file=sys.stderr)
+        return 1
+    print(f"unilab-export: {res.checkpoint} -> {res.path} (obs {res.obs_dim} -> action {res.action_dim}, "
+          f"{len(res.metadata)} metadata entries)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""What leaves the trainer: an ONNX policy whose metadata lets a robot stack use it without unilab."""

@@ -1,0 +1,236 @@
+"""Export a checkpoint's deterministic policy to one ONNX graph with the deploy contract as metadata.
+
+The graph is ``obs (batch, obs_dim) float32 -> action (batch, action_dim) float32``:
+observation normaliser, actor trunk and mean head, tanh, clamp to [-1, 1]
+(what ``FastSAC.act(obs, deterministic=True)`` computes). ``metadata_props``
+hold JSON strings (see :data:`METADATA_KEYS`): everything a deploy stack needs
+to build the observation and apply the action without unilab. For the
+motion-tracking task that is the joint order, defaults, action scale, PD gains
+and limits, timing, the observation pieces in order (name, offset, width,
+noise), the anchor / tracked / end-effector bodies, the termination
+thresholds, the MJCF and the reference clips; ``scripts/deploy/sim2sim.py``
+is a consumer that uses nothing else.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import torch
+from torch import nn
+
+import unilab
+from unilab.algo.sac.agent import FastSAC
+from unilab.runtime.checkpoint import load_checkpoint
+from unilab.tasks.registry import make_env, task_config
+
+INPUT_NAME = "obs"
+OUTPUT_NAME = "action"
+OPSET = 17  # LayerNormalization is a native op from 17 on; onnxruntime >= 1.20 runs it
+# keys every export carries; the motion-tracking task adds MOTION_TRACKING_KEYS
+METADATA_KEYS = (
+    "unilab_version", "task", "checkpoint", "iteration", "config", "obs_dim", "action_dim", "input_name",
+    "output_name", "action_clip", "control_dt",
+)
+MOTION_TRACKING_KEYS = (
+    "joint_names", "obs_joint_names", "default_joint_pos", "action_scale", "kp", "kd", "effort_limit",
+    "pd_target_range", "sim_dt", "decimation", "integrator", "obs_layout", "anchor_body", "tracked_bodies",
+    "end_effector_bodies", "termination_thresholds", "model_xml", "motion_files",
+)
+
+
+class ExportError(ValueError):
+    """The checkpoint or its task cannot be exported (the message names the file or key)."""
+
+
+class DeterministicPolicy(nn.Module):
+    """Normaliser + actor mean + tanh + clamp, with float32 constants only (a clean ONNX graph).
+
+    The normaliser's float64 statistics are folded into float32 ``mean`` and
+    ``scale`` exactly as ``RunningNormalizer.forward`` casts them for float32
+    input, so the result matches ``FastSAC.act`` to float32 rounding.
+    """
+
+    def __init__(self, agent: FastSAC) -> None:
+        super().__init__()
+        norm = agent.obs_normalizer
+        dim = agent.obs_dim
+        if norm.enabled:
+            mean = norm.mean.detach().cpu().to(torch.float32)
+            scale = (norm.var.detach().cpu().sqrt() + norm.eps).to(torch.float32)
+        else:
+            mean, scale = torch.zeros(dim), torch.ones(dim)
+        self.register_buffer("obs_mean", mean)
+        self.register_buffer("obs_scale", scale)
+        actor = agent.actor
+        # only the mean branch: the log-std head plays no part in the deterministic action
+        self.trunk = actor.trunk
+        self.mean_head = actor.mean_head
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        x = (obs - self.obs_mean) / self.obs_scale
+        return torch.tanh(self.mean_head(self.trunk(x))).clamp(-1.0, 1.0)
+
+
+@dataclass
+class ExportResult:
+    path: Path
+    checkpoint: Path
+    obs_dim: int
+    action_dim: int
+    metadata: dict[str, Any]
+    """The metadata as Python values (the file holds them as JSON strings)."""
+
+
+def _finite_or_none(values: np.ndarray) -> list[float | None]:
+    return [float(v) if math.isfinite(v) else None for v in np.asarray(values, dtype=np.float64)]
+
+
+def motion_tracking_metadata(env: Any) -> dict[str, Any]:
+    """The deploy contract of a motion-tracking task, read from an env built from the run's config.
+
+    The env is the one place that resolves joint patterns, action scales, the
+    observation preset's layout and the asset paths, so nothing here restates
+    its rules.
+    """
+    cfg = env.cfg
+    act_joint = np.asarray(env.act_joint)
+    joint_names = [env.joint_names[j] for j in act_joint]
+    slices = env.layout.policy_slices
+    noise = np.asarray(env.noise_scale, dtype=np.float64)
+    layout = []
+    for name, sl in slices.items():
+        piece_noise = noise[sl.start:sl.stop]
+        layout.append({"name": name, "offset": int(sl.start), "width": int(sl.stop - sl.start),
+                       "noise": float(piece_noise.max()) if piece_noise.size else 0.0})
+    if not layout or layout[-1]["offset"] + layout[-1]["width"] != env.obs_dim:
+        raise ExportError(f"the task's observation layout {[p['name'] for p in layout]} does not cover "
+                          f"obs_dim={env.obs_dim}")
+    model = env.model
+    limited = np.asarray(model.actuator_ctrllimited, dtype=bool)
+    target_range = np.asarray(model.actuator_ctrlrange, dtype=np.float64).tolist() if limited.all() else None
+    if cfg.model_xml:
+        model_xml = Path(cfg.model_xml).expanduser().resolve()
+    else:
+        from unilab.assets import g1  # noqa: PLC0415 - only for the built-in G1 scene
+
+        model_xml = g1.scene_xml_path().resolve()
+    thresholds = {name: float(v) for name, v in zip(env.termination_names, env.thresholds)}
+    return {
+        "joint_names": joint_names,
+        "obs_joint_names": list(env.joint_names),
+        "default_joint_pos": [float(v) for v in env.action_default],
+        "action_scale": [float(v) for v in env.action_scale],
+        "kp": [float(v) for v in env.kp],
+        "kd": [float(v) for v in env.kd],
+        "effort_limit": _finite_or_none(env.effort),
+        "pd_target_range": target_range,
+        "sim_dt": float(cfg.sim_dt),
+        "decimation": int(cfg.decimation),
+        "integrator": cfg.integrator,
+        "obs_layout": layout,
+        "anchor_body": cfg.anchor_body,
+        "tracked_bodies": list(cfg.tracked_bodies),
+        "end_effector_bodies": list(cfg.end_effector_bodies),
+        "termination_thresholds": thresholds,
+        "model_xml": str(model_xml),
+        "motion_files": [str(Path(p).resolve()) for p in env.motion.files],
+    }
+
+
+def export_policy(checkpoint: str | os.PathLike, out: str | os.PathLike) -> ExportResult:
+    """Write the ONNX policy of ``checkpoint`` (a file, or a run directory's newest) to ``out``.
+
+    Raises FileNotFoundError (missing checkpoint), ValueError (corrupt or
+    foreign checkpoint; :class:`ExportError` for a task that cannot be
+    exported), each naming the file or key.
+    """
+    payload, ckpt = load_checkpoint(checkpoint)
+    raw = payload.get("config")
+    task = payload.get("task") or (raw or {}).get("task", {}).get("name")
+    if not isinstance(raw, dict) or task is None:
+        raise ExportError(f"checkpoint {ckpt} holds no run config (config/task): cannot describe its task")
+    try:
+        agent = FastSAC.from_checkpoint(payload["agent"], device="cpu")
+    except (KeyError, TypeError, ValueError, RuntimeError) as err:
+        raise ExportError(f"checkpoint {ckpt}: the agent cannot be rebuilt ({type(err).__name__}: {err})") from err
+    task_cfg = task_config(task, raw["task"])
+
+    meta: dict[str, Any] = {
+        "unilab_version": unilab.__version__,
+        "task": task,
+        "checkpoint": str(ckpt.resolve()),
+        "iteration": int(payload["iteration"]),
+        "config": raw,
+        "obs_dim": agent.obs_dim,
+        "action_dim": agent.action_dim,
+        "input_name": INPUT_NAME,
+        "output_name": OUTPUT_NAME,
+        "action_clip": [-1.0, 1.0],
+    }
+    # one simulation of the run's task: its control dt and, for motion tracking, the whole contract
+    env = make_env(task, task_cfg, 1, pool_kwargs={"nthread": 1})
+    try:
+        meta["control_dt"] = float(env.control_dt)
+        if task == "g1_motion_tracking":
+            meta.update(motion_tracking_metadata(env))
+    finally:
+        env.close()
+    if task == "g1_motion_tracking":
+        widths = sum(p["width"] for p in meta["obs_layout"])
+        if widths != agent.obs_dim or len(meta["joint_names"]) != agent.action_dim:
+            raise ExportError(
+                f"checkpoint {ckpt}: the agent takes obs_dim={agent.obs_dim}, action_dim={agent.action_dim} but "
+                f"its task config now builds {widths} / {len(meta['joint_names'])} (was the observation preset "
+                "changed since it was trained?)"
+            )
+
+    graph = _onnx_graph(DeterministicPolicy(agent).eval(), agent.obs_dim)
+    for key, value in meta.items():
+        entry = graph.metadata_props.add()
+        entry.key = key
+        entry.value = json.dumps(value)
+    graph.producer_name = "unilab"
+    graph.producer_version = unilab.__version__
+    onnx.checker.check_model(graph)
+
+    out = Path(out).expanduser()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        onnx.save(graph, str(tmp))
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return ExportResult(out, ckpt, agent.obs_dim, agent.action_dim, meta)
+
+
+def _onnx_graph(policy: nn.Module, obs_dim: int) -> onnx.ModelProto:
+    # The TorchScript exporter (dynamo=False): the graph is a plain MLP, which it exports exactly, and it needs
+    # only the onnx package; dynamo=True would add onnxscript (and its onnx-ir) as a dependency for no gain
+    # here. torch 2.13 marks it deprecated; the warning says nothing a user can act on.
+    buf = io.BytesIO()
+    example = torch.zeros(2, obs_dim, dtype=torch.float32)
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", FutureWarning)
+        torch.onnx.export(
+            policy, (example,), buf, dynamo=False, opset_version=OPSET, input_names=[INPUT_NAME],
+            output_names=[OUTPUT_NAME], dynamic_axes={INPUT_NAME: {0: "batch"}, OUTPUT_NAME: {0: "batch"}},
+        )
+    return onnx.load_model_from_string(buf.getvalue())
+
+
+def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
+    """The metadata of an exported policy as Python values."""
+    graph = onnx.load(str(path), load_external_data=False)
+    return {p.key: json.loads(p.value) for p in graph.metadata_props}

@@ -1,0 +1,1 @@
+"""Tracking evaluation of a trained motion-tracking policy (``unilab-eval``)."""

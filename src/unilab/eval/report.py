@@ -1,0 +1,98 @@
+"""The evaluation's outputs: a table on stdout, the JSON report and a PNG of errors over each clip."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from unilab.eval.metrics import ERROR_NAMES, METRIC_NAMES, UNITS
+from unilab.eval.rollout import EvalResult
+
+
+def default_json_path(result: EvalResult) -> Path:
+    """``<run dir>/eval/eval_<iteration>.json`` (the run dir holds the checkpoint)."""
+    return result.checkpoint.parent / "eval" / f"eval_{result.iteration}.json"
+
+
+def format_table(summary: Mapping[str, dict]) -> str:
+    """One row per clip and an ``overall`` row, one column per metric."""
+    headers = ["clip", "frames", *(f"{m} ({UNITS[m]})" if UNITS[m] else m for m in METRIC_NAMES)]
+    rows = [[name, str(v["frames"]), *(_num(v[m]) for m in METRIC_NAMES)] for name, v in summary["clips"].items()]
+    total = sum(v["frames"] for v in summary["clips"].values())
+    rows.append(["overall", str(total), *(_num(summary["overall"][m]) for m in METRIC_NAMES)])
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    lines = [" | ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(headers, widths))),
+             "-+-".join("-" * w for w in widths)]
+    lines += [" | ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+              for r in rows]
+    return "\n".join(lines)
+
+
+def _num(v: float) -> str:
+    return f"{v:.4g}" if abs(v) < 1000 else f"{v:.1f}"
+
+
+def write_json(path: str | os.PathLike, report: dict) -> Path:
+    """Write ``report`` to ``path`` atomically (parents created)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(report, indent=2))
+    os.replace(tmp, path)
+    return path
+
+
+def plot_errors(result: EvalResult, json_path: str | os.PathLike) -> list[Path]:
+    """One PNG per clip next to ``json_path`` (``<stem>_<clip>.png``): each error over the clip's frames.
+
+    Several envs of one clip are drawn as thin lines around their mean; a
+    dashed red line marks the first frame a termination fired.
+    """
+    import matplotlib  # noqa: PLC0415 - lazy: only plotting needs it
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415 - after the backend is chosen
+
+    json_path = Path(json_path)
+    written = []
+    for c, name in enumerate(result.clip_names):
+        rows = np.flatnonzero(result.env_clip == c)
+        frames = int(result.summary["clips"][name]["frames"])
+        t = np.arange(frames)
+        fig, axes = plt.subplots(2, 3, figsize=(12, 6), sharex=True)
+        failed = [int(result.first_failure[e]) for e in rows if result.first_failure[e] >= 0]
+        for ax, metric in zip(axes.ravel(), ERROR_NAMES):
+            err = result.errors[metric][rows, :frames]
+            if len(rows) > 1:
+                ax.plot(t, err.T, color="0.75", linewidth=0.6)
+            ax.plot(t, err.mean(axis=0), color="C0", linewidth=1.2)
+            if failed:
+                ax.axvline(min(failed), color="red", linestyle="--", linewidth=1.0)
+            ax.set_title(f"{metric} ({UNITS[metric]})", fontsize=10)
+            ax.grid(alpha=0.3)
+        for ax in axes[-1]:
+            ax.set_xlabel(f"frame ({result.control_dt * 1000:g} ms)")
+        ok = result.summary["clips"][name]["success_rate"]
+        note = f" (dashed red: first termination, frame {min(failed)})" if failed else ""
+        fig.suptitle(f"{name}: iteration {result.iteration}, success {ok:.2f}{note}", fontsize=11)
+        fig.tight_layout()
+        target = json_path.with_name(f"{json_path.stem}_{_safe(name)}.png")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(target, dpi=80)
+        plt.close(fig)
+        written.append(target)
+    return written
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
+
+
+def eval_scalars(overall: Mapping[str, float], names: Sequence[str] = METRIC_NAMES) -> dict[str, float]:
+    """TensorBoard tags ``eval/<metric>`` of an overall summary."""
+    return {f"eval/{m}": float(overall[m]) for m in names if m in overall}

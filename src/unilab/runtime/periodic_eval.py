@@ -1,0 +1,146 @@
+"""``training.eval_interval``: the tracking evaluation of ``unilab-eval`` during training.
+
+Every ``eval_interval`` iterations the learner writes a policy snapshot
+(``<run dir>/eval/policy_<iter>.pt``, a checkpoint without the replay buffer)
+and starts ``unilab-eval`` on it as a subprocess (niced, one physics and one
+torch thread, its output in ``eval/eval_<iter>.log``). When the subprocess
+ends, its JSON report's overall metrics are logged as ``eval/<metric>`` at that
+iteration's TensorBoard step, and the snapshot is deleted.
+
+Why a subprocess and not a thread or the collector: the evaluation builds its
+own env and steps it for whole clips. In the learner process it would hold
+the GIL and torch threads next to the loop that answers the collector; in the
+collector it would lengthen the steps the learner waits for. A separate,
+lower-priority process only takes spare CPU time, and if it crashes (or the
+task cannot be evaluated) training goes on with a warning. At most one runs at
+a time: an evaluation still running when the next is due makes that one skip.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from unilab.runtime.checkpoint import save_checkpoint
+
+_NICE = 10
+FINAL_WAIT_S = 120.0
+"""How long the end of training waits for a running evaluation before stopping it."""
+
+
+class PeriodicEval:
+    """Starts and collects the evaluations of one run (rank 0 only); see module docs.
+
+    Args:
+        run_dir: the run directory (outputs go to ``<run_dir>/eval/``).
+        interval: iterations between evaluations (> 0).
+        payload: ``payload(iteration)`` -> the checkpoint dict to snapshot (agent, config, task).
+        step_scale: TensorBoard step of an iteration = iteration x step_scale (the env steps, as the
+            other scalars).
+    """
+
+    def __init__(self, run_dir: Path, interval: int, payload: Any, step_scale: int):
+        self.dir = Path(run_dir) / "eval"
+        self.interval = int(interval)
+        self.payload = payload
+        self.step_scale = int(step_scale)
+        self.proc: subprocess.Popen | None = None
+        self.iteration = 0
+        self._snapshot: Path | None = None
+        self._log = None
+        self._skipped_note = False
+        self.results: dict[int, dict[str, float]] = {}
+        """Overall metrics of each finished evaluation, by iteration."""
+
+    def step(self, iteration: int, writer: Any) -> None:
+        """Once per training iteration: collect a finished evaluation, start a due one."""
+        if self.proc is not None and self.proc.poll() is not None:
+            self._collect(writer)
+        if iteration <= 0 or iteration % self.interval:
+            return
+        if self.proc is not None:
+            if not self._skipped_note:
+                print(f"unilab: evaluation of iteration {self.iteration} still running at iteration {iteration}; "
+                      "skipping this one (raise training.eval_interval to evaluate every time)", flush=True)
+                self._skipped_note = True
+            return
+        self._start(iteration)
+
+    def _start(self, iteration: int) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        snapshot = self.dir / f"policy_{iteration}.pt"
+        try:
+            save_checkpoint(snapshot, self.payload(iteration))
+        except OSError as err:
+            print(f"unilab: warning: no evaluation at iteration {iteration}: {err}", file=sys.stderr, flush=True)
+            return
+        cmd = [sys.executable, "-m", "unilab.cli.eval", str(snapshot), "--json", str(self._json(iteration)),
+               "--threads", "1", "--nice", str(_NICE), "--no-progress"]
+        self._log = open(self.dir / f"eval_{iteration}.log", "w")  # noqa: SIM115 - closed in _collect/close
+        # own session: a Ctrl-C at the terminal stops training, which then stops this process itself
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.iteration, self._snapshot = iteration, snapshot
+
+    def _json(self, iteration: int) -> Path:
+        return self.dir / f"eval_{iteration}.json"
+
+    def _collect(self, writer: Any) -> None:
+        rc = self.proc.returncode
+        it = self.iteration
+        self._release()
+        if rc != 0:
+            print(f"unilab: warning: evaluation of iteration {it} failed (rc {rc}); see {self.dir / f'eval_{it}.log'}",
+                  file=sys.stderr, flush=True)
+            return
+        try:
+            overall = json.loads(self._json(it).read_text())["overall"]
+        except (OSError, ValueError, KeyError) as err:
+            print(f"unilab: warning: evaluation of iteration {it} left no readable report ({err})",
+                  file=sys.stderr, flush=True)
+            return
+        values = {f"eval/{k}": float(v) for k, v in overall.items()}
+        self.results[it] = dict(overall)
+        if writer is not None:
+            writer.add_dict(values, it * self.step_scale)
+        print("unilab: eval @ iter {}: success {:.2f} | mpjpe {:.1f} mm | local {:.1f} mm".format(
+            it, overall.get("success_rate", float("nan")), overall.get("mpjpe_mm", float("nan")),
+            overall.get("mpjpe_local_mm", float("nan"))), flush=True)
+
+    def _release(self) -> None:
+        self.proc = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        if self._snapshot is not None:
+            self._snapshot.unlink(missing_ok=True)
+            self._snapshot = None
+
+    def finish(self, writer: Any, wait_s: float = FINAL_WAIT_S) -> None:
+        """At the end of training: wait up to ``wait_s`` for a running evaluation and log it, else stop it."""
+        if self.proc is None:
+            return
+        deadline = time.monotonic() + wait_s
+        while self.proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if self.proc.poll() is None:
+            print(f"unilab: stopping the evaluation of iteration {self.iteration} (still running after {wait_s:g} s)",
+                  flush=True)
+            self.close()
+            return
+        self._collect(writer)
+
+    def close(self) -> None:
+        """Stop a running evaluation (idempotent)."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.kill()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        self._release()

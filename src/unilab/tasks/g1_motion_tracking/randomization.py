@@ -1,0 +1,306 @@
+"""Domain randomization of the motion-tracking task: a table of terms writing ``(num_envs, ...)`` arrays.
+
+Each row of :data:`TERMS` is one ``task.randomization.<name>`` config key and
+up to three small functions:
+
+    setup(r, cfg, rng)            once, when the env is built
+    reset(r, cfg, rng, rows)      at the reset of envs ``rows`` (``env._restart``)
+    step(r, cfg, rng, ctrl)       before each physics step; returns the ctrl to apply
+
+Model parameters are per-env values of ``mujoco.batch.Batch.expand(field)``
+(live ``(num_envs, ...)`` arrays of the pool's batch): the terms write NumPy
+slices of them, with no recompile and no loop over envs. Expanded fields are
+model data, not simulation state, so they survive ``BatchEnvPool.reset``
+(which rewrites state rows only, or runs ``Batch.reset`` on a persistent pool).
+
+When each term draws (holosoma's G1 WBT recipe, ``config_values/wbt/g1``):
+
+    friction        setup   one sliding coefficient per env, every geom of the robot and the ground
+    base_com        setup   offset of one body's centre of mass (body_ipos; then ``set_const``)
+    joint_pos_bias  setup   per-env, per-joint offset added to the observed joint positions
+    push            step    per-env timer of U[interval_s] s (redrawn at reset and after each push);
+                            when due, a uniform kick is ADDED to the root velocity (world frame)
+    pd_gains        reset   per-env, per-joint scales of kp (gainprm, biasprm[1]) and kd (biasprm[2])
+    action_delay    reset   per-env delay (policy steps) of the PD targets; the queue restarts at the
+                            default pose
+
+Holosoma applies a push after the physics of a step, we before the physics of
+the next one: the simulated motion is the same, the observation of the step in
+between does not show the kick yet.
+
+Every term draws from its own generator, seeded from (env seed, term name):
+values are reproducible, do not depend on which other terms are on, and the
+env's own generator (start frames, reset and observation noise) is untouched.
+:func:`make_randomizer` returns None when no term is on: the env then runs
+exactly the code it runs without randomization.
+
+TensorBoard (``env.stats()``, means over each log interval): ``randomization/friction``
+(mean coefficient), ``base_com`` (mean offset length, m), ``joint_pos_bias``
+(mean |offset|, rad), ``push_count`` (pushes per env step, all envs),
+``push_interval_s`` (mean drawn interval), ``pd_gains_kp`` / ``pd_gains_kd``
+(mean scales), ``action_delay`` (mean delay, steps).
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import mujoco
+import numpy as np
+
+from unilab.sim.quat import quat_normalize, quat_rotate_inv
+from unilab.tasks.g1_motion_tracking.config import RandomizationConfig
+
+_STREAM = 0x52414E44  # separates the randomization streams from the env's own generator (same seed)
+PREFIX = "randomization/"
+
+
+@dataclass(frozen=True)
+class RandomizationTerm:
+    """One row of :data:`TERMS`: the config key, its hooks and its TensorBoard scalars."""
+
+    name: str
+    setup: Callable[[DomainRandomizer, Any, np.random.Generator], None]
+    stats: Callable[[DomainRandomizer], dict[str, float]]
+    reset: Callable[[DomainRandomizer, Any, np.random.Generator, np.ndarray], None] | None = None
+    step: Callable[[DomainRandomizer, Any, np.random.Generator, np.ndarray], np.ndarray] | None = None
+
+
+def _uniform(rng: np.random.Generator, pair, size) -> np.ndarray:
+    return rng.uniform(float(pair[0]), float(pair[1]), size)
+
+
+# --- friction ---------------------------------------------------------------------------------
+def friction_setup(r: DomainRandomizer, cfg, rng) -> None:
+    r.friction = _uniform(rng, cfg.range, r.num_envs)
+    r.batch.expand("geom_friction")[:, r.contact_geoms, 0] = r.friction[:, None]
+
+
+def friction_stats(r: DomainRandomizer) -> dict[str, float]:
+    return {"friction": float(r.friction.mean())}
+
+
+# --- base_com ---------------------------------------------------------------------------------
+def base_com_setup(r: DomainRandomizer, cfg, rng) -> None:
+    r.com_offset = np.stack([_uniform(rng, getattr(cfg, a), r.num_envs) for a in ("x", "y", "z")], axis=1)
+    ipos = r.batch.expand("body_ipos")
+    ipos[:, r.com_body] = r.model.body_ipos[r.com_body] + r.com_offset
+    r.batch.set_const()  # body_ipos is an mj_setConst input (e.g. dof_invweight0)
+
+
+def base_com_stats(r: DomainRandomizer) -> dict[str, float]:
+    return {"base_com": float(np.linalg.norm(r.com_offset, axis=1).mean())}
+
+
+# --- joint_pos_bias ---------------------------------------------------------------------------
+def joint_pos_bias_setup(r: DomainRandomizer, cfg, rng) -> None:
+    r.joint_pos_bias = _uniform(rng, cfg.range, (r.num_envs, r.num_joints))
+
+
+def joint_pos_bias_stats(r: DomainRandomizer) -> dict[str, float]:
+    return {"joint_pos_bias": float(np.abs(r.joint_pos_bias).mean())}
+
+
+# --- push -------------------------------------------------------------------------------------
+def _push_interval(r: DomainRandomizer, cfg, rng, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """k drawn intervals (s) and the steps they last: U[interval_s] / control_dt truncated, as holosoma's."""
+    s = _uniform(rng, cfg.interval_s, k)
+    return s, np.maximum((s / r.control_dt).astype(np.int64), 1)
+
+
+def push_setup(r: DomainRandomizer, cfg, rng) -> None:
+    if r.root_dof < 0:
+        raise ValueError("task.randomization.push needs a floating base (a free joint at the robot's root)")
+    r.push_counter = np.zeros(r.num_envs, dtype=np.int64)
+    r.push_interval_s, r.push_steps = _push_interval(r, cfg, rng, r.num_envs)
+    r.push_max = np.array([*cfg.max_lin_vel, *cfg.max_ang_vel], dtype=np.float64)
+    r.last_kick = np.zeros((r.num_envs, 6))
+    r.pushes = 0
+
+
+def push_reset(r: DomainRandomizer, cfg, rng, rows: np.ndarray) -> None:
+    r.push_counter[rows] = 0
+    r.push_interval_s[rows], r.push_steps[rows] = _push_interval(r, cfg, rng, rows.size)
+
+
+def push_step(r: DomainRandomizer, cfg, rng, ctrl: np.ndarray) -> np.ndarray:
+    r.push_counter += 1
+    due = np.flatnonzero(r.push_counter >= r.push_steps)
+    r.pushes = due.size
+    if due.size:
+        kick = rng.uniform(-1.0, 1.0, (due.size, 6)) * r.push_max
+        qpos, qvel, d, q = r.pool.qpos, r.pool.qvel, r.root_dof, r.root_qpos
+        # a free joint's qvel: world-frame linear, body-frame angular velocity; the kick is world-frame
+        ang_b = quat_rotate_inv(quat_normalize(qpos[due, q + 3:q + 7]), kick[:, 3:])
+        qvel[due, d:d + 3] += kick[:, :3]
+        qvel[due, d + 3:d + 6] += ang_b
+        r.last_kick[due] = kick
+        r.push_counter[due] = 0
+        r.push_interval_s[due], r.push_steps[due] = _push_interval(r, cfg, rng, due.size)
+    return ctrl
+
+
+def push_stats(r: DomainRandomizer) -> dict[str, float]:
+    return {"push_count": float(r.pushes), "push_interval_s": float(r.push_interval_s.mean())}
+
+
+# --- pd_gains ---------------------------------------------------------------------------------
+def pd_gains_setup(r: DomainRandomizer, cfg, rng) -> None:
+    r.kp_scale = np.ones((r.num_envs, r.num_act))
+    r.kd_scale = np.ones((r.num_envs, r.num_act))
+    r.gainprm = r.batch.expand("actuator_gainprm")
+    r.biasprm = r.batch.expand("actuator_biasprm")
+
+
+def pd_gains_reset(r: DomainRandomizer, cfg, rng, rows: np.ndarray) -> None:
+    r.kp_scale[rows] = _uniform(rng, cfg.kp_scale, (rows.size, r.num_act))
+    r.kd_scale[rows] = _uniform(rng, cfg.kd_scale, (rows.size, r.num_act))
+    kp = r.kp * r.kp_scale[rows]
+    # the PD servo of pd_model.make_pd_model: force = gain0 ctrl + bias1 q + bias2 qdot = kp (ctrl - q) - kd qdot
+    r.gainprm[rows, :, 0] = kp
+    r.biasprm[rows, :, 1] = -kp
+    r.biasprm[rows, :, 2] = -r.kd * r.kd_scale[rows]
+
+
+def pd_gains_stats(r: DomainRandomizer) -> dict[str, float]:
+    return {"pd_gains_kp": float(r.kp_scale.mean()), "pd_gains_kd": float(r.kd_scale.mean())}
+
+
+# --- action_delay -----------------------------------------------------------------------------
+def action_delay_setup(r: DomainRandomizer, cfg, rng) -> None:
+    r.delay = np.zeros(r.num_envs, dtype=np.int64)
+    r.ctrl_queue = np.empty((r.num_envs, int(cfg.steps[1]) + 1, r.num_act))  # [e, k]: the targets of k steps ago
+    r.ctrl_queue[...] = r.ctrl_default
+    r.delayed_ctrl = np.empty((r.num_envs, r.num_act))
+
+
+def action_delay_reset(r: DomainRandomizer, cfg, rng, rows: np.ndarray) -> None:
+    r.delay[rows] = rng.integers(int(cfg.steps[0]), int(cfg.steps[1]) + 1, rows.size)
+    r.ctrl_queue[rows] = r.ctrl_default
+
+
+def action_delay_step(r: DomainRandomizer, cfg, rng, ctrl: np.ndarray) -> np.ndarray:
+    q = r.ctrl_queue
+    q[:, 1:] = q[:, :-1]
+    q[:, 0] = ctrl
+    r.delayed_ctrl[...] = q[r.env_ids, r.delay]
+    return r.delayed_ctrl
+
+
+def action_delay_stats(r: DomainRandomizer) -> dict[str, float]:
+    return {"action_delay": float(r.delay.mean())}
+
+
+TERMS = (
+    RandomizationTerm("friction", friction_setup, friction_stats),
+    RandomizationTerm("base_com", base_com_setup, base_com_stats),
+    RandomizationTerm("joint_pos_bias", joint_pos_bias_setup, joint_pos_bias_stats),
+    RandomizationTerm("push", push_setup, push_stats, reset=push_reset, step=push_step),
+    RandomizationTerm("pd_gains", pd_gains_setup, pd_gains_stats, reset=pd_gains_reset),
+    RandomizationTerm("action_delay", action_delay_setup, action_delay_stats, reset=action_delay_reset,
+                      step=action_delay_step),
+)
+
+
+def term_rng(seed: int, name: str) -> np.random.Generator:
+    """Term ``name``'s own generator for env seed ``seed`` (independent of the env's and the other terms')."""
+    return np.random.default_rng([int(seed), _STREAM, zlib.crc32(name.encode())])
+
+
+class DomainRandomizer:
+    """The active terms of one env and their per-env values (see the module docs).
+
+    Args:
+        cfg: ``task.randomization``.
+        pool: the env's ``BatchEnvPool`` (its ``batch`` gets the per-env model fields).
+        seed: the env's seed.
+        control_dt: seconds per policy step (push intervals).
+        robot_body: a body of the robot (its root body's geoms get the friction, its free joint the pushes).
+        com_body: body id whose centre of mass ``base_com`` moves.
+        num_joints: joints in the observation (``joint_pos_bias`` width).
+        kp, kd: the actuators' nominal gains ``(nu,)``.
+        ctrl_default: the PD targets of a zero action ``(nu,)`` (an empty delay queue).
+    """
+
+    def __init__(self, cfg: RandomizationConfig, pool, seed: int, control_dt: float, robot_body: int, com_body: int,
+                 num_joints: int, kp: np.ndarray, kd: np.ndarray, ctrl_default: np.ndarray):
+        self.cfg = cfg
+        self.pool = pool
+        self.batch = pool.batch
+        self.model = pool.model
+        self.num_envs = pool.num_envs
+        self.env_ids = np.arange(self.num_envs)
+        self.control_dt = float(control_dt)
+        self.num_joints = int(num_joints)
+        self.num_act = int(self.model.nu)
+        self.kp, self.kd = np.asarray(kp, dtype=np.float64), np.asarray(kd, dtype=np.float64)
+        self.ctrl_default = np.asarray(ctrl_default, dtype=np.float64)
+        m = self.model
+        self.com_body = int(com_body)
+        robot = m.body_rootid[robot_body]
+        geom_root = m.body_rootid[m.geom_bodyid]
+        # the robot's geoms and the ground's (world body): a contact's friction is the max of its pair
+        self.contact_geoms = np.flatnonzero((geom_root == robot) | (m.geom_bodyid == 0))
+        free = [j for j in range(m.njnt) if m.jnt_type[j] == mujoco.mjtJoint.mjJNT_FREE and m.jnt_bodyid[j] == robot]
+        self.root_dof = int(m.jnt_dofadr[free[0]]) if free else -1
+        self.root_qpos = int(m.jnt_qposadr[free[0]]) if free else -1
+        self.terms = tuple(t for t in TERMS if cfg.active(t.name))
+        self._cfg = {t.name: getattr(cfg, t.name) for t in self.terms}
+        self._rng = {t.name: term_rng(seed, t.name) for t in self.terms}
+        self._reset = tuple(t for t in self.terms if t.reset is not None)
+        self._step = tuple(t for t in self.terms if t.step is not None)
+        self.joint_pos_bias = np.zeros((0, self.num_joints))  # no rows: the observation adds nothing
+        for t in self.terms:
+            t.setup(self, self._cfg[t.name], self._rng[t.name])
+        # setup-time values never change: their scalars once, not per step
+        self._fixed_stats = self._term_stats(t for t in self.terms if t.reset is None and t.step is None)
+        self._live = tuple(t for t in self.terms if t.reset is not None or t.step is not None)
+
+    @property
+    def stat_names(self) -> tuple[str, ...]:
+        return tuple(self.stats())
+
+    def reset(self, rows: np.ndarray) -> None:
+        """Reset-time draws for envs ``rows`` (after their state was reset)."""
+        for t in self._reset:
+            t.reset(self, self._cfg[t.name], self._rng[t.name], rows)
+
+    def before_physics(self, ctrl: np.ndarray) -> np.ndarray:
+        """Step-time terms (pushes into the pool's qvel); returns the PD targets to apply."""
+        for t in self._step:
+            ctrl = t.step(self, self._cfg[t.name], self._rng[t.name], ctrl)
+        return ctrl
+
+    def stats(self) -> dict[str, float]:
+        """``randomization/<name>`` -> this step's value of each active term's scalars."""
+        return {**self._fixed_stats, **self._term_stats(self._live)}
+
+    def _term_stats(self, terms) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for t in terms:
+            out.update({PREFIX + k: v for k, v in t.stats(self).items()})
+        return out
+
+
+def make_randomizer(cfg: RandomizationConfig, pool, seed: int, control_dt: float, anchor_body: str, num_joints: int,
+                    kp: np.ndarray, kd: np.ndarray, ctrl_default: np.ndarray) -> DomainRandomizer | None:
+    """The env's randomizer, or None when no term is on (the env then runs its plain code path).
+
+    ``anchor_body`` names a body of the robot (the task's anchor), and the ``base_com`` body by default.
+    """
+    if not any(cfg.active(t.name) for t in TERMS):
+        return None
+    robot = mujoco.mj_name2id(pool.model, mujoco.mjtObj.mjOBJ_BODY, anchor_body)
+    name = cfg.base_com.body or anchor_body
+    body = mujoco.mj_name2id(pool.model, mujoco.mjtObj.mjOBJ_BODY, name)
+    if body < 0 and cfg.active("base_com"):
+        raise ValueError(f"task.randomization.base_com.body: {name!r} is not a body of the model")
+    return DomainRandomizer(cfg, pool, seed, control_dt, robot, max(body, 0), num_joints, kp, kd, ctrl_default)
+
+
+def observed_joint_pos_bias(randomizer: DomainRandomizer | None, num_joints: int) -> np.ndarray:
+    """The ``(num_envs, J)`` offsets the observations add to the joint positions; ``(0, J)``: none."""
+    return np.zeros((0, num_joints)) if randomizer is None else randomizer.joint_pos_bias

@@ -1,0 +1,44 @@
+"""Parallel per-env kernels of ``MotionTrackingEnv.step``'s glue: action to PD targets, info columns.
+
+Each replaces a few NumPy passes over ``(num_envs, ...)`` arrays that ran on one
+core (with 64 cores, a serial pass costs as much as 64 parallel ones; DESIGN.md,
+"Scaling rule"). ``prange`` over envs, per-env writes only, and the same
+floating-point operations in the same order as the NumPy code they replaced, so
+the results are bit-identical at any thread count (tests/test_g1_parallel.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+
+@njit(cache=True, parallel=True, fastmath=False)
+def action_to_ctrl(action_in, scale, default, action, ctrl):
+    """``action = nan_to_num(clip(action_in, -1, 1))`` and ``ctrl = action * scale + default``, per env.
+
+    The NumPy it replaced: ``np.clip`` into ``action``, ``np.nan_to_num(nan=0)`` (a NaN
+    stays NaN through the clip), ``np.multiply`` then ``+=`` (two roundings, no fused
+    multiply-add: Numba without fastmath does not contract them).
+    """
+    for e in prange(action.shape[0]):
+        for j in range(action.shape[1]):
+            a = np.float64(action_in[e, j])
+            if np.isnan(a):
+                a = 0.0
+            elif a < -1.0:
+                a = -1.0
+            elif a > 1.0:
+                a = 1.0
+            action[e, j] = a
+            ctrl[e, j] = a * scale[j] + default[j]
+
+
+@njit(cache=True, parallel=True, fastmath=False)
+def info_columns(terms, conds, terms_out, conds_out):
+    """``terms_out[k] = terms[:, k]`` as float32 and ``conds_out[k] = conds[:, k]``: one row per term or condition."""
+    for e in prange(terms.shape[0]):
+        for k in range(terms.shape[1]):
+            terms_out[k, e] = np.float32(terms[e, k])
+        for k in range(conds.shape[1]):
+            conds_out[k, e] = conds[e, k]

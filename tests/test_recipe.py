@@ -1,0 +1,122 @@
+"""The FastSAC recipes: `sac` = holosoma's G1 WBT FastSAC, `sac_cpu` without CUDA, the banner, the progress line."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from unilab.cli import config as cli_config
+from unilab.cli import train as train_cli
+from unilab.cli.config import choose_recipe, compose_config, explicit_algo_keys, split_argv, to_run_spec
+from unilab.runtime.metrics import MetricsLogger, format_duration
+from unilab.runtime.stats import counter_names
+from unilab.tasks.g1_motion_tracking.config import MotionTrackingConfig
+from unilab.telemetry.phase_timer import PhaseTimer
+
+
+def _algo(argv, cuda):
+    overrides, _ = split_argv(argv)
+    composed, line = choose_recipe(overrides, cuda=cuda)
+    return to_run_spec(compose_config(composed), check_paths=False).algo, line
+
+
+def test_plain_train_without_cuda_is_the_cpu_recipe():
+    algo, line = _algo(["--task", "pendulum"], cuda=False)
+    assert line == "unilab: recipe sac_cpu (no CUDA device; --algo sac forces the GPU recipe)"
+    assert (algo.num_envs, algo.batch_size, algo.num_atoms, algo.actor_hidden_dims) == (256, 1024, 101, [256, 128])
+    assert algo.distributional and algo.gamma == 0.99  # the rest is the GPU recipe's
+
+
+def test_plain_train_with_cuda_and_forced_sac_are_the_holosoma_recipe():
+    for argv, cuda, line in ((["--task", "pendulum"], True, "unilab: recipe sac (CUDA device found)"),
+                             (["--algo", "sac", "--task", "pendulum"], False, "unilab: recipe sac (--algo sac)")):
+        algo, got = _algo(argv, cuda)
+        assert got == line
+        assert algo.distributional and algo.num_atoms == 501 and (algo.v_min, algo.v_max) == (-20.0, 20.0)
+        assert (algo.gamma, algo.tau, algo.num_updates, algo.policy_frequency) == (0.99, 0.05, 4, 2)
+        assert (algo.num_envs, algo.n_steps, algo.target_entropy_scale, algo.batch_size) == (4096, 1, 0.5, 8192)
+        assert algo.actor_hidden_dims == [512, 256, 128] and algo.critic_hidden_dims == [768, 384, 192]
+        assert (algo.actor_lr, algo.critic_lr, algo.alpha_lr, algo.alpha_init) == (3e-4, 3e-4, 3e-4, 0.001)
+        assert (algo.buffer_size, algo.learning_starts, algo.use_cdq, algo.max_iterations) == (1024, 10, False,
+                                                                                               400_000)
+
+
+def test_the_chosen_recipe_does_not_make_algo_keys_explicit_for_resume():
+    overrides, _ = split_argv(["--task", "pendulum", "algo.num_envs=8", "training.resume=somewhere"])
+    composed, line = choose_recipe(overrides, cuda=False)
+    assert composed[0] == "algo=sac_cpu" and "checkpoint's algo keys win" in line
+    assert explicit_algo_keys(overrides) == ("num_envs",)  # what train passes on: the user's keys only
+
+
+def test_train_cfg_shows_the_cpu_recipe_without_cuda(monkeypatch, capsys):
+    monkeypatch.setattr(cli_config, "cuda_available", lambda: False)
+    assert train_cli.main(["--task", "pendulum", "--cfg"]) == 0
+    out = capsys.readouterr().out
+    assert "num_envs: 256" in out and "num_atoms: 101" in out
+    monkeypatch.setattr(cli_config, "cuda_available", lambda: True)
+    assert train_cli.main(["--task", "pendulum", "--cfg"]) == 0
+    assert "num_envs: 4096" in capsys.readouterr().out
+
+
+def test_train_prints_the_recipe_line_before_it_starts(monkeypatch, capsys):
+    import unilab.runtime.trainer as trainer_mod
+
+    class Stop(Exception):
+        pass
+
+    def no_trainer(spec):
+        raise Stop
+
+    monkeypatch.setattr(cli_config, "cuda_available", lambda: False)
+    monkeypatch.setattr(trainer_mod, "Trainer", no_trainer)
+    with pytest.raises(Stop):
+        train_cli.main(["--task", "pendulum", "training.no_play=true"])
+    assert "unilab: recipe sac_cpu (no CUDA device; --algo sac forces the GPU recipe)" in capsys.readouterr().out
+
+
+def test_cuda_probe_imports_no_torch():
+    import torch
+
+    if torch.version.hip:
+        pytest.skip("a ROCm build asks torch itself")
+    code = "import sys; from unilab.cli.config import cuda_available; cuda_available(); print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
+
+
+def test_task_defaults_are_holosomas_fast_sac_facts():
+    cfg = MotionTrackingConfig()
+    r = cfg.rewards
+    got = {n: (getattr(r, n).weight, getattr(r, n).sigma) for n in
+           ("anchor_pos", "anchor_ori", "body_pos", "body_ori", "body_lin_vel", "body_ang_vel", "action_rate",
+            "joint_limit")}
+    assert got == {"anchor_pos": (1.0, 0.3), "anchor_ori": (0.5, 0.4), "body_pos": (2.0, 0.3),
+                   "body_ori": (1.0, 0.4), "body_lin_vel": (1.0, 1.0), "body_ang_vel": (1.0, 3.14),
+                   "action_rate": (-1.0, None), "joint_limit": (-10.0, None)}
+    t = cfg.terminations
+    assert (t.anchor_height, t.anchor_orientation, t.end_effector_height) == (0.5, 0.8, 0.25)
+    assert (cfg.action_scale, cfg.action_scale_mode, cfg.action_bound_from_joint_range) == (0.25, "effort_over_kp",
+                                                                                          True)
+    assert cfg.reward_times_dt and cfg.soft_joint_limit_factor == 0.9
+    assert (cfg.sim_dt, cfg.decimation, cfg.max_episode_length_s) == (0.005, 4, 10.0)
+
+
+def test_progress_line_between_log_intervals(capsys):
+    names = counter_names([])
+    log = MetricsLogger(None, 8, names, pids=[], enabled=False, log_interval=1000, console_interval_s=5.0,
+                        max_iterations=100)
+    log.start(0, np.zeros(len(names)))
+    log.enabled = True  # the console only (no TensorBoard writer was made)
+    log.step(3, PhaseTimer(), {})
+    assert capsys.readouterr().out == ""  # not yet a console interval
+    log._console_t -= 10.0  # 10 s went by
+    log._run_t0 -= 10.0
+    log.step(5, PhaseTimer(), {})
+    line = capsys.readouterr().out.strip()
+    assert re.fullmatch(r"unilab: iter 5/100 \| steps/s \d+ \| ETA 3m\d\ds \| iter \d+\.\d ms", line), line
+    assert format_duration(3725) == "1h02m" and format_duration(42) == "42s"
