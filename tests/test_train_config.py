@@ -177,6 +177,7 @@ def test_play_defaults_are_declared_once():
         "checkpoint": "run", "num_envs": PlayConfig.num_envs, "steps": PlayConfig.steps, "out": PlayConfig.out,
         "no_video": not PlayConfig.video, "device": PlayConfig.device, "seed": PlayConfig.seed,
         "width": PlayConfig.width, "height": PlayConfig.height,
+        "ghost": PlayConfig.ghost, "no_text": not PlayConfig.text,
     }
     training = TrainingConfig()
     assert (training.play_num_envs, training.play_steps) == (PlayConfig.num_envs, PlayConfig.steps)
