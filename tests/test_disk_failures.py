@@ -51,7 +51,7 @@ def test_full_disk_keeps_training_then_fails_clearly(tmp_path):
     # the first periodic save (iteration 10) fails, is reported once, and training goes on
     assert out.stderr.count("unilab: error: could not write checkpoint") == 1, out.stderr
     assert f"could not write checkpoint {run / 'model_10.pt'}: {reason}; training continues" in out.stderr
-    assert "unilab: iter 30 |" in out.stdout
+    assert "unilab: iter 30/30 |" in out.stdout
     # the final save fails the run with the cause, not torch's "enforce fail"
     assert f"train: error: could not write checkpoint {run / 'model_30.pt'}: {reason}" in out.stderr
     assert "enforce fail" not in out.stderr and "Traceback" not in out.stderr, out.stderr
