@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ import mujoco
 import pytest
 
 from unilab.assets.builtin import load_humanoid
+from unilab.render.video import RenderUnavailable, select_gl_backend
 
 
 @pytest.fixture(scope="session")
@@ -47,3 +49,19 @@ def g1_short_run(tmp_path_factory) -> Path:
     runs = sorted((root / "fast_sac" / "g1_motion_tracking").glob("*_mujoco"))
     assert len(runs) == 1 and (runs[0] / "model_20.pt").is_file(), f"no model_20.pt under {root}"
     return runs[0]
+
+
+@pytest.fixture(scope="module")
+def gl_backend():
+    """A working GL backend for rendering tests, probed once; skips (with the reason) on machines without one."""
+    saved = os.environ.get("MUJOCO_GL")
+    try:
+        return select_gl_backend()
+    except RenderUnavailable as e:
+        pytest.skip(str(e))
+    finally:
+        # keep the probe's choice out of other tests' environment
+        if saved is None:
+            os.environ.pop("MUJOCO_GL", None)
+        else:
+            os.environ["MUJOCO_GL"] = saved

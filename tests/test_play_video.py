@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 
 import imageio.v3 as iio
 import numpy as np
@@ -12,7 +11,6 @@ from test_g1_task import teleport, tiny_cfg  # noqa: F401 - tiny_cfg is a fixtur
 
 from unilab.algo.sac.agent import FastSAC
 from unilab.algo.sac.config import SACConfig
-from unilab.render.video import RenderUnavailable, select_gl_backend
 from unilab.runtime import play as play_module
 from unilab.runtime.checkpoint import save_checkpoint
 from unilab.runtime.config import PlayConfig, SimConfig
@@ -22,21 +20,6 @@ from unilab.tasks.pendulum.config import PendulumConfig
 from unilab.tasks.registry import make_env
 
 W, H = 160, 120
-
-
-@pytest.fixture(scope="module")
-def gl_backend():
-    """A working backend, probed once; skips (with the reason) on machines without one."""
-    saved = os.environ.get("MUJOCO_GL")
-    try:
-        return select_gl_backend()
-    except RenderUnavailable as e:
-        pytest.skip(str(e))
-    finally:
-        if saved is None:
-            os.environ.pop("MUJOCO_GL", None)
-        else:
-            os.environ["MUJOCO_GL"] = saved
 
 
 def test_tracking_env_reference_and_text(tiny_cfg):  # noqa: F811 - the fixture

@@ -19,22 +19,6 @@ SRC = str(Path(video.__file__).resolve().parents[2])
 W, H = 160, 120
 
 
-@pytest.fixture(scope="module")
-def gl_backend():
-    """A working backend, probed once; skips (with the reason) on machines without one."""
-    saved = os.environ.get("MUJOCO_GL")
-    try:
-        return select_gl_backend()
-    except RenderUnavailable as e:
-        pytest.skip(str(e))
-    finally:
-        # keep the probe's choice out of other tests' environment
-        if saved is None:
-            os.environ.pop("MUJOCO_GL", None)
-        else:
-            os.environ["MUJOCO_GL"] = saved
-
-
 def _walking_qpos(model, n: int) -> np.ndarray:
     q = np.tile(model.qpos0, (n, 1))
     q[:, 0] = np.linspace(0.0, 1.0, n)  # root moves along x
