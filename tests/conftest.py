@@ -1,4 +1,4 @@
-"""Shared fixtures: the built-in humanoid, an isolated unilab cache, a short G1 training run."""
+"""Shared fixtures: Numba's workers, the built-in humanoid, an isolated unilab cache, a short G1 training run."""
 
 from __future__ import annotations
 
@@ -12,6 +12,19 @@ import pytest
 
 from unilab.assets.builtin import load_humanoid
 from unilab.render.video import RenderUnavailable, select_gl_backend
+from unilab.sim import numba_threads
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _numba_workers_started_by_unilab():
+    """Numba's workers start through unilab whatever test runs first.
+
+    A bare parallel kernel (e.g. a unit test of one driver) would otherwise start
+    them itself, and the tests that read their thread ids and pins back would
+    depend on the order the tests run in, as a user's program would not: every
+    env starts them through :func:`numba_threads.launch` before any kernel runs.
+    """
+    numba_threads.launch()
 
 
 @pytest.fixture(scope="session")

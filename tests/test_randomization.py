@@ -108,6 +108,8 @@ def test_neutral_randomization_is_bit_identical_and_leaves_the_env_rng_alone(tin
     np.testing.assert_array_equal(plain.clip, neutral.clip)
     np.testing.assert_array_equal(plain.frame, neutral.frame)
     assert plain.rng.bit_generator.state == neutral.rng.bit_generator.state
+    np.testing.assert_array_equal(plain.reset_noise_streams, neutral.reset_noise_streams)
+    np.testing.assert_array_equal(plain.obs_noise_streams, neutral.obs_noise_streams)
 
 
 def test_every_term_on_leaves_the_env_rng_stream_alone(tiny_cfg):  # noqa: F811
@@ -118,6 +120,7 @@ def test_every_term_on_leaves_the_env_rng_stream_alone(tiny_cfg):  # noqa: F811
     np.testing.assert_array_equal(plain.clip, rand.clip)
     np.testing.assert_array_equal(plain.frame, rand.frame)
     assert plain.rng.bit_generator.state == rand.rng.bit_generator.state
+    np.testing.assert_array_equal(plain.reset_noise_streams, rand.reset_noise_streams)
 
 
 def test_friction_per_env_in_range_on_robot_and_ground_only(tiny_cfg):  # noqa: F811

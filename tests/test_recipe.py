@@ -12,7 +12,7 @@ import pytest
 from unilab.cli import config as cli_config
 from unilab.cli import train as train_cli
 from unilab.cli.config import choose_recipe, compose_config, explicit_algo_keys, split_argv, to_run_spec
-from unilab.runtime.metrics import MetricsLogger, format_duration
+from unilab.runtime.metrics import FIRST_LINE_S, MetricsLogger, format_duration
 from unilab.runtime.stats import counter_names
 from unilab.tasks.g1_motion_tracking.config import MotionTrackingConfig
 from unilab.telemetry.phase_timer import PhaseTimer
@@ -116,7 +116,45 @@ def test_progress_line_between_log_intervals(capsys):
     assert capsys.readouterr().out == ""  # not yet a console interval
     log._console_t -= 10.0  # 10 s went by
     log._run_t0 -= 10.0
+    log._console_due -= 10.0
     log.step(5, PhaseTimer(), {})
     line = capsys.readouterr().out.strip()
     assert re.fullmatch(r"unilab: iter 5/100 \| steps/s \d+ \| ETA 3m\d\ds \| iter \d+\.\d ms", line), line
     assert format_duration(3725) == "1h02m" and format_duration(42) == "42s"
+
+
+def test_progress_line_of_a_time_limited_run_shows_elapsed_over_the_limit(capsys):
+    """With the time limit ending the run first, the line counts time, not a never-reached iteration total."""
+    names = counter_names([])
+    log = MetricsLogger(None, 8, names, pids=[], enabled=True, log_interval=1000, console_interval_s=5.0,
+                        max_iterations=10_000_000, time_limit_s=1200)
+    log.start(0, np.zeros(len(names)))
+    log._console_t -= 60.0
+    log._run_t0 -= 60.0
+    log._console_due -= 60.0
+    log.step(300, PhaseTimer(), {})
+    line = capsys.readouterr().out.strip()
+    pattern = r"unilab: iter 300 \(1m00s/20m00s\) \| steps/s \d+ \| ETA 19m00s \| iter \d+\.\d ms"
+    assert re.fullmatch(pattern, line), line
+    # the iteration count ends it first: the total is shown again
+    log.max_iterations = 400
+    log._console_t -= 10.0
+    log._console_due -= 10.0
+    log.step(350, PhaseTimer(), {})
+    assert capsys.readouterr().out.startswith("unilab: iter 350/400 |")
+
+
+def test_first_progress_line_comes_early(capsys, monkeypatch):
+    """The first line after FIRST_LINE_S of training, then one per console interval."""
+    clock = [100.0]
+    monkeypatch.setattr("unilab.runtime.metrics.time.monotonic", lambda: clock[0])
+    names = counter_names([])
+    log = MetricsLogger(None, 8, names, pids=[], enabled=True, log_interval=1000, console_interval_s=30.0)
+    log.start(0, np.zeros(len(names)))
+    lines = []
+    for it, t in enumerate((1.0, FIRST_LINE_S - 0.1, FIRST_LINE_S + 0.1, 20.0, FIRST_LINE_S + 30.2), start=1):
+        clock[0] = 100.0 + t
+        log.step(it, PhaseTimer(), {})
+        lines.append(capsys.readouterr().out)
+    assert [bool(x) for x in lines] == [False, False, True, False, True]
+    assert lines[2].startswith("unilab: iter 3 |")

@@ -61,7 +61,7 @@ class TrainingConfig:
     log_interval: int = 10
     """Iterations between TensorBoard scalar writes."""
     console_interval_s: float = 5.0
-    """Seconds between console progress lines."""
+    """Seconds between console progress lines (the first comes after at most 2 s of training)."""
     save_interval: int = 1000
     """Iterations between checkpoints (model_<iter>.pt); a final one is always written; 0: only the final one."""
     save_replay: bool = False

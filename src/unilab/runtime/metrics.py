@@ -2,8 +2,8 @@
 
 TensorBoard scalars every ``log_interval`` iterations, a console progress line
 (iterations, steps/s, ETA, and the latest logged numbers) every
-``console_interval_s`` seconds whatever the log interval, so a slow run shows
-life within seconds. All per-phase values are means per iteration
+``console_interval_s`` seconds whatever the log interval (the first one after
+at most :data:`FIRST_LINE_S`), so a slow run shows life within seconds. All per-phase values are means per iteration
 over the interval; steps are env steps summed over all envs.
 """
 
@@ -19,6 +19,8 @@ from unilab.runtime.stats import STAT, Counters, delta
 from unilab.sim.spec import EnvSpec
 from unilab.telemetry.phase_timer import PhaseTimer
 
+
+FIRST_LINE_S = 2.0  # the first progress line: start-up already took seconds, show the rate soon
 
 class TrainingDiverged(RuntimeError):
     """(Nearly) every env stayed in a bad state for training.divergence_window iterations."""
@@ -83,6 +85,7 @@ class MetricsLogger:
         self._it0 = iteration
         self._t0 = time.monotonic()
         self._console_t = self._t0
+        self._console_due = self._t0 + min(FIRST_LINE_S, self.console_interval_s)
         self._run_t0, self._run_it0 = self._t0, iteration  # for the ETA
         self._console_it = iteration
         if self.sampler is not None:
@@ -96,10 +99,11 @@ class MetricsLogger:
         if self.due(iteration):
             self._log(iteration, timer, train_metrics)
         now = time.monotonic()
-        if self.enabled and now - self._console_t >= self.console_interval_s:
+        if self.enabled and now >= self._console_due:
             self._console(iteration, now)
             self._warn_bad_envs()
             self._console_t = now
+            self._console_due = now + self.console_interval_s
 
     def _log(self, iteration: int, timer: PhaseTimer, train_metrics: dict[str, float]) -> None:
         """TensorBoard scalars of the interval since the last log."""
@@ -200,21 +204,29 @@ class MetricsLogger:
 
     def eta_s(self, iteration: int, now: float) -> float | None:
         """Seconds left at the run's mean rate so far: to max_iterations or the time limit, whichever is first."""
-        done, wall = iteration - self._run_it0, now - self._run_t0
-        left = []
-        if self.max_iterations is not None and done > 0:
-            left.append(max(0, self.max_iterations - iteration) * wall / done)
-        if self.time_limit_s is not None:
-            left.append(max(0.0, self.time_limit_s - wall))
+        left = [t for t in self._etas(iteration, now) if t is not None]
         return min(left) if left else None
+
+    def _etas(self, iteration: int, now: float) -> tuple[float | None, float | None]:
+        """(seconds to max_iterations at the mean rate so far, seconds to the time limit); None where unknown."""
+        done, wall = iteration - self._run_it0, now - self._run_t0
+        to_iters = None
+        if self.max_iterations is not None and done > 0:
+            to_iters = max(0, self.max_iterations - iteration) * wall / done
+        to_time = None if self.time_limit_s is None else max(0.0, self.time_limit_s - wall)
+        return to_iters, to_time
 
     def _console(self, iteration: int, now: float) -> None:
         """One progress line: iterations, steps/s and ETA, then the latest logged numbers (if any yet)."""
         s = self.last
         done, wall = iteration - self._console_it, now - self._console_t  # the rate since the last line
         self._console_it = iteration
-        total = f"/{self.max_iterations:,}" if self.max_iterations is not None else ""
+        to_iters, to_time = self._etas(iteration, now)
         eta = self.eta_s(iteration, now)
+        # the limit that ends the run: the iteration count, or elapsed / limit when the time limit comes first
+        total = f"/{self.max_iterations:,}" if self.max_iterations is not None else ""
+        if to_time is not None and (to_iters is None or to_time < to_iters):
+            total = f" ({format_duration(now - self._run_t0)}/{format_duration(self.time_limit_s)})"
         parts = [
             f"iter {iteration:,}{total}",
             f"steps/s {self.num_envs * done / wall if wall > 0 else 0.0:,.0f}",

@@ -29,6 +29,7 @@ from unilab.sim.mujoco.pd_model import actuated_joints, effort_limits, make_pd_m
 from unilab.sim.mujoco.pool import SUBPHASES as POOL_SUBPHASES
 from unilab.sim.mujoco.pool import BatchEnvPool
 from unilab.tasks.base import Buffers, EpisodeBook, Obs, PoolEnv, StepResult, observations, result
+from unilab.tasks.env_streams import env_streams
 from unilab.tasks.g1_motion_tracking.config import MotionTrackingConfig, match_joint_values, motion_file_list
 from unilab.tasks.g1_motion_tracking.motion import MotionLibrary
 from unilab.tasks.g1_motion_tracking.observations import ObsLayout, gather_robot_state, observation_driver
@@ -172,7 +173,6 @@ class MotionTrackingEnv(PoolEnv):
         self.sampler = StartFrameSampler(lib, cfg.reset)
         self.layout = ObsLayout(nj, len(cfg.tracked_bodies), cfg.policy_obs)  # the actor set picks the driver
         self.noise_scale = self.layout.noise_scale(cfg.obs_noise)
-        self._use_obs_noise = bool(np.any(self.noise_scale))
         max_len = np.inf if cfg.max_episode_length_s is None else int(round(cfg.max_episode_length_s / self.control_dt))
         self.max_episode_steps = max_len
 
@@ -206,7 +206,9 @@ class MotionTrackingEnv(PoolEnv):
         self._done = np.zeros(n, dtype=bool)
         self.ref_index = np.zeros(n, dtype=np.int64)  # each env's reference frame: a row of the library arrays
         self._all_rows = np.arange(n, dtype=np.int64)
-        self._zero_noise = np.zeros((1, self.obs_dim))
+        # observation noise: one stream per env, drawn inside the parallel driver (a NumPy fill was serial)
+        self.obs_noise_streams = env_streams(seed, n, tag=1)
+        self.reset_noise_streams = env_streams(seed, n, tag=2)  # reset noise, drawn in the start-state driver
         self.arrays = TaskArrays(
             anchor=self.anchor, ee_index=self.ee_index, body_pos=self.body_pos, body_quat=self.body_quat,
             body_lin=self.body_lin, body_ang=self.body_ang, joint_pos=self.joint_pos, joint_vel=self.joint_vel,
@@ -233,9 +235,7 @@ class MotionTrackingEnv(PoolEnv):
 
     def _observe(self, rows: np.ndarray, policy: np.ndarray, critic: np.ndarray) -> None:
         """Observations of envs ``rows`` (gathered state, ``ref_index``, ``last_action``) into their rows."""
-        k = rows.shape[0]
-        noise = self.rng.uniform(-1.0, 1.0, size=(k, self.obs_dim)) if self._use_obs_noise else self._zero_noise
-        self._obs_driver(self.arrays, rows, self._obs_offsets, self.noise_scale, noise, policy, critic)
+        self._obs_driver(self.arrays, rows, self._obs_offsets, self.noise_scale, self.obs_noise_streams, policy, critic)
 
     # ------------------------------------------------------------------
     def reset(self, out: Buffers | None = None) -> Obs:
@@ -281,7 +281,7 @@ class MotionTrackingEnv(PoolEnv):
         self.clip[rows] = clip
         self.frame[rows] = frame
         self.motion.flat_index_into(self.clip, self.frame, rows, self.ref_index)
-        qpos, qvel = start_state(self.motion, self.ref_index, rows, self.cfg.reset.noise, self.rng,
+        qpos, qvel = start_state(self.motion, self.ref_index, rows, self.cfg.reset.noise, self.reset_noise_streams,
                                  self.qpos_adr, self.joint_lo, self.joint_hi)
         self.pool.reset(rows, qpos, qvel)
         self.last_action[rows] = 0.0

@@ -245,8 +245,11 @@ def noise_scale_vector(num_joints: int, noise_cfg, preset: str = DEFAULT_PRESET)
 _CHUNK = 64  # envs per scratch row: one allocation per chunk, not per env
 
 _TEMPLATE = '''
+from unilab.tasks.env_streams import next_symmetric
+
+
 @njit(cache=True, parallel=True, fastmath=False)
-def obs_driver(s, rows, offs, noise_scale, noise, policy_out, critic_out):
+def obs_driver(s, rows, offs, noise_scale, noise_streams, policy_out, critic_out):
     n = rows.shape[0]
     pd = policy_out.shape[1]
     cd = critic_out.shape[1]
@@ -263,8 +266,8 @@ def obs_driver(s, rows, offs, noise_scale, noise, policy_out, critic_out):
             # float32 out; a diverged env must not leak NaN/inf into the learner (it is reset this step anyway)
             for m in range(pd):
                 x = row[m]
-                if use_noise:
-                    x = row[m] + noise_scale[m] * noise[i, m]
+                if use_noise:  # every entry draws (scale 0 too): the stream's use does not depend on the scales
+                    x = row[m] + noise_scale[m] * next_symmetric(noise_streams, e)
                 y = np.float32(x)
                 policy_out[e, m] = y if np.isfinite(y) else np.float32(0.0)
             for m in range(cd):
@@ -274,14 +277,17 @@ def obs_driver(s, rows, offs, noise_scale, noise, policy_out, critic_out):
 
 
 def observation_driver(layout: ObsLayout | None = None):
-    """``driver(s, rows, offsets, noise_scale, noise, policy_out, critic_out)``: rows ``e = rows[i]`` of the outputs.
+    """``driver(s, rows, offsets, noise_scale, noise_streams, policy_out, critic_out)``: rows ``e = rows[i]``.
 
     One generated driver per preset (its pieces in ``layout``'s critic order;
     default: the default preset); ``offsets`` are ``layout.offsets``.
-    ``noise`` is ``(len(rows), policy_dim)`` uniform [-1, 1] (unread when every scale is 0).
+    ``noise_streams`` are the envs' streams (:mod:`unilab.tasks.env_streams`): env
+    ``e``'s noise is its next ``policy_dim`` draws, uniform [-1, 1), in entry order
+    (as ``fill_symmetric`` makes them); untouched when every scale is 0.
     """
     pieces = (layout or ObsLayout(0, 0)).pieces
-    return generate_driver(_TEMPLATE, "f{i}(s, e, r, row, offs[{i}])", pieces, "obs_driver")
+    return generate_driver(_TEMPLATE, "f{i}(s, e, r, row, offs[{i}])", pieces, "obs_driver",
+                           depends=("unilab.tasks.env_streams",))
 
 
 @njit(cache=True, parallel=True, fastmath=False)

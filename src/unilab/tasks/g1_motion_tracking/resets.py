@@ -7,6 +7,7 @@ from numba import njit, prange
 
 from unilab.sim.quat import qmul, qrot
 from unilab.tasks.g1_motion_tracking.config import ResetConfig, ResetNoiseConfig
+from unilab.tasks.env_streams import next_symmetric
 from unilab.tasks.g1_motion_tracking.motion import MotionLibrary
 
 
@@ -92,66 +93,68 @@ def _ema_update(fail_ema, bins, a):
 
 
 def start_state(library: MotionLibrary, ref_index: np.ndarray, rows: np.ndarray, noise: ResetNoiseConfig,
-                rng: np.random.Generator, joint_qposadr: np.ndarray, joint_lo: np.ndarray, joint_hi: np.ndarray
+                streams: np.ndarray, joint_qposadr: np.ndarray, joint_lo: np.ndarray, joint_hi: np.ndarray
                 ) -> tuple[np.ndarray, np.ndarray]:
     """Reference (qpos, qvel) of envs ``rows`` (frames ``ref_index[rows]``) with uniform noise.
 
     Noise on the root pose/velocity and joints; root linear and angular
     velocity noise are drawn in the world frame; noisy joint angles are
-    clipped into ``[joint_lo, joint_hi]``. The random draws (one vectorised
-    call per noise array, in a fixed order) and the roll-pitch-yaw cos/sin stay
-    in NumPy: a Numba cos/sin may round differently from NumPy's loops. The
-    per-row arithmetic runs in a parallel driver, in the same operation order
-    as the NumPy expressions it replaced (bit-identical; tests keep that
-    version as the reference).
+    clipped into ``[joint_lo, joint_hi]``. Env ``e``'s draws come from its own
+    stream ``streams[e]`` (:mod:`unilab.tasks.env_streams`), inside the parallel
+    driver: per env, in this order, 3 root position, 3 roll-pitch-yaw, 3 root
+    linear velocity, 3 root angular velocity and one per joint, all drawn
+    whatever the scales (so the stream's use does not depend on them). Per-row
+    arithmetic keeps the operation order of the NumPy code it replaced (tests
+    keep that version as the reference).
     """
     n = rows.shape[0]
-    nj = joint_qposadr.shape[0]
     qpos = np.empty((n, library.qpos.shape[1]))
     qvel = np.empty((n, library.qvel.shape[1]))
     if n == 0:
         return qpos, qvel
-
-    def u(scale, size):
-        s = np.asarray(scale, dtype=np.float64)
-        if not np.any(s):
-            return np.zeros(size)
-        return rng.uniform(-1.0, 1.0, size=size) * s
-
-    dp = u(noise.root_pos, (n, 3))
-    rpy = u(noise.root_rpy, (n, 3))
-    dv = u(noise.root_lin_vel, (n, 3))
-    w = u(noise.root_ang_vel, (n, 3))
-    dj = u(noise.joint_pos, (n, nj))
-    # an all-zero noise array leaves its part exactly untouched (as before: no normalisation either)
-    use_rpy, use_w, use_dj = bool(np.any(rpy)), bool(np.any(w)), bool(np.any(dj))
-    half = 0.5 * rpy
-    trig = np.stack([np.cos(half[:, 0]), np.sin(half[:, 0]), np.cos(half[:, 1]), np.sin(half[:, 1]),
-                     np.cos(half[:, 2]), np.sin(half[:, 2])], axis=1) if use_rpy else np.zeros((n, 6))
-    _start_state_driver(ref_index, rows, library.qpos, library.qvel, dp, trig, use_rpy, dv, w, use_w, dj, use_dj,
+    nj = joint_qposadr.shape[0]
+    scales = np.zeros(12 + nj)
+    for i, part in enumerate((noise.root_pos, noise.root_rpy, noise.root_lin_vel, noise.root_ang_vel)):
+        scales[3 * i:3 * i + 3] = np.broadcast_to(np.asarray(part, dtype=np.float64), (3,))
+    scales[12:] = float(noise.joint_pos)
+    _start_state_driver(ref_index, rows, library.qpos, library.qvel, streams, scales,
                         joint_qposadr.astype(np.int64), joint_lo, joint_hi, qpos, qvel)
     return qpos, qvel
 
 
 @njit(cache=True, parallel=True, fastmath=False)
-def _start_state_driver(ref_index, rows, lib_qpos, lib_qvel, dp, trig, use_rpy, dv, w, use_w, dj, use_dj, qadr,
-                        lo, hi, qpos, qvel):
-    """Row ``k``: library frame ``ref_index[rows[k]]`` plus the noise of row ``k``, into ``qpos[k]``/``qvel[k]``.
+def _start_state_driver(ref_index, rows, lib_qpos, lib_qvel, streams, scales, qadr, lo, hi, qpos, qvel):
+    """Row ``k``: library frame ``ref_index[rows[k]]`` plus env ``rows[k]``'s noise, into ``qpos[k]``/``qvel[k]``.
 
-    ``trig`` holds cos/sin of half the roll, pitch and yaw noise; each expression
-    keeps the order of the NumPy code it replaced (quat_mul, quat_normalize with
-    ``np.linalg.norm``'s sequential sum of four squares, quat_rotate_inv, np.clip).
+    ``scales`` are the half-widths in draw order (see :func:`start_state`). A
+    group whose scales are all 0 adds exactly 0 (and the roll-pitch-yaw and
+    angular-velocity groups then skip their rotation, joints their clip). Each
+    expression keeps the order of the NumPy code it replaced (quat_mul,
+    quat_normalize with ``np.linalg.norm``'s sequential sum of four squares,
+    quat_rotate_inv, np.clip).
     """
+    nj = qadr.shape[0]
+    use = np.zeros(5, dtype=np.bool_)  # root_pos, root_rpy, root_lin_vel, root_ang_vel, joint_pos
+    for i in range(12 + nj):
+        if scales[i] != 0.0:
+            use[min(i // 3, 4)] = True
     for k in prange(rows.shape[0]):
-        r = ref_index[rows[k]]
+        e = rows[k]
+        d = np.empty(12 + nj)
+        for i in range(12 + nj):
+            x = next_symmetric(streams, e)
+            d[i] = x * scales[i] if use[min(i // 3, 4)] else 0.0
+        r = ref_index[e]
         for i in range(qpos.shape[1]):
             qpos[k, i] = lib_qpos[r, i]
         for i in range(qvel.shape[1]):
             qvel[k, i] = lib_qvel[r, i]
         for c in range(3):
-            qpos[k, c] = qpos[k, c] + dp[k, c]
-        if use_rpy:
-            cr, sr, cp, sp, cy, sy = trig[k, 0], trig[k, 1], trig[k, 2], trig[k, 3], trig[k, 4], trig[k, 5]
+            qpos[k, c] = qpos[k, c] + d[c]
+        if use[1]:
+            cr, sr = np.cos(0.5 * d[3]), np.sin(0.5 * d[3])
+            cp, sp = np.cos(0.5 * d[4]), np.sin(0.5 * d[4])
+            cy, sy = np.cos(0.5 * d[5]), np.sin(0.5 * d[5])
             # extrinsic x then y then z, times the reference orientation
             t = qmul(cr * cp * cy + sr * sp * sy, sr * cp * cy - cr * sp * sy, cr * sp * cy + sr * cp * sy,
                      cr * cp * sy - sr * sp * cy, qpos[k, 3], qpos[k, 4], qpos[k, 5], qpos[k, 6])
@@ -162,14 +165,14 @@ def _start_state_driver(ref_index, rows, lib_qpos, lib_qvel, dp, trig, use_rpy, 
             else:  # zero or NaN norm: identity
                 qpos[k, 3], qpos[k, 4], qpos[k, 5], qpos[k, 6] = 1.0, 0.0, 0.0, 0.0
         for c in range(3):
-            qvel[k, c] = qvel[k, c] + dv[k, c]
-        if use_w:
-            v = qrot(qpos[k, 3], qpos[k, 4], qpos[k, 5], qpos[k, 6], w[k, 0], w[k, 1], w[k, 2], True)
+            qvel[k, c] = qvel[k, c] + d[6 + c]
+        if use[3]:
+            v = qrot(qpos[k, 3], qpos[k, 4], qpos[k, 5], qpos[k, 6], d[9], d[10], d[11], True)
             for c in range(3):
                 qvel[k, 3 + c] = qvel[k, 3 + c] + v[c]
-        if use_dj:
-            for j in range(qadr.shape[0]):
-                x = qpos[k, qadr[j]] + dj[k, j]
+        if use[4]:
+            for j in range(nj):
+                x = qpos[k, qadr[j]] + d[12 + j]
                 if not np.isnan(x):  # np.clip: max(x, lo) then min(., hi), a NaN passes through
                     x = x if x > lo[j] else lo[j]
                     x = x if x < hi[j] else hi[j]
