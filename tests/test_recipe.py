@@ -126,9 +126,10 @@ def test_progress_line_between_log_intervals(capsys):
 def test_progress_line_of_a_time_limited_run_shows_elapsed_over_the_limit(capsys):
     """With the time limit ending the run first, the line counts time, not a never-reached iteration total."""
     names = counter_names([])
-    log = MetricsLogger(None, 8, names, pids=[], enabled=True, log_interval=1000, console_interval_s=5.0,
+    log = MetricsLogger(None, 8, names, pids=[], enabled=False, log_interval=1000, console_interval_s=5.0,
                         max_iterations=10_000_000, time_limit_s=1200)
     log.start(0, np.zeros(len(names)))
+    log.enabled = True  # the console only (no TensorBoard writer was made)
     log._console_t -= 60.0
     log._run_t0 -= 60.0
     log._console_due -= 60.0
@@ -149,8 +150,9 @@ def test_first_progress_line_comes_early(capsys, monkeypatch):
     clock = [100.0]
     monkeypatch.setattr("unilab.runtime.metrics.time.monotonic", lambda: clock[0])
     names = counter_names([])
-    log = MetricsLogger(None, 8, names, pids=[], enabled=True, log_interval=1000, console_interval_s=30.0)
+    log = MetricsLogger(None, 8, names, pids=[], enabled=False, log_interval=1000, console_interval_s=30.0)
     log.start(0, np.zeros(len(names)))
+    log.enabled = True  # the console only (no TensorBoard writer was made)
     lines = []
     for it, t in enumerate((1.0, FIRST_LINE_S - 0.1, FIRST_LINE_S + 0.1, 20.0, FIRST_LINE_S + 30.2), start=1):
         clock[0] = 100.0 + t
