@@ -154,6 +154,19 @@ def test_plot_script_writes_png(plot_module, tmp_path, capsys):
     assert "nope" in capsys.readouterr().err
     assert plot_module.main([str(tmp_path / "plots"), "--out", str(tmp_path / "e.png")]) == 2
 
+    # two runs on one figure, one line each
+    other = tmp_path / "other"
+    with ScalarWriter(other) as w:
+        for step in range(10):
+            w.add_dict({"episode/length_mean": 2 * step, "reward/total": step, "perf/steps_per_sec": 2e4}, step)
+    capsys.readouterr()
+    both = tmp_path / "both.png"
+    assert plot_module.main([str(logs), str(other), "--labels", "a,b", "--out", str(both)]) == 0
+    assert "3 curves, 2 runs" in capsys.readouterr().out
+    assert not np.array_equal(iio.imread(both), iio.imread(out))
+    assert plot_module.main([str(logs), str(other), "--labels", "a", "--out", str(both)]) == 2
+    assert "1 labels for 2 log dirs" in capsys.readouterr().err
+
 
 SCALARS_ON_A_FULL_DISK = """
 import resource, sys
