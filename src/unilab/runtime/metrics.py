@@ -19,7 +19,6 @@ from unilab.runtime.stats import STAT, Counters, delta
 from unilab.sim.spec import EnvSpec
 from unilab.telemetry.phase_timer import PhaseTimer
 
-
 FIRST_LINE_S = 2.0  # the first progress line: start-up already took seconds, show the rate soon
 
 class TrainingDiverged(RuntimeError):

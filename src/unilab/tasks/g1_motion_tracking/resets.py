@@ -6,8 +6,8 @@ import numpy as np
 from numba import njit, prange
 
 from unilab.sim.quat import qmul, qrot
-from unilab.tasks.g1_motion_tracking.config import ResetConfig, ResetNoiseConfig
 from unilab.tasks.env_streams import next_symmetric
+from unilab.tasks.g1_motion_tracking.config import ResetConfig, ResetNoiseConfig
 from unilab.tasks.g1_motion_tracking.motion import MotionLibrary
 
 
