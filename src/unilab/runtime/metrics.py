@@ -21,6 +21,7 @@ from unilab.telemetry.phase_timer import PhaseTimer
 
 FIRST_LINE_S = 2.0  # the first progress line: start-up already took seconds, show the rate soon
 
+
 class TrainingDiverged(RuntimeError):
     """(Nearly) every env stayed in a bad state for training.divergence_window iterations."""
 
