@@ -3,8 +3,9 @@
 TensorBoard scalars every ``log_interval`` iterations, a console progress line
 (iterations, steps/s, ETA, and the latest logged numbers) every
 ``console_interval_s`` seconds whatever the log interval (the first one after
-at most :data:`FIRST_LINE_S`), so a slow run shows life within seconds. All per-phase values are means per iteration
-over the interval; steps are env steps summed over all envs.
+at most :data:`FIRST_LINE_S`), so a slow run shows life within seconds. All
+per-phase values are means per iteration over the interval; steps are env
+steps summed over all envs.
 """
 
 from __future__ import annotations
@@ -202,11 +203,6 @@ class MetricsLogger:
                 flush=True,
             )
 
-    def eta_s(self, iteration: int, now: float) -> float | None:
-        """Seconds left at the run's mean rate so far: to max_iterations or the time limit, whichever is first."""
-        left = [t for t in self._etas(iteration, now) if t is not None]
-        return min(left) if left else None
-
     def _etas(self, iteration: int, now: float) -> tuple[float | None, float | None]:
         """(seconds to max_iterations at the mean rate so far, seconds to the time limit); None where unknown."""
         done, wall = iteration - self._run_it0, now - self._run_t0
@@ -222,7 +218,8 @@ class MetricsLogger:
         done, wall = iteration - self._console_it, now - self._console_t  # the rate since the last line
         self._console_it = iteration
         to_iters, to_time = self._etas(iteration, now)
-        eta = self.eta_s(iteration, now)
+        known = [t for t in (to_iters, to_time) if t is not None]
+        eta = min(known) if known else None  # whichever limit comes first
         # the limit that ends the run: the iteration count, or elapsed / limit when the time limit comes first
         total = f"/{self.max_iterations:,}" if self.max_iterations is not None else ""
         if to_time is not None and (to_iters is None or to_time < to_iters):
