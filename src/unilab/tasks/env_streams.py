@@ -10,8 +10,11 @@ drawn in the same call.
 
 SplitMix64 (Steele, Lea & Flood 2014; the seeder of the xoshiro generators)
 passes BigCrush; each env's stream is a Weyl sequence from its own start,
-which ``SeedSequence`` spreads over the 2**64 states (4096 envs x 1e9 draws
-each overlap with probability ~1e-7). Plenty for observation noise.
+which ``SeedSequence`` spreads over the 2**64 states. Two streams overlap only
+if their starts lie within the draws made of each other: for 4096 envs x 1e9
+draws each, probability ~(4096**2 x 1e9) / 2**64 ~ 1e-3, and an overlap would
+only make two envs share noise for a while. Plenty for observation and reset
+noise.
 """
 
 from __future__ import annotations
