@@ -343,12 +343,24 @@ def test_numba_workers_run_on_the_pool_cpus(tiny_cfg):  # noqa: F811
 
 
 def test_workers_do_not_spin_after_a_parallel_region(tiny_cfg):  # noqa: F811
-    """After a host phase, Numba's workers sleep: the process burns ~no CPU while the caller sleeps."""
+    """After a host phase, Numba's workers sleep at once: they burn no CPU while the caller sleeps.
+
+    Only the workers' own CPU time counts (other threads of the test process,
+    e.g. a library's, may run meanwhile). A spinning libgomp worker (the default
+    policy spins ~300k turns after each region) would show milliseconds here.
+    """
     env = MotionTrackingEnv(tiny_cfg, 256)
-    env.reset()
-    env.step(np.zeros((256, 2), dtype=np.float32))
-    c0, w0 = time.process_time(), time.perf_counter()
-    time.sleep(0.2)
-    cores = (time.process_time() - c0) / (time.perf_counter() - w0)
-    assert cores < 0.05, f"{cores:.3f} cores busy while idle: workers spin"
-    env.close()
+    try:
+        workers = numba_threads.worker_tids()
+        if not workers:
+            pytest.skip("Numba's worker ids are unknown here (no gettid)")
+        env.reset()
+        env.step(np.zeros((256, 2), dtype=np.float32))
+        before = {t: cpu.thread_cpu_seconds(t) for t in workers}
+        w0 = time.perf_counter()
+        time.sleep(0.3)
+        wall = time.perf_counter() - w0
+        busy = {t: (cpu.thread_cpu_seconds(t) - c) / wall for t, c in before.items()}
+        assert max(busy.values()) < 0.005, f"workers busy while idle (cores each): {busy}"
+    finally:
+        env.close()

@@ -180,6 +180,17 @@ def current_tid() -> int:
     return threading.get_native_id()
 
 
+def thread_cpu_seconds(tid: int) -> float:
+    """CPU time a thread of this process has run (Linux: /proc schedstat, ns; else stat, clock ticks)."""
+    try:
+        with open(f"/proc/self/task/{tid}/schedstat") as f:
+            return int(f.read().split()[0]) * 1e-9
+    except FileNotFoundError:
+        with open(f"/proc/self/task/{tid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
 def thread_affinity(tid: int) -> set[int]:
     """CPU set a thread may run on."""
     return set(os.sched_getaffinity(tid))

@@ -21,15 +21,16 @@ env are spawned, never forked, after a parallel call (Numba refuses otherwise).
 The count equals the pool's thread count (``numba.set_num_threads``). The workers
 start on the first parallel region and inherit that thread's CPU set; the pool
 pins the caller to ``cpu_ids[0]``, so workers would all share one CPU.
-:func:`configure` therefore starts them itself (one small parallel region at the
-full team size, seeing their thread ids appear in /proc/self/task) and, with
-``cpu_ids``, gives each the pool's CPU set explicitly (Linux). OpenMP keeps one
+:func:`launch` therefore starts them itself (one small parallel region at the
+full team size, in which each worker reports its own kernel thread id) and
+:func:`configure`, with ``cpu_ids``, gives each the pool's CPU set explicitly (Linux). OpenMP keeps one
 team per launching thread: the thread that builds the env must be the one that
 steps it (as everywhere in unilab).
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import threading
 from collections.abc import Sequence
@@ -54,15 +55,11 @@ def launch() -> list[int]:
     global _worker_tids
     with _lock:
         if _worker_tids is None:
-
             from numba.np.ufunc import parallel  # noqa: PLC0415
 
-            before = cpu.thread_ids()
-            already = bool(getattr(parallel, "_is_initialized", False))
-            if not already:
+            if not getattr(parallel, "_is_initialized", False):
                 _start_layer(parallel)
-            # threads started by Numba before us cannot be told apart from others: leave them
-            _worker_tids = [] if already else sorted(cpu.thread_ids() - before)
+            _worker_tids = _ask_workers_their_ids()
         return list(_worker_tids)
 
 
@@ -80,17 +77,58 @@ def _start_layer(parallel) -> None:
                 raise
             numba.config.THREADING_LAYER = LAYER = FALLBACK_LAYER
             parallel._launch_threads()  # noqa: SLF001 - as above
-        # OpenMP creates its workers at the first region: run one with every thread Numba may use
-        _touch(np.zeros(4 * numba.config.NUMBA_NUM_THREADS))
     finally:
         if saved is None:
             os.environ.pop("OMP_WAIT_POLICY", None)
 
 
+def _has_gettid() -> bool:
+    """libc has ``gettid`` (glibc >= 2.30; Linux only)."""
+    try:
+        return hasattr(ctypes.CDLL(None), "gettid")
+    except OSError:
+        return False
+
+
+def _ask_workers_their_ids(tries: int = 20) -> list[int]:
+    """The kernel ids of Numba's workers, each read by the worker itself inside a parallel region.
+
+    A region at the full team size also makes OpenMP create its workers (it
+    does so lazily). Asking the workers is exact; diffing /proc/self/task around
+    the start would also catch threads that other libraries start meanwhile.
+    Numba splits a prange of n = team size iterations into one chunk per
+    thread; a thread that got none (a scheduler's whim) is asked again.
+    """
+    if not _has_gettid() or not cpu.thread_ids():
+        return []
+    saved = numba.get_num_threads()
+    team = numba.config.NUMBA_NUM_THREADS
+    numba.set_num_threads(team)
+    try:
+        seen = np.zeros(team, dtype=np.int64)
+        for _ in range(tries):
+            _tid_region(seen)
+            if np.all(seen > 0):
+                break
+    finally:
+        numba.set_num_threads(saved)
+    caller = threading.get_native_id()
+    return sorted({int(t) for t in seen if t > 0 and t != caller})
+
+
+_gettid = numba.types.ExternalFunction("gettid", numba.types.int32())  # resolved when compiled: cacheable
+
+
 @numba.njit(parallel=True, cache=True)
-def _touch(x):
-    for i in numba.prange(x.shape[0]):
-        x[i] += 1.0
+def _tid_region(seen):
+    """Each thread writes its kernel id at its Numba thread index."""
+    for i in numba.prange(seen.shape[0]):
+        seen[numba.get_thread_id()] = _gettid()
+        x = 0.0
+        for k in range(20000):  # a little work, so that one thread does not take every chunk
+            x += k * 1e-12
+        if x < 0.0:
+            seen[i] = -1
 
 
 def configure(nthread: int, cpu_ids: Sequence[int] | None = None) -> list[int]:
