@@ -15,7 +15,12 @@ passive) vs 9.0-9.8 ms at 1.2 cores (workqueue) at 4096 envs on 2 cores
 The passive policy is set only while Numba loads its OpenMP runtime (the system
 libgomp, read once when it loads) and the previous value is put back, so other
 OpenMP runtimes (e.g. PyTorch's own bundled copy) keep theirs; a user's
-``OMP_WAIT_POLICY`` is respected. libgomp is not fork-safe: processes that use the
+``OMP_WAIT_POLICY`` is respected. The policy holds only where Numba is the first
+to load libgomp: PyTorch's import loads its own ``libgomp.so.1``, which Numba then
+shares, with the default (spinning) policy. The collector process, which steps the
+envs in training, never imports torch; in-process users of the env that import torch
+first (play, eval) spin a few milliseconds after each host phase (measured: ~0.03
+cores of one worker while idle). libgomp is not fork-safe: processes that use the
 env are spawned, never forked, after a parallel call (Numba refuses otherwise).
 
 The count equals the pool's thread count (``numba.set_num_threads``). The workers
