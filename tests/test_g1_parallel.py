@@ -29,7 +29,8 @@ from unilab.tasks.g1_motion_tracking.env import MotionTrackingEnv
 from unilab.tasks.g1_motion_tracking.observations import CRITIC_OBS, POLICY_OBS, ObsLayout
 from unilab.tasks.g1_motion_tracking.resets import StartFrameSampler, start_state
 from unilab.tasks.g1_motion_tracking.rewards import REWARD_TERMS, TERM_NAMES
-from unilab.tasks.g1_motion_tracking.step_kernels import action_to_ctrl, info_columns
+from unilab.tasks.g1_motion_tracking.step_driver import GATHER, OBSERVE, REWARDS, STEP, TERMINATE
+from unilab.tasks.g1_motion_tracking.step_kernels import action_to_ctrl
 from unilab.tasks.g1_motion_tracking.terminations import CONDITION_NAMES, TERMINATIONS
 
 
@@ -82,14 +83,18 @@ def _reference_update(env, rows, noise):
     policy = np.empty((k, env.obs_dim), dtype=np.float32)
     critic = np.empty((k, env.critic_obs_dim), dtype=np.float32)
     a = env.anchor
+    # the step's tail sets last_action = action before the observations read it
     ref_k.fill_observations(a, state[0], state[1], state[4], state[5], state[6], state[7], ref.body_pos_w[:, a],
                             ref.body_quat_w[:, a], ref.joint_pos, ref.joint_vel, env.default_joint_pos,
-                            env.last_action[rows], env.noise_scale, noise, policy, critic)
+                            env.action[rows], env.noise_scale, noise, policy, critic)
     if not (np.isfinite(policy).all() and np.isfinite(critic).all()):
         np.nan_to_num(policy, copy=False, nan=0.0, posinf=0.0, neginf=0.0)
         np.nan_to_num(critic, copy=False, nan=0.0, posinf=0.0, neginf=0.0)
-    return lib.flat_index(env.clip[rows], env.frame[rows]), state, terms, terms @ env.rewards.weights, conds, \
-        policy, critic
+    # the weighted sum in table order (was OpenBLAS's dot, whose order depends on the CPU)
+    reward = np.zeros(k)
+    for j, w in enumerate(env.rewards.weights):
+        reward += terms[:, j] * w
+    return lib.flat_index(env.clip[rows], env.frame[rows]), state, terms, reward, conds, policy, critic
 
 
 def _draws(states, rows, width):
@@ -99,23 +104,34 @@ def _draws(states, rows, width):
     return out
 
 
-def _parallel_update(env, rows, noise_streams):
-    """The env's drivers on the same state, outputs in the rows ``rows`` (noise from ``noise_streams``)."""
-    s = env.arrays
-    env.ref_index[rows] = -1  # the gather driver looks each env's reference row up itself
-    env._gather(rows)
-    terms = np.full((env.num_envs, len(TERM_NAMES)), np.nan)
-    reward = env.rewards.compute(s, rows, terms)
-    conds = np.zeros((env.num_envs, 3), dtype=bool)
-    failed = np.zeros(env.num_envs, dtype=bool)
-    env._term_driver(s, rows, env.thresholds, conds, failed)
-    np.testing.assert_array_equal(failed[rows], conds[rows].any(axis=1))
-    policy = np.full((env.num_envs, env.obs_dim), np.nan, dtype=np.float32)
-    critic = np.full((env.num_envs, env.critic_obs_dim), np.nan, dtype=np.float32)
-    env._obs_driver(s, rows, env._obs_offsets, env.noise_scale, noise_streams, policy, critic)
+def _parallel_update(env, rows, noise_streams, stages=(GATHER, REWARDS, TERMINATE, OBSERVE)):
+    """The env's step driver on the same state, outputs in the rows ``rows`` (noise from ``noise_streams``).
+
+    ``stages``: the driver's stage masks, run in this order (one region each, or fused).
+    """
+    env.ref_index[rows] = -1  # the gather stage looks each env's reference row up itself
+    n = env.num_envs
+    env._terms[...] = np.nan
+    env._reward[...] = np.nan
+    env._conds[...] = False
+    env._failed[...] = True
+    out = env.buffers()
+    for name in ("obs", "critic_obs"):
+        out[name][...] = np.nan
+    info = (np.full((len(TERM_NAMES), n), np.nan, dtype=np.float32), np.zeros((len(CONDITION_NAMES), n), bool))
+    env.obs_noise_streams = noise_streams
+    for st in stages:
+        env.run_stages(st, rows, out, np.zeros(n, dtype=bool), info)
+    np.testing.assert_array_equal(env._failed[rows], env._conds[rows].any(axis=1))
+    want_t, want_c = ref_k.info_columns(env._terms[rows], env._conds[rows], TERM_NAMES, CONDITION_NAMES)
+    for i, name in enumerate(TERM_NAMES):
+        assert np.array_equal(info[0][i, rows], want_t[name], equal_nan=True), name
+    for i, name in enumerate(CONDITION_NAMES):
+        assert np.array_equal(info[1][i, rows], want_c[name]), name
     state = tuple(b[rows] for b in (env.body_pos, env.body_quat, env.body_lin, env.body_ang, env.joint_pos,
                                     env.joint_vel, env.base_lin_b, env.base_ang_b))
-    return env.ref_index[rows], state, terms[rows], reward[rows], conds[rows], policy[rows], critic[rows]
+    return (env.ref_index[rows], state, env._terms[rows].copy(), env._reward[rows].copy(), env._conds[rows].copy(),
+            out["obs"][rows], out["critic_obs"][rows])
 
 
 def _assert_identical(got, want):
@@ -141,7 +157,7 @@ def test_update_drivers_bit_identical_to_serial_kernels(tiny_cfg, states, subset
     rows = np.sort(rng.choice(env.num_envs, 17, replace=False)) if subset else np.arange(env.num_envs)
     states = env_streams(int(rng.integers(1 << 30)), env.num_envs, tag=7)
     want = _reference_update(env, rows, _draws(states, rows, env.obs_dim))
-    got = _parallel_update(env, rows, states.copy())
+    got = _parallel_update(env, rows, states.copy(), stages=(STEP,))
     _assert_identical(got, want)
 
 
@@ -227,21 +243,6 @@ def test_action_to_ctrl_bit_identical_to_numpy(tiny_cfg, dtype):  # noqa: F811
         assert np.array_equal(np.signbit(g), np.signbit(w))  # -0.0 kept alike
 
 
-def test_info_columns_match_numpy():
-    rng = np.random.default_rng(5)
-    terms = rng.normal(0, 1e3, (257, len(TERM_NAMES)))
-    terms[3, 1] = np.nan
-    conds = rng.random((257, len(CONDITION_NAMES))) < 0.3
-    t_out = np.empty((len(TERM_NAMES), 257), dtype=np.float32)
-    c_out = np.empty((len(CONDITION_NAMES), 257), dtype=bool)
-    info_columns(terms, conds, t_out, c_out)
-    want_t, want_c = ref_k.info_columns(terms, conds, TERM_NAMES, CONDITION_NAMES)
-    for i, name in enumerate(TERM_NAMES):
-        assert np.array_equal(t_out[i], want_t[name], equal_nan=True)
-    for i, name in enumerate(CONDITION_NAMES):
-        assert np.array_equal(c_out[i], want_c[name])
-
-
 def test_step_tail_bookkeeping(tiny_cfg):  # noqa: F811
     """The fused terminations/tail driver: done flags, bad envs, lengths and last_action after each step."""
     env = _noisy_env(tiny_cfg)
@@ -268,13 +269,43 @@ def test_results_do_not_depend_on_thread_count(tiny_cfg):  # noqa: F811
     states = env_streams(0, env.num_envs, tag=7)
     before = numba.get_num_threads()
     try:
+        last_action = env.last_action.copy()  # the step's tail overwrites it
         numba.set_num_threads(1)
         one = _parallel_update(env, rows, states.copy())
+        env.last_action[...] = last_action
         numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
         many = _parallel_update(env, rows, states.copy())
     finally:
         numba.set_num_threads(before)
     _assert_identical(one, many)
+
+
+def test_split_stages_equal_one_region(tiny_cfg):  # noqa: F811
+    """update_state's stages one region each (the benchmark's sub-phases) give the fused step's results bit for bit.
+
+    Whole steps with noise, restarts, time-outs and a diverged env: every output, info
+    column and final observation.
+    """
+    tiny_cfg.max_episode_length_s = 0.2  # time-outs too
+    envs = [_noisy_env(tiny_cfg, n=48, seed=9) for _ in range(2)]
+    envs[1].split_sub_phases = True
+    rng = np.random.default_rng(2)
+    ended = 0
+    for step in range(15):
+        action = rng.uniform(-1.2, 1.2, (48, envs[0].action_dim)).astype(np.float32)
+        results = []
+        for env in envs:
+            if step == 4:
+                env.pool.qvel[7, 0] = np.nan  # a diverged env
+            obs, reward, term, trunc, info = env.step(action)
+            results.append((obs["obs"].copy(), obs["critic_obs"].copy(), reward.copy(), term.copy(), trunc.copy(),
+                            info["final_obs"]["obs"].copy(), info["final_obs"]["critic_obs"].copy(),
+                            np.stack(list(info["reward_terms"].values())),
+                            np.stack(list(info["termination_terms"].values()))))
+        ended += int((results[0][3] | results[0][4]).sum())
+        for a, b in zip(*results):
+            assert np.array_equal(a, b, equal_nan=True)
+    assert ended > 0
 
 
 def test_sampler_record_matches_serial_update(tiny_cfg):  # noqa: F811

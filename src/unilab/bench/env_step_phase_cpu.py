@@ -12,7 +12,10 @@ A step/s counts one policy step of one env. Then a sub-phase breakdown (ms per
 env.step and cores) of backend_step (the pool's physics and per-env health
 check; the rest of backend_step is the action-to-PD-target kernel) and of the
 host phases (gather with the reference lookup, rewards, terminations,
-observations; restart in reset_done), a spin check (raw ``pool.step`` right
+observations; restart in reset_done). update_state runs its stages in one
+parallel region, so its sub-phases come from steps run with the stages one
+region each (``split_sub_phases``, interleaved in blocks with the others; same
+results), whose update_state total is printed too, a spin check (raw ``pool.step`` right
 after a parallel host phase vs alone: Numba's workers must not steal MuJoCo's
 cycles), and an Amdahl projection of each phase and of the host share to 16,
 32 and 64 cores from the parallel fraction measured here (DESIGN.md, "Scaling
@@ -36,6 +39,8 @@ from unilab.sim import cpu
 from unilab.sim.mujoco.pool import BatchEnvPool
 from unilab.tasks.g1_motion_tracking.config import MotionTrackingConfig
 from unilab.tasks.g1_motion_tracking.env import SUBPHASES, MotionTrackingEnv
+from unilab.tasks.g1_motion_tracking.step_driver import OBSERVE, REWARDS, SPLIT
+from unilab.telemetry.phase_timer import PhaseTimer
 
 PHASES = ("backend_step", "update_state", "reset_done")
 PROJECT_CORES = (16, 32, 64)
@@ -60,9 +65,7 @@ def spin_check(env: MotionTrackingEnv, raw: _RawRunner, reps: int = 6) -> dict:
     for i in range(2 * reps):
         host = i % 2 == 1
         if host:
-            # the env's own host kernels, without its pool step
-            env.rewards.compute(env.arrays, rows, env._terms)  # noqa: SLF001
-            env._observe(rows, out["obs"], out["critic_obs"])  # noqa: SLF001
+            env.run_stages(REWARDS | OBSERVE, rows, out)  # the env's own host driver, without its pool step
         else:
             time.sleep(0.002)  # the same pause-free start: both begin from a just-finished Python call
         c = raw.ctrls[i % len(raw.ctrls)]
@@ -89,6 +92,7 @@ class _EnvRunner:
         self.out = env.buffers()  # written in place every step, as the collector's shared memory is
 
     def run(self, n: int, timed: bool) -> None:
+        self.env.split_sub_phases = False
         for _ in range(n):
             a = self.actions[self.i % len(self.actions)]
             self.i += 1
@@ -101,6 +105,19 @@ class _EnvRunner:
                 ep = info["episode"]
                 self.ended += ep["count"]
                 self.lengths += ep["count"] * ep["length_mean"]
+
+    def run_split(self, n: int, timer: PhaseTimer) -> None:
+        """``n`` steps with update_state's stages one region each, timed in ``timer`` (not in the totals)."""
+        env = self.env
+        main, env.split_sub_phases = env.timer, True
+        env.timer = env.pool.timer = timer
+        try:
+            for _ in range(n):
+                env.step(self.actions[self.i % len(self.actions)], out=self.out)
+                self.i += 1
+        finally:
+            env.timer = env.pool.timer = main
+            env.split_sub_phases = False
 
     @property
     def mean_episode_length(self) -> float:
@@ -173,19 +190,27 @@ def run_one(cfg: MotionTrackingConfig, num_envs: int, steps: int, warmup: int, b
     envr.run(warmup, timed=False)
     raw.run(warmup, timed=False, period=10)
     env.timer.reset()
+    split = PhaseTimer()
     done = 0
     while done < steps:
         k = min(block, steps - done)
         envr.run(k, timed=True)
         raw.run(k, timed=True, period=envr.mean_episode_length)
+        envr.run_split(k, split)
         done += k
 
     phases = {name: {"ms": s.mean_ms, "cores": s.cores, "count": s.count} for name, s in env.timer.summary().items()}
     phases["env.step"] = {"ms": 1e3 * envr.wall / steps, "cores": envr.cpu / envr.wall, "count": steps}
     summary = env.timer.summary()
     # ms per env.step (restart runs only on steps where an env ended)
-    subphases = {name: {"ms": summary[name].wall_ms_total / steps, "cores": summary[name].cores,
-                        "count": summary[name].count} for name in SUBPHASES if name in summary}
+    split_summary = split.summary()
+    stage_names = {name for name, _ in SPLIT}  # timed only in the split steps; the others in the main ones
+    subphases = {}
+    for name in SUBPHASES:
+        src = split_summary if name in stage_names else summary
+        if name in src:
+            subphases[name] = {"ms": src[name].wall_ms_total / steps, "cores": src[name].cores,
+                               "count": src[name].count}
     for name in SUBPHASES:
         phases.pop(name, None)
     spin = spin_check(env, raw)
@@ -207,6 +232,8 @@ def run_one(cfg: MotionTrackingConfig, num_envs: int, steps: int, warmup: int, b
         "episodes_ended": envr.ended,
         "mean_episode_length": envr.mean_episode_length,
         "subphases": subphases,
+        "update_state_split": {"ms": split_summary["update_state"].mean_ms,
+                               "cores": split_summary["update_state"].cores},
         "spin_check": spin,
         "projection": project(phases, len(usable)),
     }
@@ -246,6 +273,10 @@ def print_run(r: dict, num_envs: int) -> None:
     print("\nsub-phases (ms per env.step; physics and check_health are backend_step's, "
           "restart = reset_done's restart of the ended envs)")
     print(format_table(["sub-phase", "ms", "cores"], [[n, sub[n]["ms"], sub[n]["cores"]] for n in sub]))
+    us = r["update_state_split"]
+    print(f"update_state with its stages one region each (the sub-phase steps): {us['ms']:.2f} ms, "
+          f"{us['cores']:.2f} cores; in one region (the table above): {r['phases']['update_state']['ms']:.2f} ms, "
+          f"{r['phases']['update_state']['cores']:.2f} cores")
     sc = r["spin_check"]
     print(f"\nspin check: raw pool.step alone {sc['alone_ms']:.1f} ms, right after a parallel host phase "
           f"{sc['after_host_ms']:.1f} ms, ratio {sc['ratio']:.3f} (bar <= 1.02)")

@@ -168,18 +168,20 @@ class EpisodeBook:
         self._num_bad = int(bad.sum())
 
     def auto_reset(self, out: Buffers, done: np.ndarray, restart: Callable[[np.ndarray], None],
-                   reward_terms: dict[str, np.ndarray], termination_terms: dict[str, np.ndarray]) -> dict[str, Any]:
+                   reward_terms: dict[str, np.ndarray], termination_terms: dict[str, np.ndarray],
+                   finals_written: bool = False) -> dict[str, Any]:
         """Copy the done rows' observations into ``final_<obs>``, restart them, return ``info``.
 
         ``restart(ids)`` resets those envs and writes their first observations
-        into the ``ids`` rows of ``out``'s observations.
+        into the ``ids`` rows of ``out``'s observations. ``finals_written``: the
+        task's step already wrote the done rows' ``final_<obs>`` (no copy here).
         """
         ids = np.flatnonzero(done)
         episode: dict[str, Any] = {"count": int(ids.size), "return_mean": 0.0, "length_mean": 0.0}
         if ids.size:
             episode["return_mean"] = float(self.returns[ids].mean())
             episode["length_mean"] = float(self.lengths[ids].mean())
-            for name in self.observations:
+            for name in () if finals_written else self.observations:
                 src, dst = out[name], out[FINAL + name]
                 if src.ndim == 2:  # a parallel copy: hundreds of rows per step at 4096 envs
                     copy_rows_at(ids, src, dst)

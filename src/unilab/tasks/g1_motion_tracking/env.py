@@ -8,13 +8,14 @@ One ``step``:
     reset_done    terminated | truncated | diverged envs restart at a sampled clip
                   frame (reference state written with ``pool.reset``)
 Every per-env computation is a parallel Numba driver over envs (``prange``;
-per-env writes only, so bit-identical at any thread count): generated from the
-term tables (:mod:`.terms`), or a kernel of its own (gather with the reference
-lookup, start state, :mod:`.step_kernels`, the pool's); what stays in NumPy is
-the random draws and O(1)-per-step bookkeeping. Numba runs as many threads as
-the pool, on the pool's CPUs (:mod:`unilab.sim.numba_threads`). Sub-phases
-(timer names): update_state = gather (with the lookup), rewards, terminations,
-observations; reset_done's restart.
+per-env writes only, so bit-identical at any thread count): update_state is one
+driver generated from the term tables (:mod:`.step_driver`), the rest kernels of
+their own (start state, :mod:`.step_kernels`, the pool's); what stays in NumPy is
+O(1)-per-step bookkeeping. Numba runs as many threads as the pool, on the pool's
+CPUs (:mod:`unilab.sim.numba_threads`). Sub-phases (timer names): update_state =
+gather (with the reference lookup), rewards, terminations, observations, timed
+only with ``split_sub_phases`` (one region per stage instead of one in all);
+reset_done's restart.
 """
 
 from __future__ import annotations
@@ -28,21 +29,18 @@ from unilab.sim import numba_threads
 from unilab.sim.mujoco.pd_model import actuated_joints, effort_limits, make_pd_model
 from unilab.sim.mujoco.pool import SUBPHASES as POOL_SUBPHASES
 from unilab.sim.mujoco.pool import BatchEnvPool
+from unilab.sim.spec import FINAL
 from unilab.tasks.base import Buffers, EpisodeBook, Obs, PoolEnv, StepResult, observations, result
 from unilab.tasks.env_streams import env_streams
 from unilab.tasks.g1_motion_tracking.config import MotionTrackingConfig, match_joint_values, motion_file_list
 from unilab.tasks.g1_motion_tracking.motion import MotionLibrary
-from unilab.tasks.g1_motion_tracking.observations import ObsLayout, gather_robot_state, observation_driver
+from unilab.tasks.g1_motion_tracking.observations import ObsLayout
 from unilab.tasks.g1_motion_tracking.randomization import make_randomizer, observed_joint_pos_bias
 from unilab.tasks.g1_motion_tracking.resets import StartFrameSampler, start_state
 from unilab.tasks.g1_motion_tracking.rewards import TERM_NAMES, RewardComputer
-from unilab.tasks.g1_motion_tracking.step_kernels import action_to_ctrl, info_columns
-from unilab.tasks.g1_motion_tracking.terminations import (
-    CONDITION_NAMES,
-    termination_driver,
-    termination_step_driver,
-    thresholds_vector,
-)
+from unilab.tasks.g1_motion_tracking.step_driver import RESTART, SPLIT, STEP, step_driver
+from unilab.tasks.g1_motion_tracking.step_kernels import action_to_ctrl
+from unilab.tasks.g1_motion_tracking.terminations import CONDITION_NAMES, thresholds_vector
 from unilab.tasks.g1_motion_tracking.terms import TaskArrays
 from unilab.telemetry.phase_timer import PhaseTimer
 
@@ -188,6 +186,8 @@ class MotionTrackingEnv(PoolEnv):
         self.book = EpisodeBook(n)
         self.auto_reset = True
         """False: a finished env is not restarted and keeps running (evaluation rollouts, see ``start_at``)."""
+        self.split_sub_phases = False
+        """True: update_state runs its stages one region each, timed as sub-phases (benchmark; same results)."""
         self.action = np.zeros((n, self.action_dim))
         self.last_action = np.zeros((n, self.action_dim))
         self._ctrl = np.zeros((n, self.action_dim))
@@ -201,6 +201,7 @@ class MotionTrackingEnv(PoolEnv):
         self.base_lin_b = np.zeros((n, 3))
         self.base_ang_b = np.zeros((n, 3))
         self._terms = np.zeros((n, len(TERM_NAMES)))
+        self._reward = np.zeros(n)
         self._conds = np.zeros((n, len(CONDITION_NAMES)), dtype=bool)
         self._failed = np.zeros(n, dtype=bool)
         self._done = np.zeros(n, dtype=bool)
@@ -220,22 +221,33 @@ class MotionTrackingEnv(PoolEnv):
             joint_pos_bias=observed_joint_pos_bias(self.randomizer, nj),
         )
         self._obs_offsets = self.layout.offsets
-        self._obs_driver = observation_driver(self.layout)
-        self._term_driver = termination_driver()
-        self._term_step_driver = termination_step_driver()
+        self._step_driver = step_driver(self.layout)
+        self._bad = np.zeros(n, dtype=bool)  # no env bad (restarts)
+        self._no_info = (np.empty((len(TERM_NAMES), n), dtype=np.float32),
+                         np.empty((len(CONDITION_NAMES), n), dtype=bool))
 
     # ------------------------------------------------------------------
-    def _gather(self, rows: np.ndarray) -> None:
-        """Reference row (``ref_index``, from ``clip``/``frame``) and robot state of envs ``rows`` into their rows."""
-        p, lib = self.pool, self.motion
-        gather_robot_state(rows, self.clip, self.frame, lib.clip_offsets, lib.num_frames, self.ref_index,
-                           p.xpos, p.xquat, p.cvel, p.subtree_com, p.qpos, p.qvel, self.body_ids,
-                           self.root_ids, self.qpos_adr, self.dof_adr, self.body_pos, self.body_quat, self.body_lin,
-                           self.body_ang, self.joint_pos, self.joint_vel, self.base_lin_b, self.base_ang_b)
+    def run_stages(self, stages: int, rows: np.ndarray, out: Buffers, bad: np.ndarray | None = None,
+                   info: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+        """The step driver's ``stages`` (:mod:`.step_driver`) for envs ``rows``, writing into ``out``.
 
-    def _observe(self, rows: np.ndarray, policy: np.ndarray, critic: np.ndarray) -> None:
-        """Observations of envs ``rows`` (gathered state, ``ref_index``, ``last_action``) into their rows."""
-        self._obs_driver(self.arrays, rows, self._obs_offsets, self.noise_scale, self.obs_noise_streams, policy, critic)
+        ``bad``: the pool's bad-env mask (TERMINATE); ``info``: the ``(terms, conds)``
+        rows of this step's info (TERMINATE); ``out`` needs ``final_*`` for FINALS.
+        """
+        p, lib = self.pool, self.motion
+        terms_info, conds_info = self._no_info if info is None else info
+        policy, critic = out["obs"], out["critic_obs"]
+        self._step_driver(
+            stages, self.arrays, rows, (self.clip, self.frame, lib.clip_offsets, lib.num_frames),
+            (p.xpos, p.xquat, p.cvel, p.subtree_com, p.qpos, p.qvel),
+            (self.body_ids, self.root_ids, self.qpos_adr, self.dof_adr),
+            (self.ref_index, self.body_pos, self.body_quat, self.body_lin, self.body_ang, self.joint_pos,
+             self.joint_vel, self.base_lin_b, self.base_ang_b),
+            self.rewards.params, self.rewards.weights, self.thresholds, self._obs_offsets, self.noise_scale,
+            self.obs_noise_streams, self.book.lengths, self.book.returns, float(self.max_episode_steps),
+            self._bad if bad is None else bad, self.action, self.last_action, self._terms, self._reward,
+            self._conds, self._failed, out["reward"], out["terminated"], out["truncated"], self._done, policy, critic,
+            out.get(FINAL + "obs", policy), out.get(FINAL + "critic_obs", critic), terms_info, conds_info)
 
     # ------------------------------------------------------------------
     def reset(self, out: Buffers | None = None) -> Obs:
@@ -244,8 +256,7 @@ class MotionTrackingEnv(PoolEnv):
         rows = self._all_rows
         self._restart(rows)
         self.book.reset_all()
-        self._gather(rows)
-        self._observe(rows, out["obs"], out["critic_obs"])
+        self.run_stages(RESTART, rows, out)
         return observations(out)
 
     def start_at(self, clips: np.ndarray, frames: np.ndarray, out: Buffers | None = None) -> Obs:
@@ -271,8 +282,7 @@ class MotionTrackingEnv(PoolEnv):
         if self.randomizer is not None:  # reset-time draws, as a restart makes them
             self.randomizer.reset(rows)
         self.book.reset_all()
-        self._gather(rows)
-        self._observe(rows, out["obs"], out["critic_obs"])
+        self.run_stages(RESTART, rows, out)
         return observations(out)
 
     def _restart(self, rows: np.ndarray) -> None:
@@ -319,44 +329,35 @@ class MotionTrackingEnv(PoolEnv):
             ctrl = self._ctrl if self.randomizer is None else self.randomizer.before_physics(self._ctrl)
             bad = self.pool.step(ctrl, self.cfg.decimation).copy()
 
-        rows, s = self._all_rows, self.arrays
+        rows = self._all_rows
+        # this step's info rows, fresh each step (the caller may keep them): one per term / condition
+        info = (np.empty((len(TERM_NAMES), self.num_envs), dtype=np.float32),
+                np.empty((len(CONDITION_NAMES), self.num_envs), dtype=bool))
         with timer.phase("update_state"):
             self.frame += 1
             self.book.begin_step()
-            with timer.phase("gather"):  # the reference lookup (ref_index) too
-                self._gather(rows)
-            with timer.phase("rewards"):
-                reward = self.rewards.compute(s, rows, self._terms)
-            with timer.phase("terminations"):
-                # conditions, time-outs, done semantics, bad envs' terms zeroed, last_action = action
-                done = self._done
-                self._term_step_driver(s, rows, self.thresholds, self._conds, self._failed, self.frame, self.clip,
-                                       self.motion.num_frames, self.book.lengths, float(self.max_episode_steps), bad,
-                                       reward, self.book.returns, self._terms, self.action, self.last_action,
-                                       out["reward"], out["terminated"],
-                                       out["truncated"], done)
-                self.book.count_bad(bad)
-            with timer.phase("observations"):
-                self._observe(rows, out["obs"], out["critic_obs"])
+            if self.split_sub_phases:
+                for name, stages in SPLIT:
+                    with timer.phase(name):
+                        self.run_stages(stages, rows, out, bad, info)
+            else:  # gather, rewards, terminations and step tail, observations, final observations: one region
+                self.run_stages(STEP, rows, out, bad, info)
+            self.book.count_bad(bad)
 
         def restart(ids: np.ndarray) -> None:
             if not self.auto_reset:
                 return
             with timer.phase("restart"):
                 self._restart(ids)
-                self._gather(ids)
-                self._observe(ids, out["obs"], out["critic_obs"])
+                self.run_stages(RESTART, ids, out)
 
         with timer.phase("reset_done"):
+            done = self._done
             done_ids = np.flatnonzero(done)
             # failure statistics decay every step, so record even when nothing ended
             self.sampler.record(self.clip[done_ids], self.frame[done_ids], out["terminated"][done_ids])
-            # fresh arrays each step (the caller may keep them): one row per term / condition
-            terms = np.empty((len(TERM_NAMES), self.num_envs), dtype=np.float32)
-            conds = np.empty((len(CONDITION_NAMES), self.num_envs), dtype=bool)
-            info_columns(self._terms, self._conds, terms, conds)
-            info = self.book.auto_reset(out, done, restart, reward_terms=dict(zip(TERM_NAMES, terms)),
-                                        termination_terms=dict(zip(CONDITION_NAMES, conds)))
+            info = self.book.auto_reset(out, done, restart, reward_terms=dict(zip(TERM_NAMES, info[0])),
+                                        termination_terms=dict(zip(CONDITION_NAMES, info[1])), finals_written=True)
         return result(out, info)
 
     # ------------------------------------------------------------------ video (play)

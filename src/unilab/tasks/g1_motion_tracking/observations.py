@@ -26,7 +26,8 @@ import numpy as np
 from numba import njit, prange
 
 from unilab.sim.quat import qmul, qrot
-from unilab.tasks.g1_motion_tracking.terms import Term, generate_driver
+from unilab.tasks.env_streams import next_symmetric
+from unilab.tasks.g1_motion_tracking.terms import Term
 
 
 @njit(cache=True, fastmath=False, inline="always")
@@ -242,92 +243,83 @@ def noise_scale_vector(num_joints: int, noise_cfg, preset: str = DEFAULT_PRESET)
     return ObsLayout(num_joints, 0, preset).noise_scale(noise_cfg)
 
 
-_CHUNK = 64  # envs per scratch row: one allocation per chunk, not per env
+CHUNK = 64  # envs per scratch row: one allocation per chunk, not per env
 
-_TEMPLATE = '''
-from unilab.tasks.env_streams import next_symmetric
-
-
-@njit(cache=True, parallel=True, fastmath=False)
-def obs_driver(s, rows, offs, noise_scale, noise_streams, policy_out, critic_out):
-    n = rows.shape[0]
-    pd = policy_out.shape[1]
-    cd = critic_out.shape[1]
-    use_noise = False
-    for m in range(pd):
-        if noise_scale[m] != 0.0:
-            use_noise = True
-    for c in prange((n + CHUNK - 1) // CHUNK):
-        row = np.empty(cd)
-        for i in range(c * CHUNK, min(n, (c + 1) * CHUNK)):
-            e = rows[i]
-            r = s.ref_index[e]
-            {calls}
-            # float32 out; a diverged env must not leak NaN/inf into the learner (it is reset this step anyway)
-            for m in range(pd):
-                x = row[m]
-                if use_noise:  # every entry draws (scale 0 too): the stream's use does not depend on the scales
-                    x = row[m] + noise_scale[m] * next_symmetric(noise_streams, e)
-                y = np.float32(x)
-                policy_out[e, m] = y if np.isfinite(y) else np.float32(0.0)
-            for m in range(cd):
-                y = np.float32(row[m])
-                critic_out[e, m] = y if np.isfinite(y) else np.float32(0.0)
-'''.replace("CHUNK", str(_CHUNK))
+@njit(cache=True, fastmath=False)
+def any_nonzero(x):
+    """Some entry of ``x`` is not 0 (a driver draws observation noise only then)."""
+    for m in range(x.shape[0]):
+        if x[m] != 0.0:
+            return True
+    return False
 
 
-def observation_driver(layout: ObsLayout | None = None):
-    """``driver(s, rows, offsets, noise_scale, noise_streams, policy_out, critic_out)``: rows ``e = rows[i]``.
+@njit(cache=True, fastmath=False, inline="always")
+def write_obs(e, row, noise_scale, use_noise, noise_streams, policy_out, critic_out):
+    """Env ``e``'s pieces in ``row`` (critic order) into its float32 policy (plus noise) and critic rows."""
+    # float32 out; a diverged env must not leak NaN/inf into the learner (it is reset this step anyway)
+    for m in range(policy_out.shape[1]):
+        x = row[m]
+        if use_noise:  # every entry draws (scale 0 too): the stream's use does not depend on the scales
+            x = row[m] + noise_scale[m] * next_symmetric(noise_streams, e)
+        y = np.float32(x)
+        policy_out[e, m] = y if np.isfinite(y) else np.float32(0.0)
+    for m in range(critic_out.shape[1]):
+        y = np.float32(row[m])
+        critic_out[e, m] = y if np.isfinite(y) else np.float32(0.0)
 
-    One generated driver per preset (its pieces in ``layout``'s critic order;
-    default: the default preset); ``offsets`` are ``layout.offsets``.
-    ``noise_streams`` are the envs' streams (:mod:`unilab.tasks.env_streams`): env
-    ``e``'s noise is its next ``policy_dim`` draws, uniform [-1, 1), in entry order
-    (as ``fill_symmetric`` makes them); untouched when every scale is 0.
+
+# a piece's line in a generated driver: write its values into the env's scratch row at its offset
+OBS_PIECE_CALL = "{f}(s, e, r, row, offs[{i}])"
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def gather_env(e, clip, frame, clip_offsets, num_frames, pool_state, index, gathered):
+    """Env ``e``'s reference row and robot state, into its rows of ``gathered``.
+
+    ``pool_state = (xpos, xquat, cvel, subtree_com, qpos, qvel)`` (the pool's
+    arrays), ``index = (body_ids, root_ids, qpos_adr, dof_adr)``, ``gathered =
+    (ref_index, body_pos, body_quat, body_lin, body_ang, joint_pos, joint_vel,
+    base_lin_b, base_ang_b)``. ``ref_index[e]`` = the motion library row of
+    (``clip[e]``, ``frame[e]``), the frame clamped into the clip
+    (``MotionLibrary.flat_index``). Then the tracked bodies' world pose and
+    velocity and the joint state. Linear velocity is that of each body origin
+    (``cvel`` holds it at the root subtree's centre of mass).
     """
-    pieces = (layout or ObsLayout(0, 0)).pieces
-    return generate_driver(_TEMPLATE, "f{i}(s, e, r, row, offs[{i}])", pieces, "obs_driver",
-                           depends=("unilab.tasks.env_streams",))
-
-
-@njit(cache=True, parallel=True, fastmath=False)
-def gather_robot_state(rows, clip, frame, clip_offsets, num_frames, ref_index, xpos, xquat, cvel, subtree_com, qpos,
-                       qvel, body_ids, root_ids, qpos_adr, dof_adr, body_pos, body_quat, body_lin, body_ang, joint_pos,
-                       joint_vel, base_lin_b, base_ang_b):
-    """Envs ``rows``: the reference row and the robot state, into their rows.
-
-    ``ref_index[e]`` = the motion library row of (``clip[e]``, ``frame[e]``), the
-    frame clamped into the clip (``MotionLibrary.flat_index``); looked up here, not
-    in a pass of its own, to save a parallel region per step. Then the tracked
-    bodies' world pose and velocity and the joint state. Linear velocity is that
-    of each body origin (``cvel`` holds it at the root subtree's centre of mass).
-    """
-    for k in prange(rows.shape[0]):
-        e = rows[k]
-        ci = clip[e]
-        ref_index[e] = clip_offsets[ci] + min(max(frame[e], 0), num_frames[ci] - 1)
-        for b in range(body_ids.shape[0]):
-            i = body_ids[b]
-            rt = root_ids[b]
-            for c in range(3):
-                body_pos[e, b, c] = xpos[e, i, c]
-            for c in range(4):
-                body_quat[e, b, c] = xquat[e, i, c]
-            wx, wy, wz = cvel[e, i, 0], cvel[e, i, 1], cvel[e, i, 2]
-            ox = xpos[e, i, 0] - subtree_com[e, rt, 0]
-            oy = xpos[e, i, 1] - subtree_com[e, rt, 1]
-            oz = xpos[e, i, 2] - subtree_com[e, rt, 2]
-            body_ang[e, b, 0] = wx
-            body_ang[e, b, 1] = wy
-            body_ang[e, b, 2] = wz
-            body_lin[e, b, 0] = cvel[e, i, 3] + wy * oz - wz * oy
-            body_lin[e, b, 1] = cvel[e, i, 4] + wz * ox - wx * oz
-            body_lin[e, b, 2] = cvel[e, i, 5] + wx * oy - wy * ox
-        for j in range(qpos_adr.shape[0]):
-            joint_pos[e, j] = qpos[e, qpos_adr[j]]
-            joint_vel[e, j] = qvel[e, dof_adr[j]]
-        # floating base: qvel[0:3] is world linear velocity, qvel[3:6] body angular velocity
-        v = qrot(qpos[e, 3], qpos[e, 4], qpos[e, 5], qpos[e, 6], qvel[e, 0], qvel[e, 1], qvel[e, 2], True)
+    xpos, xquat, cvel, subtree_com, qpos, qvel = pool_state
+    body_ids, root_ids, qpos_adr, dof_adr = index
+    ref_index, body_pos, body_quat, body_lin, body_ang, joint_pos, joint_vel, base_lin_b, base_ang_b = gathered
+    ci = clip[e]
+    ref_index[e] = clip_offsets[ci] + min(max(frame[e], 0), num_frames[ci] - 1)
+    for b in range(body_ids.shape[0]):
+        i = body_ids[b]
+        rt = root_ids[b]
         for c in range(3):
-            base_lin_b[e, c] = v[c]
-            base_ang_b[e, c] = qvel[e, 3 + c]
+            body_pos[e, b, c] = xpos[e, i, c]
+        for c in range(4):
+            body_quat[e, b, c] = xquat[e, i, c]
+        wx, wy, wz = cvel[e, i, 0], cvel[e, i, 1], cvel[e, i, 2]
+        ox = xpos[e, i, 0] - subtree_com[e, rt, 0]
+        oy = xpos[e, i, 1] - subtree_com[e, rt, 1]
+        oz = xpos[e, i, 2] - subtree_com[e, rt, 2]
+        body_ang[e, b, 0] = wx
+        body_ang[e, b, 1] = wy
+        body_ang[e, b, 2] = wz
+        body_lin[e, b, 0] = cvel[e, i, 3] + wy * oz - wz * oy
+        body_lin[e, b, 1] = cvel[e, i, 4] + wz * ox - wx * oz
+        body_lin[e, b, 2] = cvel[e, i, 5] + wx * oy - wy * ox
+    for j in range(qpos_adr.shape[0]):
+        joint_pos[e, j] = qpos[e, qpos_adr[j]]
+        joint_vel[e, j] = qvel[e, dof_adr[j]]
+    # floating base: qvel[0:3] is world linear velocity, qvel[3:6] body angular velocity
+    v = qrot(qpos[e, 3], qpos[e, 4], qpos[e, 5], qpos[e, 6], qvel[e, 0], qvel[e, 1], qvel[e, 2], True)
+    for c in range(3):
+        base_lin_b[e, c] = v[c]
+        base_ang_b[e, c] = qvel[e, 3 + c]
+
+
+@njit(cache=True, parallel=True, fastmath=False)
+def gather_robot_state(rows, clip, frame, clip_offsets, num_frames, pool_state, index, gathered):
+    """:func:`gather_env` for envs ``rows``."""
+    for k in prange(rows.shape[0]):
+        gather_env(rows[k], clip, frame, clip_offsets, num_frames, pool_state, index, gathered)

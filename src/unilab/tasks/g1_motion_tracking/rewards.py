@@ -26,7 +26,7 @@ from numba import njit
 
 from unilab.sim.quat import qangle_sq, qmul, qrot
 from unilab.tasks.g1_motion_tracking.config import RewardsConfig
-from unilab.tasks.g1_motion_tracking.terms import Term, generate_driver
+from unilab.tasks.g1_motion_tracking.terms import Term
 
 
 @njit(cache=True, fastmath=False, inline="always")
@@ -146,18 +146,26 @@ TERM_NAMES = tuple(t.name for t in REWARD_TERMS)
 TRACKING_TERMS = tuple(t.name for t in REWARD_TERMS if t.kind == "exp")
 PENALTY_TERMS = tuple(t.name for t in REWARD_TERMS if t.kind == "penalty")
 
-_TEMPLATE = '''
-@njit(cache=True, parallel=True, fastmath=False)
-def reward_driver(s, rows, params, out):
-    for i in prange(rows.shape[0]):
-        e = rows[i]
-        r = s.ref_index[e]
-        {calls}
-'''
+@njit(cache=True, fastmath=False, inline="always")
+def weighted_sum(terms, e, weights):
+    """Env ``e``'s reward: its terms times their weights, added in table order.
+
+    A fixed order, so the same bits on every CPU (``terms @ weights`` was
+    OpenBLAS's dot, whose order is that of the kernel it picks for the CPU at run
+    time); two roundings per term, as Numba without fastmath does not fuse them.
+    """
+    out = 0.0
+    for k in range(weights.shape[0]):
+        out += terms[e, k] * weights[k]
+    return out
+
+
+# a term's line in a generated driver
+REWARD_TERM_CALL = "terms[e, {i}] = {f}(s, e, r, params[{i}])"
 
 
 class RewardComputer:
-    """Weights and parameters of :data:`REWARD_TERMS` from the config, and the term driver."""
+    """Weights and parameters of :data:`REWARD_TERMS` from the config (the step driver's inputs)."""
 
     def __init__(self, cfg: RewardsConfig, terms: tuple[Term, ...] = REWARD_TERMS):
         self.terms = terms
@@ -166,12 +174,3 @@ class RewardComputer:
         self.weights = np.array([c.weight for c in rows], dtype=np.float64)
         self.params = np.array([1.0 / c.sigma ** 2 if t.kind == "exp" else 0.0 for t, c in zip(terms, rows)],
                                dtype=np.float64)
-        self.driver = generate_driver(_TEMPLATE, "out[e, {i}] = f{i}(s, e, r, params[{i}])", terms, "reward_driver")
-
-    def compute(self, s, rows: np.ndarray, out: np.ndarray) -> np.ndarray:
-        """Fill ``out[rows]`` (n, terms) with the raw terms; return the weighted sum ``(n,)`` (float64).
-
-        The sum is ``out @ weights`` as before the table (bit-identical rewards).
-        """
-        self.driver(s, rows, self.params, out)
-        return out @ self.weights

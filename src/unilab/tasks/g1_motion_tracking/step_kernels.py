@@ -1,4 +1,4 @@
-"""Parallel per-env kernels of ``MotionTrackingEnv.step``'s glue: action to PD targets, info columns.
+"""Parallel per-env kernel of ``MotionTrackingEnv.step``'s glue: action to PD targets.
 
 Each replaces a few NumPy passes over ``(num_envs, ...)`` arrays that ran on one
 core (with 64 cores, a serial pass costs as much as 64 parallel ones; DESIGN.md,
@@ -32,13 +32,3 @@ def action_to_ctrl(action_in, scale, default, action, ctrl):
                 a = 1.0
             action[e, j] = a
             ctrl[e, j] = a * scale[j] + default[j]
-
-
-@njit(cache=True, parallel=True, fastmath=False)
-def info_columns(terms, conds, terms_out, conds_out):
-    """``terms_out[k] = terms[:, k]`` as float32 and ``conds_out[k] = conds[:, k]``: one row per term or condition."""
-    for e in prange(terms.shape[0]):
-        for k in range(terms.shape[1]):
-            terms_out[k, e] = np.float32(terms[e, k])
-        for k in range(conds.shape[1]):
-            conds_out[k, e] = conds[e, k]

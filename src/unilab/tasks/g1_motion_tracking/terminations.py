@@ -12,8 +12,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from unilab.tasks.base import settle_env
 from unilab.tasks.g1_motion_tracking.config import TerminationsConfig
-from unilab.tasks.g1_motion_tracking.terms import Term, generate_driver
+from unilab.tasks.g1_motion_tracking.terms import Term
 
 
 @njit(cache=True, fastmath=False, inline="always")
@@ -55,62 +56,39 @@ TERMINATIONS = (
 )
 CONDITION_NAMES = tuple(t.name for t in TERMINATIONS)
 
-# the condition rows of one env, shared by both drivers: out[e, j] per condition, failed[e] = any
-_CONDITIONS = '''        e = rows[i]
-        r = s.ref_index[e]
-        {calls}
-        any_ = False
-        for j in range(out.shape[1]):
-            any_ = any_ or out[e, j]
-        failed[e] = any_
-'''
-
-_TEMPLATE = '''
-@njit(cache=True, parallel=True, fastmath=False)
-def termination_driver(s, rows, thresholds, out, failed):
-    for i in prange(rows.shape[0]):
-''' + _CONDITIONS
+@njit(cache=True, fastmath=False, inline="always")
+def any_condition(conds, e):
+    """Some condition of env ``e`` holds (its row of ``conds``)."""
+    out = False
+    for j in range(conds.shape[1]):
+        out = out or conds[e, j]
+    return out
 
 
-def termination_driver(terms: tuple[Term, ...] = TERMINATIONS):
-    """``driver(s, rows, thresholds, out (n, conditions) bool, failed (n,) bool)``."""
-    return generate_driver(_TEMPLATE, "out[e, {i}] = f{i}(s, e, r, thresholds[{i}])", terms, "termination_driver")
+@njit(cache=True, fastmath=False, inline="always")
+def step_tail(e, failed, frame, clip, num_frames, lengths, max_steps, bad, reward, returns, terms, action,
+              last_action, out_reward, out_terminated, out_truncated):
+    """The step's end for env ``e``; returns done.
+
+    Time-out (clip end or ``max_steps``), done semantics
+    (:func:`unilab.tasks.base.settle_env`), a bad env's reward terms zeroed,
+    ``last_action = action``. Elementwise per env, so bit-identical to the NumPy
+    passes over envs it replaced.
+    """
+    timeout = frame[e] >= num_frames[clip[e]] - 1 or lengths[e] >= max_steps
+    done = settle_env(e, failed, timeout, bad, reward, returns, out_reward, out_terminated, out_truncated)
+    if bad[e]:
+        for k in range(terms.shape[1]):
+            terms[e, k] = 0.0
+    for j in range(action.shape[1]):
+        last_action[e, j] = action[e, j]
+    return done
+
+
+# a condition's line in a generated driver
+CONDITION_CALL = "conds[e, {i}] = {f}(s, e, r, thresholds[{i}])"
 
 
 def thresholds_vector(cfg: TerminationsConfig, terms: tuple[Term, ...] = TERMINATIONS) -> np.ndarray:
     """Thresholds in table order."""
     return np.array([getattr(cfg, t.name) for t in terms], dtype=np.float64)
-
-
-# termination_driver, then the step's per-env tail, in one parallel region (env.step's
-# "terminations" sub-phase): time-outs (clip end or max_steps), done semantics
-# (unilab.tasks.base.settle_env), a bad env's reward terms zeroed, last_action = action (passed as
-# arrays: Numba 0.68's parfor silently dropped writes through the TaskArrays tuple's members here).
-# Elementwise per env, so bit-identical to the NumPy passes over envs it replaces.
-_STEP_TEMPLATE = '''
-from unilab.tasks.base import settle_env
-
-
-@njit(cache=True, parallel=True, fastmath=False)
-def termination_step_driver(s, rows, thresholds, out, failed, frame, clip, num_frames, lengths, max_steps, bad,
-                            reward, returns, terms, action, last_action, out_reward, out_terminated, out_truncated,
-                            done):
-    for i in prange(rows.shape[0]):
-''' + _CONDITIONS + '''        timeout = frame[e] >= num_frames[clip[e]] - 1 or lengths[e] >= max_steps
-        done[e] = settle_env(e, any_, timeout, bad, reward, returns, out_reward, out_terminated, out_truncated)
-        if bad[e]:
-            for k in range(terms.shape[1]):
-                terms[e, k] = 0.0
-        for j in range(action.shape[1]):
-            last_action[e, j] = action[e, j]
-'''
-
-
-def termination_step_driver(terms: tuple[Term, ...] = TERMINATIONS):
-    """:func:`termination_driver` and the step's tail in one parallel driver.
-
-    ``driver(s, rows, thresholds, out, failed, frame, clip, num_frames, lengths, max_steps, bad, reward,
-    returns, reward_terms, action, last_action, out_reward, out_terminated, out_truncated, done)``.
-    """
-    return generate_driver(_STEP_TEMPLATE, "out[e, {i}] = f{i}(s, e, r, thresholds[{i}])", terms,
-                           "termination_step_driver", depends=("unilab.tasks.base",))

@@ -10,13 +10,14 @@ slices all derive from the rows.
 
 Why generated drivers: Numba cannot call a Python list of functions in a
 loop, and a hand-written driver that calls each term explicitly repeats the
-table (a second place to keep in order). So each table gets one small driver
-whose source is a fixed template (readable below) plus one generated line per
-row, ``exec``'d once per table and cached in memory and, through a source file
-named by a hash of the template and the rows' code, in Numba's on-disk cache.
+table (a second place to keep in order). So a driver's source is a fixed
+template (:mod:`.step_driver`'s, readable there) with one generated line per row
+of each table it runs, compiled once per set of rows and cached in memory and,
+through a source file named by a hash of the template and the rows' code, in
+Numba's on-disk cache.
 
-Every driver loops over envs with ``numba.prange`` and writes only its env's
-rows, so its results are bit-identical to a serial loop at any thread count.
+A driver loops over envs with ``numba.prange`` and writes only its env's rows,
+so its results are bit-identical to a serial loop at any thread count.
 Term functions share one signature: ``f(s, e, r, p)`` with ``s`` the
 :class:`TaskArrays` of the env, ``e`` the env, ``r`` its flat reference frame
 (a row of the motion library's arrays) and ``p`` the row's parameter.
@@ -33,9 +34,6 @@ from collections import namedtuple
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-import numpy as np
-from numba import njit
 
 from unilab.cache import cache_dir
 from unilab.sim import quat
@@ -75,30 +73,36 @@ class Term:
 _CACHE: dict[tuple, Callable] = {}
 
 
-def generate_driver(template: str, call: str, rows: Sequence[Term], name: str, depends: Sequence[str] = ()) -> Callable:
-    """Compile ``template`` with ``{calls}`` replaced by ``call.format(i=i)`` for each row.
+def generate_driver(template: str, blocks: dict[str, tuple[str, Sequence[Term]]], name: str,
+                    depends: Sequence[str] = ()) -> Callable:
+    """Compile ``template`` with each ``{key}`` line replaced by one line per row of ``blocks[key]``.
 
-    In ``call``, ``f{i}`` is row ``i``'s function. The result is cached per
-    (template, rows); the source goes to a file named by its hash (under
+    ``blocks[key] = (call, rows)``: row ``i``'s line is ``call`` with ``{i}``
+    its index and ``{f}`` its function. The result is cached per (template,
+    blocks); the source goes to a file named by its hash (under
     ``$UNILAB_CACHE/numba_drivers``) so Numba's ``cache=True`` works for it.
     ``depends`` names further modules whose functions the template imports
     (hashed too, so an edit there compiles afresh).
     """
-    key = (template, call, tuple((t.name, t.func) for t in rows))
+    key = (template, tuple((k, call, tuple((t.name, t.func) for t in rows)) for k, (call, rows) in blocks.items()))
     fn = _CACHE.get(key)
     if fn is not None:
         return fn
-    indent = next(line for line in template.splitlines() if "{calls}" in line).index("{calls}")
-    lines = ("\n" + " " * indent).join(call.format(i=i) for i in range(len(rows)))
-    src = template.replace("{calls}", lines)
-    funcs = {f"f{i}": t.func for i, t in enumerate(rows)}
-    imports = "".join(f"from {t.func.py_func.__module__} import {t.func.py_func.__name__} as f{i}\n"
-                      for i, t in enumerate(rows))
+    src, funcs = template, {}
+    for k, (call, rows) in blocks.items():
+        mark = "{" + k + "}"
+        indent = next(line for line in src.splitlines() if mark in line).index(mark)
+        names = [f"{k}_f{i}" for i in range(len(rows))]
+        lines = ("\n" + " " * indent).join(call.replace("{i}", str(i)).replace("{f}", f)
+                                           for i, f in enumerate(names))
+        src = src.replace(mark, lines)
+        funcs.update({f: t.func for f, t in zip(names, rows)})
+    imports = "".join(f"from {t.py_func.__module__} import {t.py_func.__name__} as {f}\n" for f, t in funcs.items())
     body = "import numpy as np\nfrom numba import njit, prange\n" + imports + "\n\n" + src
     digest = hashlib.sha256(body.encode())
     # Numba's cache checks only the driver file: a changed term function, or a helper it
     # inlines, must give another file name (so hash the modules they are defined in)
-    modules = sorted({t.func.py_func.__module__ for t in rows} | {quat.__name__} | set(depends))
+    modules = sorted({t.py_func.__module__ for t in funcs.values()} | {quat.__name__} | set(depends))
     for mod in modules:
         digest.update(inspect.getsource(sys.modules[mod]).encode())
     try:
@@ -113,10 +117,8 @@ def generate_driver(template: str, call: str, rows: Sequence[Term], name: str, d
         spec.loader.exec_module(module)  # type: ignore[union-attr]
         fn = getattr(module, name)
     except OSError:  # read-only cache dir: compile in memory, every process
-        from numba import prange  # noqa: PLC0415 - only on this fallback path
-
-        ns: dict = {"np": np, "njit": njit, "prange": prange, **funcs}
-        exec(compile(src.replace("cache=True", "cache=False"), f"<{name}>", "exec"), ns)  # noqa: S102
+        ns: dict = {}
+        exec(compile(body.replace("cache=True", "cache=False"), f"<{name}>", "exec"), ns)  # noqa: S102
         fn = ns[name]
     _CACHE[key] = fn
     return fn

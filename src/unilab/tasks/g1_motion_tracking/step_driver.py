@@ -1,0 +1,90 @@
+"""A step's per-env host work in one parallel region, generated from the term tables.
+
+No env's step depends on another env's, so one ``prange`` over envs runs every
+stage of an env's step back to back (its data stays in cache), selected by the
+``stages`` bit mask:
+
+    GATHER     its reference row and robot state (``observations.gather_env``)
+    REWARDS    its reward terms (``REWARD_TERMS``) and their weighted sum
+    TERMINATE  its conditions (``TERMINATIONS``), time-out, done semantics and
+               last_action (``terminations.step_tail``), and its info columns
+    OBSERVE    its observation pieces (the layout's), noise, float32 rows
+    FINALS     if it is done: its observations into the ``final_*`` rows, before
+               its restart overwrites them
+
+``update_state`` runs all five in one region; a restart runs GATHER | OBSERVE on
+the restarted rows. Why one region: each parallel region wakes the sleeping
+workers (passive OpenMP, :mod:`unilab.sim.numba_threads`) and ends waiting for
+the slowest, and every region between two physics steps is a fork/join whose
+cost grows with the thread count while the work per thread shrinks; the
+separate gather, rewards, terminations/tail, observations, info-column and two
+final-observation regions of a step are one here. Running the stages one at a
+time (the benchmark's sub-phase breakdown) is the same code on the same arrays,
+so it gives the same results bit for bit (tests/test_g1_parallel.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from unilab.tasks.g1_motion_tracking.observations import OBS_PIECE_CALL, ObsLayout
+from unilab.tasks.g1_motion_tracking.rewards import REWARD_TERM_CALL, REWARD_TERMS
+from unilab.tasks.g1_motion_tracking.terminations import CONDITION_CALL, TERMINATIONS
+from unilab.tasks.g1_motion_tracking.terms import generate_driver
+
+GATHER, REWARDS, TERMINATE, OBSERVE, FINALS = 1, 2, 4, 8, 16
+STEP = GATHER | REWARDS | TERMINATE | OBSERVE | FINALS
+RESTART = GATHER | OBSERVE
+# the benchmark's sub-phases: one stage each, in step order (FINALS goes with the observations)
+SPLIT = (("gather", GATHER), ("rewards", REWARDS), ("terminations", TERMINATE), ("observations", OBSERVE | FINALS))
+
+_TEMPLATE = '''
+from unilab.tasks.g1_motion_tracking.observations import CHUNK, any_nonzero, gather_env, write_obs
+from unilab.tasks.g1_motion_tracking.rewards import weighted_sum
+from unilab.tasks.g1_motion_tracking.step_driver import FINALS, GATHER, OBSERVE, REWARDS, TERMINATE
+from unilab.tasks.g1_motion_tracking.terminations import any_condition, step_tail
+
+
+@njit(cache=True, parallel=True, fastmath=False)
+def step_driver(stages, s, rows, lookup, pool_state, index, gathered, params, weights, thresholds, offs, noise_scale,
+                noise_streams, lengths, returns, max_steps, bad, action, last_action, terms, reward, conds, failed,
+                out_reward, out_terminated, out_truncated, done, policy, critic, final_policy, final_critic,
+                terms_info, conds_info):
+    clip, frame, clip_offsets, num_frames = lookup
+    n = rows.shape[0]
+    use_noise = any_nonzero(noise_scale)
+    for c in prange((n + CHUNK - 1) // CHUNK):
+        row = np.empty(critic.shape[1])
+        for i in range(c * CHUNK, min(n, (c + 1) * CHUNK)):
+            e = rows[i]
+            if stages & GATHER:
+                gather_env(e, clip, frame, clip_offsets, num_frames, pool_state, index, gathered)
+            r = s.ref_index[e]
+            if stages & REWARDS:
+                {terms}
+                reward[e] = weighted_sum(terms, e, weights)
+            if stages & TERMINATE:
+                {conditions}
+                failed[e] = any_condition(conds, e)
+                done[e] = step_tail(e, failed[e], frame, clip, num_frames, lengths, max_steps, bad, reward, returns,
+                                    terms, action, last_action, out_reward, out_terminated, out_truncated)
+                for k in range(terms.shape[1]):
+                    terms_info[k, e] = np.float32(terms[e, k])
+                for k in range(conds.shape[1]):
+                    conds_info[k, e] = conds[e, k]
+            if stages & OBSERVE:
+                {pieces}
+                write_obs(e, row, noise_scale, use_noise, noise_streams, policy, critic)
+            if stages & FINALS and done[e]:
+                for m in range(policy.shape[1]):
+                    final_policy[e, m] = policy[e, m]
+                for m in range(critic.shape[1]):
+                    final_critic[e, m] = critic[e, m]
+'''
+
+def step_driver(layout: ObsLayout) -> Callable:
+    """The generated driver for ``layout``'s observation pieces (see the module doc; arguments: the template)."""
+    return generate_driver(_TEMPLATE, {"terms": (REWARD_TERM_CALL, REWARD_TERMS),
+                                       "conditions": (CONDITION_CALL, TERMINATIONS),
+                                       "pieces": (OBS_PIECE_CALL, layout.pieces)},
+                           "step_driver", depends=("unilab.tasks.env_streams", "unilab.tasks.base", __name__))
