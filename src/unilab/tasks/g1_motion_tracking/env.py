@@ -52,7 +52,8 @@ _INTEGRATORS = {
 }
 _POOL_OUTPUTS = ("xpos", "xquat", "cvel", "subtree_com")
 # sub-phases in env.timer: backend_step's (the pool's physics, check_health), update_state's (gather,
-# with the reference lookup; rewards, terminations, observations) and reset_done's (restart)
+# with the reference lookup; rewards, terminations, observations: only with split_sub_phases) and
+# reset_done's (restart)
 SUBPHASES = (*POOL_SUBPHASES, "gather", "rewards", "terminations", "observations", "restart")
 
 
