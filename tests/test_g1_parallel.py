@@ -203,16 +203,23 @@ def test_start_state_matches_numpy(tiny_cfg, noise):  # noqa: F811
     nj = env.qpos_adr.shape[0]
     for k in (0, 1, 17, 64):
         rows = np.sort(rng.choice(env.num_envs, k, replace=False))
-        env.clip[rows] = rng.integers(0, env.motion.num_clips, k)
-        env.frame[rows] = rng.integers(0, 40, k)
-        env.motion.flat_index_into(env.clip, env.frame, rows, env.ref_index)
+        starts = rng.integers(0, env.motion.num_clips, k), rng.integers(0, 40, k)
         streams = env_streams(int(rng.integers(1 << 30)), env.num_envs, tag=2)
         draws = _draws(streams, rows, 12 + nj)
-        args = (env.motion, env.ref_index, rows, cfg)
         adr = (env.qpos_adr, env.joint_lo, env.joint_hi)
-        want = ref_k.start_state(*args, _Draws(draws, cfg), *adr)
+        env.last_action[...] = 1.0
+        episode = tuple(a.copy() for a in (env.clip, env.frame, env.ref_index, env.last_action))
         before = streams.copy()
-        got = start_state(*args, streams, *adr)
+        got = start_state(env.motion, rows, starts, episode, cfg, streams, *adr)
+        # the rows are placed: clip, frame, their library row, last_action 0; the other envs untouched
+        clip, frame, ref_index, last_action = episode
+        others = np.setdiff1d(np.arange(env.num_envs), rows)
+        assert np.array_equal(clip[rows], starts[0]) and np.array_equal(frame[rows], starts[1])
+        assert np.array_equal(ref_index[rows], env.motion.flat_index(*starts))
+        assert not last_action[rows].any() and (last_action[others] == 1.0).all()
+        assert np.array_equal(ref_index[others], env.ref_index[others]) and np.array_equal(clip[others],
+                                                                                           env.clip[others])
+        want = ref_k.start_state(env.motion, ref_index, rows, cfg, _Draws(draws, cfg), *adr)
         if np.any(cfg.root_rpy):
             for g, w in zip(got, want):
                 np.testing.assert_allclose(g, w, rtol=0, atol=1e-14)

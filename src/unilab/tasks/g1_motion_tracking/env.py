@@ -288,14 +288,12 @@ class MotionTrackingEnv(PoolEnv):
 
     def _restart(self, rows: np.ndarray) -> None:
         """Sample start frames for ``rows`` and write the (noisy) reference state into the pool."""
-        clip, frame = self.sampler.sample(rows.shape[0], self.rng)
-        self.clip[rows] = clip
-        self.frame[rows] = frame
-        self.motion.flat_index_into(self.clip, self.frame, rows, self.ref_index)
-        qpos, qvel = start_state(self.motion, self.ref_index, rows, self.cfg.reset.noise, self.reset_noise_streams,
-                                 self.qpos_adr, self.joint_lo, self.joint_hi)
+        starts = self.sampler.sample(rows.shape[0], self.rng)
+        # clip, frame, ref_index and last_action of the rows are set in the start-state region too
+        qpos, qvel = start_state(self.motion, rows, starts, (self.clip, self.frame, self.ref_index, self.last_action),
+                                 self.cfg.reset.noise, self.reset_noise_streams, self.qpos_adr, self.joint_lo,
+                                 self.joint_hi)
         self.pool.reset(rows, qpos, qvel)
-        self.last_action[rows] = 0.0
         if self.randomizer is not None:
             self.randomizer.reset(rows)
 

@@ -22,7 +22,6 @@ from pathlib import Path
 import mujoco
 import numpy as np
 from mujoco import batch as mjbatch
-from numba import njit, prange
 
 from unilab.sim.quat import quat_normalize, quat_rotate_inv, quat_slerp
 
@@ -280,10 +279,6 @@ class MotionLibrary:
         last = self.num_frames[clip_ids] - 1
         return self.clip_offsets[clip_ids] + np.clip(frame_ids, 0, last)
 
-    def flat_index_into(self, clip_ids: np.ndarray, frame_ids: np.ndarray, rows: np.ndarray, out: np.ndarray) -> None:
-        """``out[e] = flat_index(clip_ids[e], frame_ids[e])`` for ``e`` in ``rows`` (parallel; ids not checked)."""
-        _flat_index_driver(clip_ids, frame_ids, rows, self.clip_offsets, self.num_frames, out)
-
     def lookup(self, clip_ids: np.ndarray, frame_ids: np.ndarray) -> MotionFrames:
         """Reference state of each (clip, frame) pair, ``(n, ...)`` arrays (copies)."""
         idx = self.flat_index(clip_ids, frame_ids)
@@ -301,12 +296,3 @@ class MotionLibrary:
             body_lin_vel_w=self.body_lin_vel_w[idx],
             body_ang_vel_w=self.body_ang_vel_w[idx],
         )
-
-
-@njit(cache=True, parallel=True)
-def _flat_index_driver(clip_ids, frame_ids, rows, clip_offsets, num_frames, out):
-    for i in prange(rows.shape[0]):
-        e = rows[i]
-        c = clip_ids[e]
-        f = max(frame_ids[e], 0)
-        out[e] = clip_offsets[c] + min(f, num_frames[c] - 1)

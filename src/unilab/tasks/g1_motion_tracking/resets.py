@@ -92,10 +92,17 @@ def _ema_update(fail_ema, bins, a):
         fail_ema[b] = fail_ema[b] * keep + a * counts[b]
 
 
-def start_state(library: MotionLibrary, ref_index: np.ndarray, rows: np.ndarray, noise: ResetNoiseConfig,
+def start_state(library: MotionLibrary, rows: np.ndarray, starts: tuple[np.ndarray, np.ndarray],
+                episode: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], noise: ResetNoiseConfig,
                 streams: np.ndarray, joint_qposadr: np.ndarray, joint_lo: np.ndarray, joint_hi: np.ndarray
                 ) -> tuple[np.ndarray, np.ndarray]:
-    """Reference (qpos, qvel) of envs ``rows`` (frames ``ref_index[rows]``) with uniform noise.
+    """Put envs ``rows`` at their start frames; return their reference (qpos, qvel) with uniform noise.
+
+    ``starts = (clips, frames)``: row ``k``'s start (as the sampler draws them).
+    ``episode = (clip, frame, ref_index, last_action)``: the env's per-env arrays;
+    env ``e = rows[k]`` gets ``clip[e]``, ``frame[e]``, its library row
+    ``ref_index[e]`` (``MotionLibrary.flat_index``) and ``last_action[e] = 0``, in
+    the same parallel region as its start state (one region, not four passes).
 
     Noise on the root pose/velocity and joints; root linear and angular
     velocity noise are drawn in the world frame; noisy joint angles are
@@ -117,14 +124,16 @@ def start_state(library: MotionLibrary, ref_index: np.ndarray, rows: np.ndarray,
     for i, part in enumerate((noise.root_pos, noise.root_rpy, noise.root_lin_vel, noise.root_ang_vel)):
         scales[3 * i:3 * i + 3] = np.broadcast_to(np.asarray(part, dtype=np.float64), (3,))
     scales[12:] = float(noise.joint_pos)
-    _start_state_driver(ref_index, rows, library.qpos, library.qvel, streams, scales,
-                        joint_qposadr.astype(np.int64), joint_lo, joint_hi, qpos, qvel)
+    _start_state_driver(rows, starts, episode, library.clip_offsets, library.num_frames, library.qpos,
+                        library.qvel, streams, scales, joint_qposadr.astype(np.int64), joint_lo, joint_hi, qpos, qvel)
     return qpos, qvel
 
 
 @njit(cache=True, parallel=True, fastmath=False)
-def _start_state_driver(ref_index, rows, lib_qpos, lib_qvel, streams, scales, qadr, lo, hi, qpos, qvel):
-    """Row ``k``: library frame ``ref_index[rows[k]]`` plus env ``rows[k]``'s noise, into ``qpos[k]``/``qvel[k]``.
+def _start_state_driver(rows, starts, episode, clip_offsets, num_frames, lib_qpos, lib_qvel, streams, scales, qadr,
+                        lo, hi, qpos, qvel):
+    """Row ``k``: env ``e = rows[k]`` placed at ``starts[.][k]`` (clip, frame, library row, last_action = 0),
+    then its library frame plus its noise, into ``qpos[k]``/``qvel[k]``.
 
     ``scales`` are the half-widths in draw order (see :func:`start_state`). A
     group whose scales are all 0 adds exactly 0 (and the roll-pitch-yaw and
@@ -138,8 +147,16 @@ def _start_state_driver(ref_index, rows, lib_qpos, lib_qvel, streams, scales, qa
     for i in range(12 + nj):
         if scales[i] != 0.0:
             use[min(i // 3, 4)] = True
+    new_clip, new_frame = starts
+    clip, frame, ref_index, last_action = episode
     for k in prange(rows.shape[0]):
         e = rows[k]
+        c = new_clip[k]
+        clip[e] = c
+        frame[e] = new_frame[k]
+        ref_index[e] = clip_offsets[c] + min(max(new_frame[k], 0), num_frames[c] - 1)
+        for j in range(last_action.shape[1]):
+            last_action[e, j] = 0.0
         d = np.empty(12 + nj)
         for i in range(12 + nj):
             x = next_symmetric(streams, e)
