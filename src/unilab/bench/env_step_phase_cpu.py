@@ -92,7 +92,6 @@ class _EnvRunner:
         self.out = env.buffers()  # written in place every step, as the collector's shared memory is
 
     def run(self, n: int, timed: bool) -> None:
-        self.env.split_sub_phases = False
         for _ in range(n):
             a = self.actions[self.i % len(self.actions)]
             self.i += 1

@@ -22,6 +22,7 @@ from pathlib import Path
 import mujoco
 import numpy as np
 from mujoco import batch as mjbatch
+from numba import njit
 
 from unilab.sim.quat import quat_normalize, quat_rotate_inv, quat_slerp
 
@@ -296,3 +297,9 @@ class MotionLibrary:
             body_lin_vel_w=self.body_lin_vel_w[idx],
             body_ang_vel_w=self.body_ang_vel_w[idx],
         )
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def library_row(clip_offsets, num_frames, clip, frame):
+    """:meth:`MotionLibrary.flat_index` of one (clip, frame) in a per-env driver: the frame clamped into the clip."""
+    return clip_offsets[clip] + min(max(frame, 0), num_frames[clip] - 1)

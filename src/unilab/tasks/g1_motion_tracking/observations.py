@@ -23,10 +23,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from unilab.sim.quat import qmul, qrot
 from unilab.tasks.env_streams import next_symmetric
+from unilab.tasks.g1_motion_tracking.motion import library_row
 from unilab.tasks.g1_motion_tracking.terms import Term
 
 
@@ -281,16 +282,14 @@ def gather_env(e, clip, frame, clip_offsets, num_frames, pool_state, index, gath
     arrays), ``index = (body_ids, root_ids, qpos_adr, dof_adr)``, ``gathered =
     (ref_index, body_pos, body_quat, body_lin, body_ang, joint_pos, joint_vel,
     base_lin_b, base_ang_b)``. ``ref_index[e]`` = the motion library row of
-    (``clip[e]``, ``frame[e]``), the frame clamped into the clip
-    (``MotionLibrary.flat_index``). Then the tracked bodies' world pose and
+    (``clip[e]``, ``frame[e]``) (:func:`~.motion.library_row`). Then the tracked bodies' world pose and
     velocity and the joint state. Linear velocity is that of each body origin
     (``cvel`` holds it at the root subtree's centre of mass).
     """
     xpos, xquat, cvel, subtree_com, qpos, qvel = pool_state
     body_ids, root_ids, qpos_adr, dof_adr = index
     ref_index, body_pos, body_quat, body_lin, body_ang, joint_pos, joint_vel, base_lin_b, base_ang_b = gathered
-    ci = clip[e]
-    ref_index[e] = clip_offsets[ci] + min(max(frame[e], 0), num_frames[ci] - 1)
+    ref_index[e] = library_row(clip_offsets, num_frames, clip[e], frame[e])
     for b in range(body_ids.shape[0]):
         i = body_ids[b]
         rt = root_ids[b]
@@ -317,9 +316,3 @@ def gather_env(e, clip, frame, clip_offsets, num_frames, pool_state, index, gath
         base_lin_b[e, c] = v[c]
         base_ang_b[e, c] = qvel[e, 3 + c]
 
-
-@njit(cache=True, parallel=True, fastmath=False)
-def gather_robot_state(rows, clip, frame, clip_offsets, num_frames, pool_state, index, gathered):
-    """:func:`gather_env` for envs ``rows``."""
-    for k in prange(rows.shape[0]):
-        gather_env(rows[k], clip, frame, clip_offsets, num_frames, pool_state, index, gathered)

@@ -8,7 +8,7 @@ from numba import njit, prange
 from unilab.sim.quat import qmul, qrot
 from unilab.tasks.env_streams import next_symmetric
 from unilab.tasks.g1_motion_tracking.config import ResetConfig, ResetNoiseConfig
-from unilab.tasks.g1_motion_tracking.motion import MotionLibrary
+from unilab.tasks.g1_motion_tracking.motion import MotionLibrary, library_row
 
 
 class StartFrameSampler:
@@ -154,7 +154,7 @@ def _start_state_driver(rows, starts, episode, clip_offsets, num_frames, lib_qpo
         c = new_clip[k]
         clip[e] = c
         frame[e] = new_frame[k]
-        ref_index[e] = clip_offsets[c] + min(max(new_frame[k], 0), num_frames[c] - 1)
+        ref_index[e] = library_row(clip_offsets, num_frames, c, new_frame[k])
         for j in range(last_action.shape[1]):
             last_action[e, j] = 0.0
         d = np.empty(12 + nj)

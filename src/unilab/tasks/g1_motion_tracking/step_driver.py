@@ -21,6 +21,10 @@ separate gather, rewards, terminations/tail, observations, info-column and two
 final-observation regions of a step are one here. Running the stages one at a
 time (the benchmark's sub-phase breakdown) is the same code on the same arrays,
 so it gives the same results bit for bit (tests/test_g1_parallel.py).
+
+The driver reads through the ``TaskArrays`` namedtuple ``s`` but writes only through
+explicit arguments or plain tuples: Numba 0.68's parfor silently drops writes through
+a namedtuple's array members inside ``prange`` (plain tuples are fine).
 """
 
 from __future__ import annotations
@@ -87,4 +91,5 @@ def step_driver(layout: ObsLayout) -> Callable:
     return generate_driver(_TEMPLATE, {"terms": (REWARD_TERM_CALL, REWARD_TERMS),
                                        "conditions": (CONDITION_CALL, TERMINATIONS),
                                        "pieces": (OBS_PIECE_CALL, layout.pieces)},
-                           "step_driver", depends=("unilab.tasks.env_streams", "unilab.tasks.base", __name__))
+                           "step_driver", depends=("unilab.tasks.env_streams", "unilab.tasks.base",
+                                                   "unilab.tasks.g1_motion_tracking.motion", __name__))
