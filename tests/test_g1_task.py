@@ -255,6 +255,26 @@ def test_random_actions_run_and_stay_finite(tiny_cfg):
     assert env.timer.summary()["backend_step"].count == 40
 
 
+def test_env_outputs_do_not_depend_on_the_pools_contact_fields(tiny_cfg):
+    """The env builds its pool with contacts=False (no term reads a contact field): every output, restarts
+    included, equals a contacts=True pool's bit for bit."""
+    tiny_cfg.reset = ResetConfig(sampling="adaptive")
+    envs = [MotionTrackingEnv(tiny_cfg, 24, seed=3, pool_kwargs=kw) for kw in (None, {"contacts": True})]
+    assert not envs[0].pool.contacts and envs[1].pool.contacts
+    outs = [env.buffers() for env in envs]
+    for env, out in zip(envs, outs):
+        env.reset(out)
+    rng = np.random.default_rng(2)
+    ended = 0
+    for _ in range(30):
+        action = rng.uniform(-1, 1, (24, 2)).astype(np.float32)
+        infos = [env.step(action, out)[4] for env, out in zip(envs, outs)]
+        for key in outs[0]:
+            assert np.array_equal(outs[0][key], outs[1][key]), key
+        ended += infos[0]["episode"]["count"]
+    assert ended > 0  # restarts (the forward contacts=False thins) were compared too
+
+
 def test_action_shape_checked(tiny_cfg):
     env = MotionTrackingEnv(tiny_cfg, 4)
     env.reset()
@@ -346,6 +366,19 @@ def test_benchmark_script_smoke(tmp_path):
     assert set(run["phases"]) == {"backend_step", "update_state", "reset_done", "env.step"}
     assert run["phases"]["env.step"]["count"] == 4
     assert run["env_steps_per_sec"] > 0 and run["raw_steps_per_sec"] > 0
+    assert 0.0 <= run["steal_share"] < 1.0 and "steal time" in proc.stdout
+
+
+def test_steal_share_is_steal_over_the_machines_time_without_guest():
+    from collections import namedtuple
+
+    from unilab.bench.env_step_phase_cpu import steal_share
+
+    times = namedtuple("times", "user nice system idle steal guest guest_nice")
+    before = times(10, 0, 5, 100, 1, 2, 0)
+    after = times(16, 0, 6, 102, 2, 5, 0)  # +3 guest seconds, already inside user's +6
+    assert steal_share(before, after) == pytest.approx(1 / 10)
+    assert steal_share(after, after) == 0.0
 
 
 def test_policy_noise_only_on_policy_obs(tiny_cfg):

@@ -116,6 +116,43 @@ def test_reset_writes_the_rows_batch_reset_would(humanoid):
     assert np.array_equal(pools[0].state_rows(), pools[1].state_rows())
 
 
+def test_without_contacts_derived_fields_and_physics_are_unchanged(humanoid):
+    """contacts=False: the state and every bound kinematic, velocity and sensor field equal a contacts=True
+    pool's bit for bit through steps and resets; only the contact fields are empty, and each env's disable
+    flags are the model's again after every call."""
+    rng = np.random.default_rng(6)
+    full, lean = (BatchEnvPool(humanoid, N, nthread=2, contacts=c) for c in (True, False))
+    assert full.contacts and not lean.contacts
+    fields = ("xpos", "xquat", "cvel", "subtree_com", "sensordata", "qfrc_bias", "qfrc_passive", "actuator_length")
+    ncon = [p.bind("ncon") for p in (full, lean)]
+    contacts_seen = 0
+    for t in range(12):
+        c = _random_ctrl(humanoid, rng)
+        for p in (full, lean):
+            p.step(c, 3)
+        if t % 4 == 1:  # a reset's forward takes the same path
+            ids = np.sort(rng.choice(N, 5, replace=False))
+            qpos, qvel = _perturbed(full, rng)
+            for p in (full, lean):
+                p.reset(ids, qpos[ids], qvel[ids])
+        assert np.array_equal(full.state_rows(), lean.state_rows()), t
+        for f in fields:
+            assert np.array_equal(full.bind(f), lean.bind(f)), (t, f)
+        contacts_seen += int(ncon[0].sum())
+        assert not ncon[1].any()
+        assert (lean.batch.expanded("opt.disableflags") == humanoid.opt.disableflags).all()
+    assert contacts_seen > 0  # the humanoid stands on its floor: the comparison covered contacts
+
+
+def test_a_persistent_pool_always_computes_contacts(humanoid):
+    """A persistent batch continues its next step from the post-step stage: contacts=False must not thin it."""
+    pool = BatchEnvPool(humanoid, N, nthread=1, persistent=True, contacts=False)
+    ncon = pool.bind("ncon")
+    pool.step(_random_ctrl(humanoid, np.random.default_rng(0)), 2)
+    assert pool.contacts and ncon.sum() > 0
+    assert pool.batch.expanded("opt.disableflags") is None
+
+
 def test_reset_validates_input(humanoid):
     pool = BatchEnvPool(humanoid, N, nthread=1)
     with pytest.raises(ValueError, match="needs qpos"):

@@ -1,8 +1,9 @@
 """Where env.step time goes: backend_step / update_state / reset_done, wall ms and cores used.
 
 Steps the G1 motion-tracking env with random actions, then steps a bare
-BatchEnvPool of the same PD model, env count, thread sizing and substeps from
-the same start states ("raw pool"), and prints per run
+BatchEnvPool of the same PD model, env count, thread sizing, substeps and
+post-step stage (``contacts``) from the same start states ("raw pool"), and
+prints per run
 
     phase | ms | cores      (backend_step, update_state, reset_done, env.step, raw pool.step)
 
@@ -33,6 +34,7 @@ import sys
 import time
 
 import numpy as np
+import psutil
 
 from unilab.bench.report import format_table, write_json
 from unilab.sim import cpu
@@ -133,8 +135,9 @@ class _RawRunner:
     def __init__(self, env: MotionTrackingEnv, start_qpos, start_qvel, rng, pool_kwargs: dict, pool_steps: int):
         n = env.num_envs
         self.env = env
+        # the env's pool settings, its post-step stage (contacts) included: the ratio is the host phases' cost
         self.pool = BatchEnvPool(env.model, n, outputs=("xpos", "xquat", "cvel", "subtree_com"),
-                                 substeps=env.cfg.decimation, **pool_kwargs)
+                                 substeps=env.cfg.decimation, **{"contacts": env.pool.contacts, **pool_kwargs})
         self.ids = np.arange(n)
         self.q0, self.v0 = start_qpos, start_qvel
         self.pool.reset(self.ids, self.q0, self.v0)
@@ -191,12 +194,14 @@ def run_one(cfg: MotionTrackingConfig, num_envs: int, steps: int, warmup: int, b
     env.timer.reset()
     split = PhaseTimer()
     done = 0
+    machine0 = psutil.cpu_times()
     while done < steps:
         k = min(block, steps - done)
         envr.run(k, timed=True)
         raw.run(k, timed=True, period=envr.mean_episode_length)
         envr.run_split(k, split)
         done += k
+    steal = steal_share(machine0, psutil.cpu_times())
 
     phases = {name: {"ms": s.mean_ms, "cores": s.cores, "count": s.count} for name, s in env.timer.summary().items()}
     phases["env.step"] = {"ms": 1e3 * envr.wall / steps, "cores": envr.cpu / envr.wall, "count": steps}
@@ -235,11 +240,24 @@ def run_one(cfg: MotionTrackingConfig, num_envs: int, steps: int, warmup: int, b
                                "cores": split_summary["update_state"].cores},
         "spin_check": spin,
         "projection": project(phases, len(usable)),
+        "steal_share": steal,
     }
     raw.pool.close()
     env.close()
     _restore_affinity(usable)
     return res
+
+
+def steal_share(before, after) -> float:
+    """Share of the machine's CPU time a hypervisor took (steal) between two ``psutil.cpu_times()``.
+
+    On a busy VM host the vCPUs stall at random: a parallel region then waits
+    for its slowest thread and reads as fewer cores used, which is the host's
+    doing, not the code's. The benchmark prints it so a reader can tell.
+    """
+    d = {f: getattr(after, f) - getattr(before, f) for f in after._fields}
+    total = sum(d.values()) - d.get("guest", 0.0) - d.get("guest_nice", 0.0)  # guest is inside user/nice
+    return d.get("steal", 0.0) / total if total > 0 else 0.0
 
 
 def project(phases: dict, usable: int) -> dict:
@@ -268,6 +286,8 @@ def print_run(r: dict, num_envs: int) -> None:
     print(f"(update_state + reset_done) / env.step wall = {100 * r['host_fraction']:.1f} %   (bar <= 15 %)")
     print(f"env / raw steps/s                           = {r['env_over_raw']:.3f}   (bar >= 0.85)")
     print(f"episodes ended {r['episodes_ended']}, mean length {r['mean_episode_length']:.1f} steps")
+    print(f"steal time during the timed steps: {100 * r['steal_share']:.1f} % of the machine's CPU time "
+          "(a VM host's; cores read low when it is high)")
     sub = r["subphases"]
     print("\nsub-phases (ms per env.step; physics and check_health are backend_step's, "
           "restart = reset_done's restart of the ended envs)")

@@ -86,7 +86,8 @@ class MotionTrackingEnv(PoolEnv):
     Args:
         cfg: task configuration.
         num_envs: number of parallel envs.
-        pool_kwargs: extra ``BatchEnvPool`` arguments (``nthread``, ``cpu_ids``, ``persistent``).
+        pool_kwargs: extra ``BatchEnvPool`` arguments (``nthread``, ``cpu_ids``, ``persistent``;
+          ``contacts`` is False unless given: no term reads a contact field).
         seed: seed of the start-frame sampling, reset noise and observation noise.
     """
 
@@ -148,6 +149,9 @@ class MotionTrackingEnv(PoolEnv):
         kwargs = dict(pool_kwargs or {})
         outputs = tuple(dict.fromkeys([*kwargs.pop("outputs", ()), *_POOL_OUTPUTS]))
         kwargs.setdefault("substeps", cfg.decimation)
+        # no term reads a contact or constraint field (the step driver reads kinematics and velocities only),
+        # so the stage after a step or reset skips collision: restarts' forward ~2.5x cheaper, same values
+        kwargs.setdefault("contacts", False)
         self.pool = BatchEnvPool(self.model, self.num_envs, outputs=outputs, **kwargs)
         self.timer = PhaseTimer()
         self.pool.timer = self.timer  # backend_step's sub-phases: physics, check_health
