@@ -142,6 +142,10 @@ def test_without_contacts_derived_fields_and_physics_are_unchanged(humanoid):
         assert not ncon[1].any()
         assert (lean.batch.expanded("opt.disableflags") == humanoid.opt.disableflags).all()
     assert contacts_seen > 0  # the humanoid stands on its floor: the comparison covered contacts
+    lean.forward([0, 3])  # ids as a list, as forward's callers may pass them
+    full.forward([0, 3])
+    assert np.array_equal(full.xpos, lean.xpos) and not ncon[1].any()
+    assert (lean.batch.expanded("opt.disableflags") == humanoid.opt.disableflags).all()
 
 
 def test_a_persistent_pool_always_computes_contacts(humanoid):

@@ -168,8 +168,6 @@ class BatchEnvPool:
         if not self.contacts:
             # per-env disable flags (a live (num_envs,) view), raised around the stage computation only
             self._flags = b.expand("opt.disableflags")
-            self._flags_kept = np.empty_like(self._flags)
-            self._all_ids = np.arange(num_envs, dtype=np.int64)
         b.forward()
 
     # -- properties ---------------------------------------------------------
@@ -246,15 +244,18 @@ class BatchEnvPool:
         collision and constraints disabled for the call (see the class doc).
         """
         if not self.contacts:
-            rows = self._all_ids if ids is None else ids
-            _raise_flags(rows, self._flags, self._flags_kept, _NO_CONTACT)
+            # NumPy, not a prange region: a few microseconds for a restart's rows, less than one region's
+            # fork/join (which on a VM includes waking a parked vCPU); kept for the restore below
+            sel = slice(None) if ids is None else np.asarray(ids, dtype=np.int64)
+            kept = self._flags[sel].copy()
+            self._flags[sel] = kept | _NO_CONTACT
         try:
             self._batch.forward(ids, self._stage)
         except mjbatch.SimulationError as err:
             self._mark(np.asarray(err.ids), "mujoco error")
         finally:
             if not self.contacts:
-                _restore_flags(rows, self._flags, self._flags_kept)
+                self._flags[sel] = kept
 
     def _mark(self, ids: np.ndarray, reason: str) -> None:
         new = ids[~self.bad_envs[ids]]
@@ -346,23 +347,6 @@ def _copy_rows(src, dst):
     for e in prange(dst.shape[0]):
         for j in range(dst.shape[1]):
             dst[e, j] = src[e, j]
-
-
-@njit(cache=True, parallel=True, fastmath=False)
-def _raise_flags(ids, flags, kept, bits):
-    """``kept[e] = flags[e]; flags[e] |= bits`` for env ``e`` in ``ids``."""
-    for k in prange(ids.shape[0]):
-        e = ids[k]
-        kept[e] = flags[e]
-        flags[e] = int(flags[e]) | bits
-
-
-@njit(cache=True, parallel=True, fastmath=False)
-def _restore_flags(ids, flags, kept):
-    """``flags[e] = kept[e]`` for env ``e`` in ``ids``."""
-    for k in prange(ids.shape[0]):
-        e = ids[k]
-        flags[e] = kept[e]
 
 
 @njit(cache=True, parallel=True, fastmath=False)
