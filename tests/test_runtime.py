@@ -178,6 +178,14 @@ def test_envs_that_all_diverge_stop_training(tmp_path):
     assert "train: error: training diverged" in out.stderr
     assert "% of envs diverged (bad state)" in out.stdout
     assert "WARNING: Nan, Inf" not in out.stdout + out.stderr  # MuJoCo's per-env lines are silenced
+    # what was learned is kept for a diagnosis (a checkpoint with non-finite weights is refused instead)
+    (run_dir,) = run_dirs(tmp_path)
+    ckpt = latest_checkpoint(run_dir)
+    if "checkpoint not written" in out.stderr:
+        assert ckpt is None
+    else:
+        assert ckpt is not None and f"saved {ckpt}" in out.stderr
+        assert load_checkpoint(ckpt)[0]["iteration"] > 0
 
 
 @pytest.mark.parametrize(

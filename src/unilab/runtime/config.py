@@ -89,8 +89,8 @@ class TrainingConfig:
     warn_bad_env_fraction: float = 0.05
     """Print a console warning when more than this share of env steps is bad (diverged) over a console interval."""
     max_bad_env_fraction: float | None = 0.95
-    """Stop with a 'diverged' error when at least this share of env steps stays bad for divergence_window
-    iterations; null never stops."""
+    """Stop with a 'diverged' error (and a final checkpoint) when at least this share of env steps stays bad for
+    divergence_window iterations; with several ranks, one rank's stop stops them all. null never stops."""
     divergence_window: int = 200
     """Iterations (rounded up to log_interval) the bad share must stay at max_bad_env_fraction before training stops."""
     seed: int = 0

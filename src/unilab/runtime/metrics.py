@@ -11,6 +11,7 @@ steps summed over all envs.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,8 @@ class MetricsLogger:
     def __init__(self, run_dir: Path, num_envs: int, counter_names: list[str], pids: list[int], enabled: bool = True,
                  log_interval: int = 10, console_interval_s: float = 5.0, warn_bad_env_fraction: float = 0.05,
                  max_bad_env_fraction: float | None = None, divergence_window: int = 200,
-                 max_iterations: int | None = None, time_limit_s: float | None = None):
+                 max_iterations: int | None = None, time_limit_s: float | None = None,
+                 agree: Callable[[bool], bool] | None = None):
         self.run_dir = run_dir
         self.max_iterations = max_iterations
         self.time_limit_s = time_limit_s
@@ -58,6 +60,10 @@ class MetricsLogger:
         self.max_bad_env_fraction = max_bad_env_fraction
         self.divergence_window = max(1, int(divergence_window))
         self._bad_since: int | None = None  # first iteration of the current run of (nearly) all-bad intervals
+        self.agree = agree
+        """With several ranks: ``flag -> any rank's flag`` (``distributed.any_rank``), called at every log
+        iteration by every rank, so that all ranks stop together when one diverges; a rank left running
+        would wait forever in its next gradient all-reduce."""
         self._console_bad = [0.0, 0.0, 0]  # bad env steps, env steps, iterations since the last console line
 
     def banner(self, spec: Any, env: EnvSpec, device: Any, dist: Any) -> None:
@@ -163,28 +169,36 @@ class MetricsLogger:
         self.last = s
         it0 = self._it0
         self._c0, self._it0, self._t0 = c1, iteration, now
+        diverged = None
         if n_c > 0:
             self._console_bad[0] += d["bad_envs"]
             self._console_bad[1] += n_c * self.num_envs
             self._console_bad[2] += d_it
-            self._check_divergence(it0, iteration, d["bad_envs"] / (n_c * self.num_envs))
+            diverged = self._check_divergence(it0, iteration, d["bad_envs"] / (n_c * self.num_envs))
+        # every rank asks at every log iteration (whatever its own counters), so the collective always matches
+        if self.agree is not None and self.agree(diverged is not None) and diverged is None:
+            diverged = (f"training diverged on another rank at iteration {iteration} (its envs stayed in a bad "
+                        "state; that rank's error names the limit); this rank stops with it")
+        if diverged is not None:
+            self.close()
+            raise TrainingDiverged(diverged)
 
-    def _check_divergence(self, it0: int, iteration: int, bad_fraction: float) -> None:
-        """Raise TrainingDiverged once the bad share stayed at the limit for divergence_window iterations."""
+    def _check_divergence(self, it0: int, iteration: int, bad_fraction: float) -> str | None:
+        """The stop message once the bad share stayed at the limit for divergence_window iterations, else None."""
         limit = self.max_bad_env_fraction
         if limit is None or bad_fraction < limit:
             self._bad_since = None
-            return
+            return None
         if self._bad_since is None:
             self._bad_since = it0
-        if iteration - self._bad_since >= self.divergence_window:
-            self.close()
-            raise TrainingDiverged(
-                f"training diverged: at least {limit:.0%} of the envs were in a bad state (non-finite, MuJoCo "
-                f"divergence warning, or |qvel| over sim.max_qvel) in each of the last {iteration - self._bad_since} "
-                f"iterations (up to iteration {iteration}); check the task's reset noise, sim_dt and actions "
-                f"(training.max_bad_env_fraction / training.divergence_window set this stop; null disables it)"
-            )
+        if iteration - self._bad_since < self.divergence_window:
+            return None
+        return (
+            f"training diverged: at least {limit:.0%} of the envs were in a bad state (non-finite, MuJoCo "
+            f"divergence warning, or |qvel| over sim.max_qvel) in each of the last {iteration - self._bad_since} "
+            f"iterations (up to iteration {iteration}); check the task's reset noise, sim_dt and actions "
+            f"(training.max_bad_env_fraction / training.divergence_window set this stop; null disables it)"
+        )
 
     def _warn_bad_envs(self) -> None:
         """One console line per console interval when too many env steps were bad."""

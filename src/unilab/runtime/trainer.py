@@ -39,7 +39,7 @@ from unilab.runtime.checkpoint import (
 from unilab.runtime.collector import CollectorArgs
 from unilab.runtime.collector_client import CollectorClient, CollectorDied
 from unilab.runtime.config import RunSpec, TrainingConfig
-from unilab.runtime.metrics import MetricsLogger
+from unilab.runtime.metrics import MetricsLogger, TrainingDiverged
 from unilab.runtime.periodic_eval import FINAL_WAIT_S, PeriodicEval
 from unilab.runtime.signals import StopSignals
 from unilab.sim import cpu
@@ -185,6 +185,7 @@ class Trainer:
             log_interval=tr.log_interval, console_interval_s=tr.console_interval_s,
             warn_bad_env_fraction=tr.warn_bad_env_fraction, max_bad_env_fraction=tr.max_bad_env_fraction,
             divergence_window=tr.divergence_window, max_iterations=a.max_iterations, time_limit_s=tr.time_limit_s,
+            agree=distributed.any_rank if self.dist.world_size > 1 else None,
         )
         metrics.banner(self.spec, env, agent.device, self.dist)
         if self.dist.world_size > 1:
@@ -267,12 +268,17 @@ class Trainer:
             col.close()
             metrics.close()
             raise
-        except CollectorDied:
+        except (CollectorDied, TrainingDiverged):
             self.signals.stopping()
+            store_pending()  # before col.close(): the step is a view of the shared memory it unmaps
             col.close()
-            if self.iteration > start_iter:  # keep what was learned before the failure
-                path = self.save(agent, replay, final=True)
-                print(f"unilab: saved {path} before stopping", file=sys.stderr, flush=True)
+            if self.iteration > start_iter:  # keep what was learned before the failure (and for a diagnosis)
+                try:
+                    path = self.save(agent, replay, final=True)
+                except NonFiniteTraining as err:  # never a checkpoint with NaN/inf weights
+                    print(f"unilab: {err}", file=sys.stderr, flush=True)
+                else:
+                    print(f"unilab: saved {path} before stopping", file=sys.stderr, flush=True)
             metrics.close()
             raise
         self.signals.stopping()  # from here on a signal cannot abandon the final checkpoint
