@@ -367,6 +367,42 @@ def test_benchmark_script_smoke(tmp_path):
     assert run["phases"]["env.step"]["count"] == 4
     assert run["env_steps_per_sec"] > 0 and run["raw_steps_per_sec"] > 0
     assert 0.0 <= run["steal_share"] < 1.0 and "steal time" in proc.stdout
+    threads = run["threads"]  # per thread group, steps of their own
+    assert {"backend_step", "update_state", "reset_done"} <= set(threads)
+    for row in threads.values():
+        assert 0.0 <= row["main_alone_ms"] <= row["main_ms"] + 1e-9
+    assert set(run["projection_main_alone"]) == set(run["projection"])
+
+
+def test_main_alone_is_the_calling_threads_cpu_beyond_its_share_of_each_pool():
+    import threading
+    import time
+
+    from unilab.bench.env_step_phase_cpu import ThreadPhaseTimer
+    from unilab.sim import cpu
+
+    stop = threading.Event()
+    tids = []
+
+    def spin():
+        tids.append(cpu.current_tid())
+        stop.wait()
+
+    worker = threading.Thread(target=spin)
+    worker.start()
+    while not tids:
+        time.sleep(0.001)
+    timer = ThreadPhaseTimer({"parked": tids, "none": []})
+    with timer.phase("serial"):
+        t0 = time.thread_time()
+        while time.thread_time() - t0 < 0.02:  # 20 ms of the calling thread alone
+            pass
+    stop.set()
+    worker.join()
+    row = timer.breakdown(steps=2)["serial"]
+    assert row["parked_ms"] < 1.0 and row["none_ms"] == 0.0
+    assert row["main_ms"] == pytest.approx(10.0, abs=2.0)  # per step
+    assert row["main_alone_ms"] == pytest.approx(row["main_ms"] - row["parked_ms"])
 
 
 def test_steal_share_is_steal_over_the_machines_time_without_guest():

@@ -32,6 +32,8 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import psutil
@@ -168,8 +170,56 @@ class _RawRunner:
                 self.pool.reset(b, self.q0[b], self.v0[b])
 
 
+class ThreadPhaseTimer(PhaseTimer):
+    """A PhaseTimer that also adds each phase's CPU time per thread group.
+
+    Groups: the calling thread (``main``; ``time.thread_time``, exact), Numba's
+    workers and MuJoCo's pool threads (Linux /proc schedstat, up to date for a
+    thread that is parked at the phase's edges, as they are). Reading costs tens
+    of microseconds per edge, so the benchmark times these steps on their own.
+    """
+
+    def __init__(self, groups: dict[str, list[int]]):
+        super().__init__()
+        self.groups = groups
+        self.thread_ms: dict[str, dict[str, float]] = {}
+
+    def _snap(self) -> dict[str, float]:
+        out = {"main": time.thread_time()}
+        for g, tids in self.groups.items():
+            out[g] = sum(cpu.thread_cpu_seconds(t) for t in tids)
+        return out
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        s0 = self._snap()
+        with super().phase(name):
+            yield
+        s1 = self._snap()
+        acc = self.thread_ms.setdefault(name, dict.fromkeys(s0, 0.0))
+        for g in s0:
+            acc[g] += 1e3 * (s1[g] - s0[g])
+
+    def breakdown(self, steps: int) -> dict[str, dict[str, float]]:
+        """Per phase and env.step: wall, CPU of each group, and ``main_alone``.
+
+        ``main_alone`` = main - sum over groups of (group CPU / its thread count):
+        the calling thread's CPU beyond its even share of the parallel regions it
+        joined (it is one of the threads of both pools), i.e. work no other thread
+        could do: Python, serial NumPy, argument unboxing, an unbalanced region.
+        """
+        out = {}
+        for name, st in self.summary().items():
+            t = self.thread_ms[name]
+            row = {"wall_ms": st.wall_ms_total / steps, **{f"{g}_ms": v / steps for g, v in t.items()}}
+            share = sum(t[g] / len(tids) for g, tids in self.groups.items() if tids)
+            row["main_alone_ms"] = max(0.0, t["main"] - share) / steps
+            out[name] = row
+        return out
+
+
 def run_one(cfg: MotionTrackingConfig, num_envs: int, steps: int, warmup: int, block: int, cpu_ids: list[int] | None,
-            nthread: int | None, seed: int) -> dict:
+            nthread: int | None, seed: int, thread_steps: int = 6) -> dict:
     """Env and raw-pool timing, interleaved in blocks so machine load hits both alike."""
     pool_kwargs: dict = {}
     if cpu_ids is not None:
@@ -202,6 +252,7 @@ def run_one(cfg: MotionTrackingConfig, num_envs: int, steps: int, warmup: int, b
         envr.run_split(k, split)
         done += k
     steal = steal_share(machine0, psutil.cpu_times())
+    threads = thread_breakdown(envr, thread_steps)
 
     phases = {name: {"ms": s.mean_ms, "cores": s.cores, "count": s.count} for name, s in env.timer.summary().items()}
     phases["env.step"] = {"ms": 1e3 * envr.wall / steps, "cores": envr.cpu / envr.wall, "count": steps}
@@ -241,11 +292,52 @@ def run_one(cfg: MotionTrackingConfig, num_envs: int, steps: int, warmup: int, b
         "spin_check": spin,
         "projection": project(phases, len(usable)),
         "steal_share": steal,
+        "threads": threads,
+        "projection_main_alone": project_main_alone(phases, threads, len(usable)),
     }
     raw.pool.close()
     env.close()
     _restore_affinity(usable)
     return res
+
+
+def thread_breakdown(envr: _EnvRunner, steps: int) -> dict[str, dict[str, float]]:
+    """``steps`` env steps timed with a :class:`ThreadPhaseTimer` (not in the totals)."""
+    env = envr.env
+    main = cpu.current_tid()
+    groups = {"numba": [t for t in env.host_thread_ids if t != main], "mujoco": list(env.pool.pool_tids)}
+    timer = ThreadPhaseTimer(groups)
+    saved, env.timer = env.timer, timer
+    env.pool.timer = timer
+    try:
+        for _ in range(steps):
+            env.step(envr.actions[envr.i % len(envr.actions)], out=envr.out)
+            envr.i += 1
+    finally:
+        env.timer = env.pool.timer = saved
+    return timer.breakdown(max(steps, 1))
+
+
+def project_main_alone(phases: dict, threads: dict, usable: int) -> dict:
+    """Host share at PROJECT_CORES if only each host phase's ``main_alone`` time were serial.
+
+    A second estimate next to :func:`project`, from another measurement: it
+    counts waking the workers and waiting at a region's end as parallel (on many
+    cores they cost more, not less), but it does count the calling thread's
+    extra work inside unevenly split regions. T1 = ms x cores (as there),
+    serial = main_alone, the rest / N. Its main_alone varies by about a
+    millisecond between runs on a 2-core VM.
+    """
+    out = {}
+    for n in PROJECT_CORES:
+        backend = amdahl(phases["backend_step"]["ms"], phases["backend_step"]["cores"], usable, n)
+        host = 0.0
+        for name in ("update_state", "reset_done"):
+            t1 = phases[name]["ms"] * phases[name]["cores"]
+            serial = min(threads.get(name, {}).get("main_alone_ms", t1), t1)
+            host += serial + (t1 - serial) / n
+        out[str(n)] = host / (host + backend)
+    return out
 
 
 def steal_share(before, after) -> float:
@@ -307,6 +399,15 @@ def print_run(r: dict, num_envs: int) -> None:
         ms = pr["phases_ms"]
         rows.append([n, ms["backend_step"], ms["update_state"], ms["reset_done"], f"{100 * pr['host_share']:.1f} %"])
     print(format_table(["cores", "backend_step ms", "update_state ms", "reset_done ms", "host share"], rows))
+    lo = " / ".join(f"{n}: {100 * v:.1f} %" for n, v in r["projection_main_alone"].items())
+    print(f"second estimate, serial = the calling thread's lone work (table below): {lo}")
+    th = r["threads"]
+    print("\nCPU per thread group (ms per env.step, steps of their own): the calling thread, Numba's workers, "
+          "MuJoCo's workers;\nmain alone = main - each group's CPU / its thread count (work only the calling "
+          "thread did)")
+    print(format_table(["phase", "wall ms", "main", "numba workers", "mujoco workers", "main alone"],
+                       [[n, t["wall_ms"], t["main_ms"], t["numba_ms"], t["mujoco_ms"], t["main_alone_ms"]]
+                        for n, t in th.items()]))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -321,6 +422,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--compare-cpu-ids", default=None,
                    help="A/B in one invocation: default sizing vs pinned to these cpu ids")
     p.add_argument("--nthread", type=int, default=None, help="thread count (default: the sizing rule)")
+    p.add_argument("--thread-steps", type=int, default=6,
+                   help="extra env steps timed per thread group (calling thread, Numba, MuJoCo; 0: none)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default=None, help="also write the results to this JSON file")
     p.add_argument("--motion-files", nargs="*", default=None, help="clips to use (default: the built-in G1 clips)")
@@ -346,7 +449,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"usable cpus {cpu.usable_cpus()}; G1 motion tracking, decimation {cfg.decimation}, sim dt {cfg.sim_dt}")
     results = []
     for cpu_ids, nthread in runs:
-        r = run_one(cfg, args.num_envs, args.steps, args.warmup, args.block, cpu_ids, nthread, args.seed)
+        r = run_one(cfg, args.num_envs, args.steps, args.warmup, args.block, cpu_ids, nthread, args.seed,
+                    args.thread_steps)
         print_run(r, args.num_envs)
         results.append(r)
     if len(results) == 2:
