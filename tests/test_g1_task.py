@@ -345,6 +345,28 @@ def test_g1_env_on_reference_and_random_steps():
 
 
 @pytest.mark.g1
+def test_g1_outputs_with_randomization_do_not_depend_on_the_pools_contact_fields():
+    """The real G1 with the task's defaults (domain randomization on: per-env friction, com, gains, pushes)."""
+    cfg = MotionTrackingConfig()
+    assert cfg.randomization.enabled
+    envs = [MotionTrackingEnv(cfg, 16, seed=4, pool_kwargs=kw) for kw in (None, {"contacts": True})]
+    ncon = envs[1].pool.bind("ncon")
+    outs = [env.buffers() for env in envs]
+    for env, out in zip(envs, outs):
+        env.reset(out)
+    rng = np.random.default_rng(5)
+    ended = contacts = 0
+    for _ in range(12):
+        action = rng.uniform(-1, 1, (16, 29)).astype(np.float32)
+        infos = [env.step(action, out)[4] for env, out in zip(envs, outs)]
+        for key in outs[0]:
+            assert np.array_equal(outs[0][key], outs[1][key]), key
+        ended += infos[0]["episode"]["count"]
+        contacts += int(ncon.sum())
+    assert ended > 0 and contacts > 0  # restarts and feet on the ground were compared
+
+
+@pytest.mark.g1
 @pytest.mark.slow
 def test_benchmark_script_smoke(tmp_path):
     import json

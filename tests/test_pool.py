@@ -148,6 +148,35 @@ def test_without_contacts_derived_fields_and_physics_are_unchanged(humanoid):
     assert (lean.batch.expanded("opt.disableflags") == humanoid.opt.disableflags).all()
 
 
+def test_without_contacts_flags_come_back_after_an_error_and_masks_select_envs(humanoid, monkeypatch):
+    pool = BatchEnvPool(humanoid, N, nthread=1, contacts=False)
+    flags = pool.batch.expanded("opt.disableflags")
+    real = pool.batch
+
+    class Failing:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def forward(self, ids, stage):
+            assert (flags[ids] & mujoco.mjtDisableBit.mjDSBL_CONTACT).all()  # raised for these envs only
+            assert not (np.delete(flags, ids) & mujoco.mjtDisableBit.mjDSBL_CONTACT).any()
+            raise mjbatch.SimulationError(np.array([ids[0]]), "mj_forward failed", N)
+
+    monkeypatch.setattr(pool, "_batch", Failing())
+    mask = np.zeros(N, dtype=bool)
+    mask[[2, 7]] = True
+    pool.forward(mask)  # a bool mask selects envs 2 and 7
+    assert (flags == humanoid.opt.disableflags).all()
+    assert np.flatnonzero(pool.bad_envs).tolist() == [2]
+    with pytest.raises(AttributeError):
+        pool.contacts = True  # read-only: the flags exist only for a pool built without contacts
+
+
+def test_without_contacts_acceleration_outputs_are_refused(humanoid):
+    with pytest.raises(ValueError, match="cfrc_ext"):
+        BatchEnvPool(humanoid, 4, nthread=1, contacts=False, outputs=("xpos", "cfrc_ext"))
+
+
 def test_a_persistent_pool_always_computes_contacts(humanoid):
     """A persistent batch continues its next step from the post-step stage: contacts=False must not thin it."""
     pool = BatchEnvPool(humanoid, N, nthread=1, persistent=True, contacts=False)

@@ -178,14 +178,19 @@ def test_envs_that_all_diverge_stop_training(tmp_path):
     assert "train: error: training diverged" in out.stderr
     assert "% of envs diverged (bad state)" in out.stdout
     assert "WARNING: Nan, Inf" not in out.stdout + out.stderr  # MuJoCo's per-env lines are silenced
-    # what was learned is kept for a diagnosis (a checkpoint with non-finite weights is refused instead)
+
+
+def test_a_divergence_stop_keeps_a_checkpoint(tmp_path):
+    """Every env is bad at every step (|qvel| over a tiny bound) while the weights stay finite: the stop saves."""
+    out = _run(train_cmd(
+        tmp_path, "algo.max_iterations=100000", "sim.max_qvel=1e-9", "training.divergence_window=20",
+    ))
+    assert out.returncode == 1, out.stderr
+    assert "train: error: training diverged" in out.stderr
     (run_dir,) = run_dirs(tmp_path)
     ckpt = latest_checkpoint(run_dir)
-    if "checkpoint not written" in out.stderr:
-        assert ckpt is None
-    else:
-        assert ckpt is not None and f"saved {ckpt}" in out.stderr
-        assert load_checkpoint(ckpt)[0]["iteration"] > 0
+    assert ckpt is not None and f"saved {ckpt} before stopping" in out.stderr
+    assert load_checkpoint(ckpt)[0]["iteration"] >= 20
 
 
 @pytest.mark.parametrize(

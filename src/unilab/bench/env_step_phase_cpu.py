@@ -183,22 +183,26 @@ class ThreadPhaseTimer(PhaseTimer):
         super().__init__()
         self.groups = groups
         self.thread_ms: dict[str, dict[str, float]] = {}
+        self._reading_s = 0.0  # the calling thread's CPU spent reading the groups (kept out of ``main``)
 
-    def _snap(self) -> dict[str, float]:
-        out = {"main": time.thread_time()}
-        for g, tids in self.groups.items():
-            out[g] = sum(cpu.thread_cpu_seconds(t) for t in tids)
+    def _groups_cpu(self) -> dict[str, float]:
+        t = time.thread_time()
+        out = {g: sum(cpu.thread_cpu_seconds(tid) for tid in tids) for g, tids in self.groups.items()}
+        self._reading_s += time.thread_time() - t
         return out
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
-        s0 = self._snap()
+        g0 = self._groups_cpu()  # the groups first, then the calling thread: its reads stay outside
+        m0, r0 = time.thread_time(), self._reading_s
         with super().phase(name):
             yield
-        s1 = self._snap()
-        acc = self.thread_ms.setdefault(name, dict.fromkeys(s0, 0.0))
-        for g in s0:
-            acc[g] += 1e3 * (s1[g] - s0[g])
+        m1, r1 = time.thread_time(), self._reading_s
+        g1 = self._groups_cpu()
+        acc = self.thread_ms.setdefault(name, {"main": 0.0, **dict.fromkeys(self.groups, 0.0)})
+        acc["main"] += 1e3 * ((m1 - m0) - (r1 - r0))  # minus the reads of phases nested in this one
+        for g in self.groups:
+            acc[g] += 1e3 * (g1[g] - g0[g])
 
     def breakdown(self, steps: int) -> dict[str, dict[str, float]]:
         """Per phase and env.step: wall, CPU of each group, and ``main_alone``.

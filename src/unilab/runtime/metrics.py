@@ -176,7 +176,9 @@ class MetricsLogger:
             self._console_bad[2] += d_it
             diverged = self._check_divergence(it0, iteration, d["bad_envs"] / (n_c * self.num_envs))
         # every rank asks at every log iteration (whatever its own counters), so the collective always matches
-        if self.agree is not None and self.agree(diverged is not None) and diverged is None:
+        # (the limit is the same on every rank, so with no limit no rank asks)
+        if (self.agree is not None and self.max_bad_env_fraction is not None and self.agree(diverged is not None)
+                and diverged is None):
             diverged = (f"training diverged on another rank at iteration {iteration} (its envs stayed in a bad "
                         "state; that rank's error names the limit); this rank stops with it")
         if diverged is not None:

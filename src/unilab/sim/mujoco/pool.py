@@ -46,6 +46,11 @@ SUBPHASES = ("physics", "check_health")
 NONFINITE, FAST, WARNED = 1, 2, 4
 # disable bits of the stage a contacts=False pool computes after a step or reset: no collision, no constraints
 _STAGE_NONE = int(mujoco.mjtStage.mjSTAGE_NONE)
+# MjData fields a contacts=False pool does not compute after a step (acceleration stage, contacts, constraints)
+_NOT_THIN = frozenset({
+    "qacc", "qacc_smooth", "qfrc_actuator", "actuator_force", "qfrc_smooth", "qfrc_constraint", "qfrc_inverse",
+    "cacc", "cfrc_int", "cfrc_ext", "contact", "ncon", "nefc", "efc_force", "efc_J", "efc_pos", "efc_vel",
+})
 _NO_CONTACT = int(mujoco.mjtDisableBit.mjDSBL_CONSTRAINT) | int(mujoco.mjtDisableBit.mjDSBL_CONTACT)
 
 
@@ -91,8 +96,13 @@ class BatchEnvPool:
         starts afresh from the integration state. For the G1 scene that stage
         costs about a third as much (collision and constraint assembly are most
         of it), which makes an auto-reset's forward about 2.5x cheaper and a
-        4-substep step several percent cheaper. A persistent batch continues
-        its next step from that stage, so it always computes it in full.
+        4-substep step several percent cheaper. Acceleration-stage outputs
+        (``qacc``, ``actuator_force``, ``cfrc_ext``, accelerometer and touch
+        sensors) are then not the env's own: the thin stage is a call of its
+        own after the substeps, so they hold scratch values (with ``True`` they
+        are the env's, from before its last substep); such output fields are
+        refused. A persistent batch continues its next step from that stage,
+        so it always computes it in full.
     """
 
     def __init__(
@@ -164,13 +174,22 @@ class BatchEnvPool:
         """Times ``step``'s SUBPHASES when enabled; a task may hand in its own timer (its phases nest them)."""
         # derived fields must describe the post-step state the task observes
         self._stage = int(mujoco.mjtStage.mjSTAGE_VEL)
-        self.contacts = bool(contacts) or self.persistent
-        if not self.contacts:
+        self._contacts = bool(contacts) or self.persistent
+        if not self._contacts:
+            stale = [name for name in outputs if name in _NOT_THIN]
+            if stale:
+                raise ValueError(f"outputs {stale} are acceleration-stage or contact fields, which a pool with "
+                                 "contacts=False does not compute after a step; use contacts=True")
             # per-env disable flags (a live (num_envs,) view), raised around the stage computation only
             self._flags = b.expand("opt.disableflags")
         b.forward()
 
     # -- properties ---------------------------------------------------------
+    @property
+    def contacts(self) -> bool:
+        """Whether steps, resets and forwards compute contacts and constraints (see the class doc)."""
+        return self._contacts
+
     @property
     def nq(self) -> int:
         return self.model.nq
@@ -227,10 +246,10 @@ class BatchEnvPool:
         with self.timer.phase("physics"):
             try:
                 # contacts=False: the substeps as always, then the post-step stage without collision
-                self._batch.step(None, substeps, self._stage if self.contacts else _STAGE_NONE)
+                self._batch.step(None, substeps, self._stage if self._contacts else _STAGE_NONE)
             except mjbatch.SimulationError as err:
                 self._mark(np.asarray(err.ids), "mujoco error")
-            if not self.contacts:
+            if not self._contacts:
                 self.forward()
         with self.timer.phase("check_health"):
             self._check_health()
@@ -243,18 +262,22 @@ class BatchEnvPool:
         the next step, which computes them anyway. Without ``contacts``, with
         collision and constraints disabled for the call (see the class doc).
         """
-        if not self.contacts:
-            # NumPy, not a prange region: a few microseconds for a restart's rows, less than one region's
-            # fork/join (which on a VM includes waking a parked vCPU); kept for the restore below
-            sel = slice(None) if ids is None else np.asarray(ids, dtype=np.int64)
-            kept = self._flags[sel].copy()
-            self._flags[sel] = kept | _NO_CONTACT
+        if ids is not None:
+            ids = np.asarray(ids)
+            ids = np.flatnonzero(ids) if ids.dtype == bool else ids.astype(np.int64, copy=False)
+        kept = None
         try:
+            if not self._contacts:
+                # NumPy, not a prange region: a few microseconds for a restart's rows, less than one region's
+                # fork/join (which on a VM includes waking a parked vCPU); kept for the restore below
+                sel = slice(None) if ids is None else ids
+                kept = self._flags[sel].copy()
+                self._flags[sel] = kept | _NO_CONTACT
             self._batch.forward(ids, self._stage)
         except mjbatch.SimulationError as err:
             self._mark(np.asarray(err.ids), "mujoco error")
         finally:
-            if not self.contacts:
+            if kept is not None:
                 self._flags[sel] = kept
 
     def _mark(self, ids: np.ndarray, reason: str) -> None:
