@@ -259,20 +259,29 @@ def test_env_outputs_do_not_depend_on_the_pools_contact_fields(tiny_cfg):
     """The env builds its pool with contacts=False (no term reads a contact field): every output, restarts
     included, equals a contacts=True pool's bit for bit."""
     tiny_cfg.reset = ResetConfig(sampling="adaptive")
-    envs = [MotionTrackingEnv(tiny_cfg, 24, seed=3, pool_kwargs=kw) for kw in (None, {"contacts": True})]
+    ended, contacts = _same_outputs_with_and_without_contacts(tiny_cfg, 24, steps=30, seed=3)
+    assert ended > 0 and contacts > 0  # restarts (the forward contacts=False thins) and contacts were compared
+
+
+def _same_outputs_with_and_without_contacts(cfg, n, steps, seed):
+    """Step an env built as the task builds it (contacts=False) and one with contacts=True alike; every output
+    must be equal after every step. Returns (episodes ended, contacts the contacts=True pool saw)."""
+    envs = [MotionTrackingEnv(cfg, n, seed=seed, pool_kwargs=kw) for kw in (None, {"contacts": True})]
     assert not envs[0].pool.contacts and envs[1].pool.contacts
+    ncon = envs[1].pool.bind("ncon")
     outs = [env.buffers() for env in envs]
     for env, out in zip(envs, outs):
         env.reset(out)
-    rng = np.random.default_rng(2)
-    ended = 0
-    for _ in range(30):
-        action = rng.uniform(-1, 1, (24, 2)).astype(np.float32)
+    rng = np.random.default_rng(seed)
+    ended = contacts = 0
+    for _ in range(steps):
+        action = rng.uniform(-1, 1, (n, envs[0].action_dim)).astype(np.float32)
         infos = [env.step(action, out)[4] for env, out in zip(envs, outs)]
         for key in outs[0]:
             assert np.array_equal(outs[0][key], outs[1][key]), key
         ended += infos[0]["episode"]["count"]
-    assert ended > 0  # restarts (the forward contacts=False thins) were compared too
+        contacts += int(ncon.sum())
+    return ended, contacts
 
 
 def test_action_shape_checked(tiny_cfg):
@@ -349,20 +358,7 @@ def test_g1_outputs_with_randomization_do_not_depend_on_the_pools_contact_fields
     """The real G1 with the task's defaults (domain randomization on: per-env friction, com, gains, pushes)."""
     cfg = MotionTrackingConfig()
     assert cfg.randomization.enabled
-    envs = [MotionTrackingEnv(cfg, 16, seed=4, pool_kwargs=kw) for kw in (None, {"contacts": True})]
-    ncon = envs[1].pool.bind("ncon")
-    outs = [env.buffers() for env in envs]
-    for env, out in zip(envs, outs):
-        env.reset(out)
-    rng = np.random.default_rng(5)
-    ended = contacts = 0
-    for _ in range(12):
-        action = rng.uniform(-1, 1, (16, 29)).astype(np.float32)
-        infos = [env.step(action, out)[4] for env, out in zip(envs, outs)]
-        for key in outs[0]:
-            assert np.array_equal(outs[0][key], outs[1][key]), key
-        ended += infos[0]["episode"]["count"]
-        contacts += int(ncon.sum())
+    ended, contacts = _same_outputs_with_and_without_contacts(cfg, 16, steps=12, seed=4)
     assert ended > 0 and contacts > 0  # restarts and feet on the ground were compared
 
 

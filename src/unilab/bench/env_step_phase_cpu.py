@@ -111,8 +111,12 @@ class _EnvRunner:
 
     def run_split(self, n: int, timer: PhaseTimer) -> None:
         """``n`` steps with update_state's stages one region each, timed in ``timer`` (not in the totals)."""
+        self.run_timed_by(n, timer, split=True)
+
+    def run_timed_by(self, n: int, timer: PhaseTimer, split: bool = False) -> None:
+        """``n`` steps timed in ``timer`` (not in the totals); ``split``: update_state's stages one region each."""
         env = self.env
-        main, env.split_sub_phases = env.timer, True
+        main, env.split_sub_phases = env.timer, split
         env.timer = env.pool.timer = timer
         try:
             for _ in range(n):
@@ -311,14 +315,7 @@ def thread_breakdown(envr: _EnvRunner, steps: int) -> dict[str, dict[str, float]
     main = cpu.current_tid()
     groups = {"numba": [t for t in env.host_thread_ids if t != main], "mujoco": list(env.pool.pool_tids)}
     timer = ThreadPhaseTimer(groups)
-    saved, env.timer = env.timer, timer
-    env.pool.timer = timer
-    try:
-        for _ in range(steps):
-            env.step(envr.actions[envr.i % len(envr.actions)], out=envr.out)
-            envr.i += 1
-    finally:
-        env.timer = env.pool.timer = saved
+    envr.run_timed_by(steps, timer)
     return timer.breakdown(max(steps, 1))
 
 
