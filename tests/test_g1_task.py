@@ -259,8 +259,10 @@ def test_env_outputs_do_not_depend_on_the_pools_contact_fields(tiny_cfg):
     """The env builds its pool with contacts=False (no term reads a contact field): every output, restarts
     included, equals a contacts=True pool's bit for bit."""
     tiny_cfg.reset = ResetConfig(sampling="adaptive")
-    ended, contacts = _same_outputs_with_and_without_contacts(tiny_cfg, 24, steps=30, seed=3)
-    assert ended > 0 and contacts > 0  # restarts (the forward contacts=False thins) and contacts were compared
+    ended, _ = _same_outputs_with_and_without_contacts(tiny_cfg, 24, steps=30, seed=3)
+    # restarts (whose forward contacts=False thins) were compared; the tiny robot's episodes end (anchor height)
+    # before it reaches its floor: the real G1 test below and tests/test_pool.py compare with contacts
+    assert ended > 0
 
 
 def _same_outputs_with_and_without_contacts(cfg, n, steps, seed):
