@@ -126,3 +126,26 @@ def test_pool_auto_survives_a_zero_nthread_entry(humanoid, tmp_cache, counted):
     assert 1 <= pool.nthread <= at.cpu.usable_cpu_count()
     pool.close()
     assert json.loads(path.read_text())[at.cache_key(humanoid, 32, 2)]["nthread"] == pool.nthread
+
+
+def test_a_pool_without_contacts_is_tuned_as_it_steps(humanoid, tmp_cache, monkeypatch):
+    """contacts=False: its own cache key, and every candidate timed with contacts=False (the thin stage)."""
+    seen = []
+    real = at.measure
+
+    def measure(*args, **kw):
+        seen.append(kw.get("contacts"))
+        return real(*args, **{**kw, "steps": 1})
+
+    monkeypatch.setattr(at, "measure", measure)
+    pool = BatchEnvPool(humanoid, 32, nthread="auto", substeps=2, contacts=False)
+    assert seen and set(seen) == {False}
+    keys = json.loads((tmp_cache / "autotune.json").read_text())
+    assert at.cache_key(humanoid, 32, 2, contacts=False) in keys and at.cache_key(humanoid, 32, 2) not in keys
+    assert json.loads(at.cache_key(humanoid, 32, 2, contacts=False))["contacts"] is False
+    assert pool.nthread == pool.autotune_result.nthread
+
+
+def test_thin_measure_times_both_kinds_of_batch(humanoid):
+    assert at.measure(humanoid, 8, 2, 1, False, steps=1, contacts=False) > 0
+    assert at.measure(humanoid, 8, 2, 1, True, steps=1, contacts=False) > 0  # persistent: the full stage

@@ -1,11 +1,12 @@
 """``nthread="auto"``: measure pool configurations once, cache the winner.
 
 The key is everything the winner depends on: the compiled model (hash of its
-MJB bytes), num_envs, substeps, the usable CPU set, the CPU model string and the
-MuJoCo version. A changed key re-tunes; an unreadable cache file, or an entry
-whose values could not have been measured here (e.g. nthread 0, or more
-threads than usable CPUs), is reported (naming the file and the value),
-re-measured and replaced, never fatal.
+MJB bytes), num_envs, substeps, the usable CPU set, the CPU model string, the
+MuJoCo version and, for a pool without contacts, that (its non-persistent
+candidates are timed with the thin post-step stage they will run). A changed
+key re-tunes; an unreadable cache file, or an entry whose values could not have
+been measured here (e.g. nthread 0, or more threads than usable CPUs), is
+reported (naming the file and the value), re-measured and replaced, never fatal.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from mujoco import batch as mjbatch
 
 from unilab.cache import cache_dir
 from unilab.sim import cpu
+from unilab.sim.mujoco.pool import NO_CONTACT
 
 # a candidate within this fraction of the fastest counts as a tie; ties go to
 # the sizing rule's choice, so that noise does not flip the configuration
@@ -61,8 +63,8 @@ def cpu_model_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def cache_key(model: mujoco.MjModel, num_envs: int, substeps: int) -> str:
-    """The string the winner is cached under."""
+def cache_key(model: mujoco.MjModel, num_envs: int, substeps: int, contacts: bool = True) -> str:
+    """The string the winner is cached under (keys of pools with contacts are as before the option)."""
     parts = {
         "model": model_hash(model),
         "num_envs": num_envs,
@@ -71,6 +73,8 @@ def cache_key(model: mujoco.MjModel, num_envs: int, substeps: int) -> str:
         "cpu_model": cpu_model_name(),
         "mujoco": mujoco.__version__,
     }
+    if not contacts:
+        parts["contacts"] = False
     return json.dumps(parts, sort_keys=True)
 
 
@@ -90,26 +94,43 @@ def candidates(num_envs: int) -> list[tuple[int, bool]]:
 
 
 def measure(
-    model: mujoco.MjModel, num_envs: int, substeps: int, nthread: int, persistent: bool, steps: int = 5, seed: int = 0
+    model: mujoco.MjModel, num_envs: int, substeps: int, nthread: int, persistent: bool, steps: int = 5, seed: int = 0,
+    contacts: bool = True,
 ) -> float:
-    """Mean wall ms of one ``step(substeps)`` of a fresh batch, after one warm-up step."""
+    """Mean wall ms of one ``step(substeps)`` of a fresh batch, after one warm-up step.
+
+    With the post-step stage the pool computes: in full, or (``contacts=False``,
+    non-persistent) as the substeps then a forward without collision and constraints.
+    """
     b = mjbatch.Batch(model, num_envs, nthread, persistent)
     rng = np.random.default_rng(seed)
     ctrl = b.bind("ctrl")
     lo, hi = _ctrl_bounds(model)
-    stage = int(mujoco.mjtStage.mjSTAGE_VEL)
+    thin = not contacts and not persistent
+    flags = b.expand("opt.disableflags") if thin else None
     ctrl[:] = rng.uniform(lo, hi, ctrl.shape)
-    _step(b, substeps, stage)
+    _step(b, substeps, flags)
     t0 = time.perf_counter()
     for _ in range(steps):
         ctrl[:] = rng.uniform(lo, hi, ctrl.shape)
-        _step(b, substeps, stage)
+        _step(b, substeps, flags)
     return (time.perf_counter() - t0) / steps * 1000.0
 
 
-def _step(b: mjbatch.Batch, substeps: int, stage: int) -> None:
+def _step(b: mjbatch.Batch, substeps: int, flags: np.ndarray | None) -> None:
+    """A pool's step: substeps + the VEL stage (thin, as BatchEnvPool(contacts=False), when ``flags`` is given)."""
+    vel = int(mujoco.mjtStage.mjSTAGE_VEL)
     try:
-        b.step(None, substeps, stage)
+        if flags is None:
+            b.step(None, substeps, vel)
+        else:
+            b.step(None, substeps, int(mujoco.mjtStage.mjSTAGE_NONE))
+            kept = flags.copy()
+            flags[:] = kept | NO_CONTACT
+            try:
+                b.forward(None, vel)
+            finally:
+                flags[:] = kept
     except mjbatch.SimulationError:
         pass  # a failing sim costs what it costs; timing is all we want here
 
@@ -173,10 +194,15 @@ def autotune(
     cache_path: Path | None = None,
     steps: int = 5,
     force: bool = False,
+    contacts: bool = True,
 ) -> AutotuneResult:
-    """Pick (nthread, persistent) for this model and size; cached on disk."""
+    """Pick (nthread, persistent) for this model and size; cached on disk.
+
+    ``contacts``: the pool's option (``BatchEnvPool``); False times the
+    non-persistent candidates with the thin post-step stage they would run.
+    """
     path = Path(cache_path) if cache_path is not None else default_cache_path()
-    key = cache_key(model, num_envs, substeps)
+    key = cache_key(model, num_envs, substeps, contacts)
     data = _load(path)
     entry = data.get(key)
     if not force and entry is not None:
@@ -195,7 +221,8 @@ def autotune(
         )
     timings = {}
     for n, p in candidates(num_envs):
-        timings[f"{n}{'p' if p else ''}"] = (n, p, measure(model, num_envs, substeps, n, p, steps=steps))
+        timings[f"{n}{'p' if p else ''}"] = (n, p, measure(model, num_envs, substeps, n, p, steps=steps,
+                                                          contacts=contacts))
     best = min(t[2] for t in timings.values())
     rule = cpu.resolve_nthread(num_envs)
     rule_ms = next(t[2] for t in timings.values() if t[0] == rule and not t[1])

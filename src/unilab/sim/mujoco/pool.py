@@ -51,7 +51,7 @@ _NOT_THIN = frozenset({
     "qacc", "qacc_smooth", "qfrc_actuator", "actuator_force", "qfrc_smooth", "qfrc_constraint", "qfrc_inverse",
     "cacc", "cfrc_int", "cfrc_ext", "contact", "ncon", "nefc", "efc_force", "efc_J", "efc_pos", "efc_vel",
 })
-_NO_CONTACT = int(mujoco.mjtDisableBit.mjDSBL_CONSTRAINT) | int(mujoco.mjtDisableBit.mjDSBL_CONTACT)
+NO_CONTACT = int(mujoco.mjtDisableBit.mjDSBL_CONSTRAINT) | int(mujoco.mjtDisableBit.mjDSBL_CONTACT)
 
 
 def silence_mujoco_warnings() -> None:
@@ -135,7 +135,7 @@ class BatchEnvPool:
                 raise ValueError("nthread='auto' and cpu_ids are exclusive: pinning fixes one thread per cpu id")
             from unilab.sim.mujoco.autotune import autotune  # noqa: PLC0415 - autotune imports this module
 
-            self.autotune_result = autotune(model, num_envs, substeps)
+            self.autotune_result = autotune(model, num_envs, substeps, contacts=contacts)
             nthread, persistent = self.autotune_result.nthread, self.autotune_result.persistent
         elif isinstance(nthread, str):
             raise ValueError(f"nthread must be an int >= 1, 'auto' or None, got {nthread!r}")
@@ -272,7 +272,7 @@ class BatchEnvPool:
                 # fork/join (which on a VM includes waking a parked vCPU); kept for the restore below
                 sel = slice(None) if ids is None else ids
                 kept = self._flags[sel].copy()
-                self._flags[sel] = kept | _NO_CONTACT
+                self._flags[sel] = kept | NO_CONTACT
             self._batch.forward(ids, self._stage)
         except mjbatch.SimulationError as err:
             self._mark(np.asarray(err.ids), "mujoco error")
