@@ -26,7 +26,7 @@ from mujoco import batch as mjbatch
 
 from unilab.cache import cache_dir
 from unilab.sim import cpu
-from unilab.sim.mujoco.pool import NO_CONTACT
+from unilab.sim.mujoco.pool import forward_without_contacts
 
 # a candidate within this fraction of the fastest counts as a tie; ties go to
 # the sizing rule's choice, so that noise does not flip the configuration
@@ -125,12 +125,7 @@ def _step(b: mjbatch.Batch, substeps: int, flags: np.ndarray | None) -> None:
             b.step(None, substeps, vel)
         else:
             b.step(None, substeps, int(mujoco.mjtStage.mjSTAGE_NONE))
-            kept = flags.copy()
-            flags[:] = kept | NO_CONTACT
-            try:
-                b.forward(None, vel)
-            finally:
-                flags[:] = kept
+            forward_without_contacts(b, flags, None, vel)
     except mjbatch.SimulationError:
         pass  # a failing sim costs what it costs; timing is all we want here
 

@@ -44,13 +44,13 @@ DEFAULT_MAX_QVEL = 100.0
 SUBPHASES = ("physics", "check_health")
 # bits of the per-env health flags, in the order the reasons are recorded
 NONFINITE, FAST, WARNED = 1, 2, 4
-# disable bits of the stage a contacts=False pool computes after a step or reset: no collision, no constraints
 _STAGE_NONE = int(mujoco.mjtStage.mjSTAGE_NONE)
 # MjData fields a contacts=False pool does not compute after a step (acceleration stage, contacts, constraints)
 _NOT_THIN = frozenset({
     "qacc", "qacc_smooth", "qfrc_actuator", "actuator_force", "qfrc_smooth", "qfrc_constraint", "qfrc_inverse",
     "cacc", "cfrc_int", "cfrc_ext", "contact", "ncon", "nefc", "efc_force", "efc_J", "efc_pos", "efc_vel",
 })
+# disable bits of the stage a contacts=False pool computes after a step or reset: no collision, no constraints
 NO_CONTACT = int(mujoco.mjtDisableBit.mjDSBL_CONSTRAINT) | int(mujoco.mjtDisableBit.mjDSBL_CONTACT)
 
 
@@ -265,20 +265,13 @@ class BatchEnvPool:
         if ids is not None:
             ids = np.asarray(ids)
             ids = np.flatnonzero(ids) if ids.dtype == bool else ids.astype(np.int64, copy=False)
-        kept = None
         try:
-            if not self._contacts:
-                # NumPy, not a prange region: a few microseconds for a restart's rows, less than one region's
-                # fork/join (which on a VM includes waking a parked vCPU); kept for the restore below
-                sel = slice(None) if ids is None else ids
-                kept = self._flags[sel].copy()
-                self._flags[sel] = kept | NO_CONTACT
-            self._batch.forward(ids, self._stage)
+            if self._contacts:
+                self._batch.forward(ids, self._stage)
+            else:
+                forward_without_contacts(self._batch, self._flags, ids, self._stage)
         except mjbatch.SimulationError as err:
             self._mark(np.asarray(err.ids), "mujoco error")
-        finally:
-            if kept is not None:
-                self._flags[sel] = kept
 
     def _mark(self, ids: np.ndarray, reason: str) -> None:
         new = ids[~self.bad_envs[ids]]
@@ -362,6 +355,22 @@ class BatchEnvPool:
             f"BatchEnvPool(num_envs={self.num_envs}, nthread={self.nthread}, "
             f"persistent={self.persistent}, cpu_ids={self.cpu_ids})"
         )
+
+
+def forward_without_contacts(batch: mjbatch.Batch, flags: np.ndarray, ids: np.ndarray | None, stage: int) -> None:
+    """``batch.forward(ids, stage)`` with :data:`NO_CONTACT` raised in ``flags[ids]`` (all when None) for the call.
+
+    ``flags``: the batch's expanded ``opt.disableflags``; each env's own bits come back, errors included.
+    NumPy, not a prange region: a few microseconds for a restart's rows, less than one region's fork/join
+    (which on a VM includes waking a parked vCPU).
+    """
+    sel = slice(None) if ids is None else ids
+    kept = flags[sel].copy()
+    flags[sel] = kept | NO_CONTACT
+    try:
+        batch.forward(ids, stage)
+    finally:
+        flags[sel] = kept
 
 
 @njit(cache=True, parallel=True, fastmath=False)
