@@ -192,8 +192,11 @@ def test_reset_validates_input(humanoid):
         pool.reset(np.array([0]), np.zeros((1, 3)), np.zeros((1, humanoid.nv)))
     with pytest.raises(ValueError, match="env ids"):
         pool.reset(np.array([N]), np.zeros((1, humanoid.nq)), np.zeros((1, humanoid.nv)))
-    with pytest.raises(ValueError, match="distinct"):
-        pool.reset(np.array([3, 3]), np.tile(humanoid.qpos0, (2, 1)), np.zeros((2, humanoid.nv)))
+    before = pool.state_rows().copy()
+    for ids in ([3, 3], [1, 5, 1], [0, 2, 2, 4], [5, 1]):  # repeated or out of order: refused, no row written
+        with pytest.raises(ValueError, match="distinct and increasing"):
+            pool.reset(np.array(ids), np.zeros((len(ids), humanoid.nq)), np.zeros((len(ids), humanoid.nv)))
+    np.testing.assert_array_equal(pool.state_rows(), before)
     with pytest.raises(ValueError, match="finite"):
         q = np.tile(humanoid.qpos0, (1, 1))
         q[0, 0] = np.nan

@@ -72,7 +72,7 @@ def spin_check(env: MotionTrackingEnv, raw: _RawRunner, reps: int = 6) -> dict:
             env.run_stages(REWARDS | OBSERVE, rows, out)  # the env's own host driver, without its pool step
         else:
             time.sleep(0.002)  # the same pause-free start: both begin from a just-finished Python call
-        c = raw.ctrls[i % len(raw.ctrls)]
+        c = raw.ctrls[(i // 2) % len(raw.ctrls)]  # a pair steps the same controls from the same state
         w0 = time.perf_counter()
         raw.pool.step(c, env.cfg.decimation)
         (after if host else alone).append(1e3 * (time.perf_counter() - w0))

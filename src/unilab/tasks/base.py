@@ -24,6 +24,7 @@ import numpy as np
 from numba import njit, prange
 
 from unilab.sim.spec import FINAL, EnvSpec, allocate, env_outputs, observation_names
+from unilab.sim.work_claims import claim, num_chunks
 from unilab.telemetry.phase_timer import PhaseTimer
 
 Obs = dict[str, np.ndarray]
@@ -205,11 +206,18 @@ class EpisodeBook:
 
 @njit(cache=True, parallel=True, fastmath=False)
 def copy_rows_at(ids, src, dst):
-    """``dst[ids] = src[ids]`` for ``(num_envs, k)`` arrays, one row per iteration (NumPy's fancy copy is serial)."""
-    for i in prange(ids.shape[0]):
-        e = ids[i]
-        for j in range(src.shape[1]):
-            dst[e, j] = src[e, j]
+    """``dst[ids] = src[ids]`` for ``(num_envs, k)`` arrays, in claimed chunks of rows (a fancy copy is serial)."""
+    n = ids.shape[0]
+    counter = np.zeros(1, np.int64)
+    for _ in prange(num_chunks(n, 64)):
+        while True:
+            lo, hi = claim(counter, n, 64)
+            if lo >= hi:
+                break
+            for i in range(lo, hi):
+                e = ids[i]
+                for j in range(src.shape[1]):
+                    dst[e, j] = src[e, j]
 
 
 @njit(cache=True, fastmath=False, inline="always")

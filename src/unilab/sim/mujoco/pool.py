@@ -5,8 +5,9 @@ per-env health check. It knows nothing of observations or rewards: a task reads
 the bound arrays and writes controls and reset states.
 
 Its own per-env host work (the controls copy, the health check, the rows of a
-reset) runs in parallel Numba kernels (``prange`` over envs, per-env writes
-only: the same results at any thread count) on Numba's workers, which follow
+reset) runs in parallel Numba kernels (``prange`` over envs whose threads claim
+chunks as they come free, :mod:`unilab.sim.work_claims`; per-env writes only: the
+same results at any thread count) on Numba's workers, which follow
 the pool's thread count and CPUs (:mod:`unilab.sim.numba_threads`): a serial
 pass over every env's state would cap the speed-up of the step on a many-core
 machine (DESIGN.md, "Scaling rule").
@@ -22,6 +23,7 @@ from mujoco import batch as mjbatch
 from numba import njit, prange
 
 from unilab.sim import cpu, numba_threads
+from unilab.sim.work_claims import claim, num_chunks
 from unilab.telemetry.phase_timer import PhaseTimer
 
 # Warnings that mean the state diverged (MuJoCo may even have reset the sim
@@ -42,6 +44,9 @@ DEFAULT_MAX_QVEL = 100.0
 
 # what ``step`` times in ``BatchEnvPool.timer``: MuJoCo's steps, then the per-env health check
 SUBPHASES = ("physics", "check_health")
+# envs per claimed chunk of the per-env kernels (unilab.sim.work_claims): a few microseconds of work each
+_ROWS = 256
+_RESET_ROWS = 32  # a reset row copies the whole fresh state
 # bits of the per-env health flags, in the order the reasons are recorded
 NONFINITE, FAST, WARNED = 1, 2, 4
 _STAGE_NONE = int(mujoco.mjtStage.mjSTAGE_NONE)
@@ -295,7 +300,7 @@ class BatchEnvPool:
 
     # -- resets -------------------------------------------------------------
     def reset(self, ids: np.ndarray, qpos: np.ndarray, qvel: np.ndarray) -> None:
-        """Give envs ``ids`` the state ``(qpos, qvel)`` and recompute only them.
+        """Give envs ``ids`` (distinct, increasing) the state ``(qpos, qvel)`` and recompute only them.
 
         Controls, activations and solver warm starts of those envs are zeroed
         and their bad flag is cleared; other envs are untouched.
@@ -315,8 +320,12 @@ class BatchEnvPool:
             )
         if not (np.isfinite(qpos).all() and np.isfinite(qvel).all()):
             raise ValueError("reset states must be finite")
-        if n > 1 and np.unique(ids).size != n:  # rows are written in parallel: one writer per env
-            raise ValueError("reset ids must be distinct")
+        # rows are written in parallel (one writer per env) and Batch.forward takes sorted unique ids: checked
+        # before any row changes, as strictly increasing ids (3 us at 585 ids; np.unique took ~90 us)
+        if n > 1 and not (ids[1:] > ids[:-1]).all():
+            k = int(np.flatnonzero(ids[1:] <= ids[:-1])[0])
+            raise ValueError(f"reset ids must be distinct and increasing (as np.flatnonzero gives them), "
+                             f"got {ids[k]} before {ids[k + 1]}")
         # a fresh row (defaults, warnings cleared), then our state, then forward
         if self.persistent:
             self._batch.reset(ids, stage=int(mujoco.mjtStage.mjSTAGE_NONE))
@@ -376,9 +385,16 @@ def forward_without_contacts(batch: mjbatch.Batch, flags: np.ndarray, ids: np.nd
 @njit(cache=True, parallel=True, fastmath=False)
 def _copy_rows(src, dst):
     """``dst[...] = src`` for ``(num_envs, k)`` arrays, one env per iteration."""
-    for e in prange(dst.shape[0]):
-        for j in range(dst.shape[1]):
-            dst[e, j] = src[e, j]
+    n = dst.shape[0]
+    counter = np.zeros(1, np.int64)
+    for _ in prange(num_chunks(n, _ROWS)):
+        while True:
+            lo, hi = claim(counter, n, _ROWS)
+            if lo >= hi:
+                break
+            for e in range(lo, hi):
+                for j in range(dst.shape[1]):
+                    dst[e, j] = src[e, j]
 
 
 @njit(cache=True, parallel=True, fastmath=False)
@@ -390,36 +406,43 @@ def _health_kernel(qpos, qvel, max_qvel, warning_count, warn_cols, warn_seen, fl
     where a NaN makes the max NaN); WARNED: a divergence warning counter rose since
     ``warn_seen``, which then takes the new counts.
     """
-    flagged = 0
-    for e in prange(qpos.shape[0]):
-        f = 0
-        for i in range(qpos.shape[1]):
-            if not np.isfinite(qpos[e, i]):
-                f = NONFINITE
-        vmax = 0.0
-        nan = False
-        for i in range(qvel.shape[1]):
-            v = abs(qvel[e, i])
-            if np.isnan(v):
-                nan = True
-            elif v > vmax:
-                vmax = v
-        if nan or np.isinf(vmax):
-            f |= NONFINITE
-        if not nan and vmax > max_qvel:
-            f |= FAST
-        rose = False
-        for k in range(warn_cols.shape[0]):
-            if warning_count[e, warn_cols[k]] > warn_seen[e, k]:
-                rose = True
-        if rose:
-            f |= WARNED
-            for k in range(warn_cols.shape[0]):
-                warn_seen[e, k] = warning_count[e, warn_cols[k]]
-        flags[e] = f
-        if f:
-            flagged += 1
-    return flagged
+    n = qpos.shape[0]
+    counts = np.zeros(num_chunks(n, _ROWS), np.int64)  # flagged envs per chunk
+    counter = np.zeros(1, np.int64)
+    for _ in prange(num_chunks(n, _ROWS)):
+        while True:
+            lo, hi = claim(counter, n, _ROWS)
+            if lo >= hi:
+                break
+            for e in range(lo, hi):
+                f = 0
+                for i in range(qpos.shape[1]):
+                    if not np.isfinite(qpos[e, i]):
+                        f = NONFINITE
+                vmax = 0.0
+                nan = False
+                for i in range(qvel.shape[1]):
+                    v = abs(qvel[e, i])
+                    if np.isnan(v):
+                        nan = True
+                    elif v > vmax:
+                        vmax = v
+                if nan or np.isinf(vmax):
+                    f |= NONFINITE
+                if not nan and vmax > max_qvel:
+                    f |= FAST
+                rose = False
+                for k in range(warn_cols.shape[0]):
+                    if warning_count[e, warn_cols[k]] > warn_seen[e, k]:
+                        rose = True
+                if rose:
+                    f |= WARNED
+                    for k in range(warn_cols.shape[0]):
+                        warn_seen[e, k] = warning_count[e, warn_cols[k]]
+                flags[e] = f
+                if f:
+                    counts[lo // _ROWS] += 1
+    return counts.sum()
 
 
 @njit(cache=True, parallel=True, fastmath=False)
@@ -428,18 +451,25 @@ def _reset_rows(ids, fresh_row, fresh, state, warning, qpos, qvel, qpos_out, qve
     """Rows ``ids``: state := ``fresh`` and warnings := 0 (when ``fresh_row``), then ``qpos``/``qvel``
     (row ``k`` for env ``ids[k]``; ``qpos_out``/``qvel_out`` are views of ``state``), bad flag
     cleared, ``warn_seen`` := the rows' divergence-warning counts."""
-    for k in prange(ids.shape[0]):
-        e = ids[k]
-        if fresh_row:
-            for i in range(fresh.shape[0]):
-                state[e, i] = fresh[i]
-            for w in range(warning.shape[1]):
-                for c in range(warning.shape[2]):
-                    warning[e, w, c] = 0
-        for i in range(qpos.shape[1]):
-            qpos_out[e, i] = qpos[k, i]
-        for i in range(qvel.shape[1]):
-            qvel_out[e, i] = qvel[k, i]
-        bad[e] = False
-        for c in range(warn_cols.shape[0]):
-            warn_seen[e, c] = warning_count[e, warn_cols[c]]
+    n = ids.shape[0]
+    counter = np.zeros(1, np.int64)
+    for _ in prange(num_chunks(n, _RESET_ROWS)):
+        while True:
+            lo, hi = claim(counter, n, _RESET_ROWS)
+            if lo >= hi:
+                break
+            for k in range(lo, hi):
+                e = ids[k]
+                if fresh_row:
+                    for i in range(fresh.shape[0]):
+                        state[e, i] = fresh[i]
+                    for w in range(warning.shape[1]):
+                        for c in range(warning.shape[2]):
+                            warning[e, w, c] = 0
+                for i in range(qpos.shape[1]):
+                    qpos_out[e, i] = qpos[k, i]
+                for i in range(qvel.shape[1]):
+                    qvel_out[e, i] = qvel[k, i]
+                bad[e] = False
+                for c in range(warn_cols.shape[0]):
+                    warn_seen[e, c] = warning_count[e, warn_cols[c]]

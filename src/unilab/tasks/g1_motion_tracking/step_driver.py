@@ -1,8 +1,9 @@
 """A step's per-env host work in one parallel region, generated from the term tables.
 
-No env's step depends on another env's, so one ``prange`` over envs runs every
-stage of an env's step back to back (its data stays in cache), selected by the
-``stages`` bit mask:
+No env's step depends on another env's, so one ``prange`` region over envs runs
+every stage of an env's step back to back (its data stays in cache), selected by
+the ``stages`` bit mask; threads claim chunks of ``CHUNK`` envs as they come free
+(:mod:`unilab.sim.work_claims`: a late worker takes fewer, none waits for it):
 
     GATHER     its reference row and robot state (``observations.gather_env``)
     REWARDS    its reward terms (``REWARD_TERMS``) and their weighted sum
@@ -43,6 +44,7 @@ RESTART = GATHER | OBSERVE
 SPLIT = (("gather", GATHER), ("rewards", REWARDS), ("terminations", TERMINATE), ("observations", OBSERVE | FINALS))
 
 _TEMPLATE = '''
+from unilab.sim.work_claims import claim, num_chunks
 from unilab.tasks.g1_motion_tracking.observations import CHUNK, any_nonzero, gather_env, write_obs
 from unilab.tasks.g1_motion_tracking.rewards import weighted_sum
 from unilab.tasks.g1_motion_tracking.step_driver import FINALS, GATHER, OBSERVE, REWARDS, TERMINATE
@@ -57,33 +59,39 @@ def step_driver(stages, s, rows, lookup, pool_state, index, gathered, params, we
     clip, frame, clip_offsets, num_frames = lookup
     n = rows.shape[0]
     use_noise = any_nonzero(noise_scale)
-    for c in prange((n + CHUNK - 1) // CHUNK):
+    counter = np.zeros(1, np.int64)  # chunks are claimed, not split statically (unilab.sim.work_claims)
+    for _ in prange(num_chunks(n, CHUNK)):
         row = np.empty(critic.shape[1])
-        for i in range(c * CHUNK, min(n, (c + 1) * CHUNK)):
-            e = rows[i]
-            if stages & GATHER:
-                gather_env(e, clip, frame, clip_offsets, num_frames, pool_state, index, gathered)
-            r = s.ref_index[e]
-            if stages & REWARDS:
-                {terms}
-                reward[e] = weighted_sum(terms, e, weights)
-            if stages & TERMINATE:
-                {conditions}
-                failed[e] = any_condition(conds, e)
-                done[e] = step_tail(e, failed[e], frame, clip, num_frames, lengths, max_steps, bad, reward, returns,
-                                    terms, action, last_action, out_reward, out_terminated, out_truncated)
-                for k in range(terms.shape[1]):
-                    terms_info[k, e] = np.float32(terms[e, k])
-                for k in range(conds.shape[1]):
-                    conds_info[k, e] = conds[e, k]
-            if stages & OBSERVE:
-                {pieces}
-                write_obs(e, row, noise_scale, use_noise, noise_streams, policy, critic)
-            if stages & FINALS and done[e]:
-                for m in range(policy.shape[1]):
-                    final_policy[e, m] = policy[e, m]
-                for m in range(critic.shape[1]):
-                    final_critic[e, m] = critic[e, m]
+        while True:
+            lo, hi = claim(counter, n, CHUNK)
+            if lo >= hi:
+                break
+            for i in range(lo, hi):
+                e = rows[i]
+                if stages & GATHER:
+                    gather_env(e, clip, frame, clip_offsets, num_frames, pool_state, index, gathered)
+                r = s.ref_index[e]
+                if stages & REWARDS:
+                    {terms}
+                    reward[e] = weighted_sum(terms, e, weights)
+                if stages & TERMINATE:
+                    {conditions}
+                    failed[e] = any_condition(conds, e)
+                    done[e] = step_tail(e, failed[e], frame, clip, num_frames, lengths, max_steps, bad, reward,
+                                        returns, terms, action, last_action, out_reward, out_terminated,
+                                        out_truncated)
+                    for k in range(terms.shape[1]):
+                        terms_info[k, e] = np.float32(terms[e, k])
+                    for k in range(conds.shape[1]):
+                        conds_info[k, e] = conds[e, k]
+                if stages & OBSERVE:
+                    {pieces}
+                    write_obs(e, row, noise_scale, use_noise, noise_streams, policy, critic)
+                if stages & FINALS and done[e]:
+                    for m in range(policy.shape[1]):
+                        final_policy[e, m] = policy[e, m]
+                    for m in range(critic.shape[1]):
+                        final_critic[e, m] = critic[e, m]
 '''
 
 def step_driver(layout: ObsLayout) -> Callable:
@@ -91,5 +99,6 @@ def step_driver(layout: ObsLayout) -> Callable:
     return generate_driver(_TEMPLATE, {"terms": (REWARD_TERM_CALL, REWARD_TERMS),
                                        "conditions": (CONDITION_CALL, TERMINATIONS),
                                        "pieces": (OBS_PIECE_CALL, layout.pieces)},
-                           "step_driver", depends=("unilab.tasks.env_streams", "unilab.tasks.base",
-                                                   "unilab.tasks.g1_motion_tracking.motion", __name__))
+                           "step_driver", depends=("unilab.sim.work_claims", "unilab.tasks.env_streams",
+                                                   "unilab.tasks.base", "unilab.tasks.g1_motion_tracking.motion",
+                                                   __name__))

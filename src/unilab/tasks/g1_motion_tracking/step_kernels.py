@@ -2,7 +2,8 @@
 
 Each replaces a few NumPy passes over ``(num_envs, ...)`` arrays that ran on one
 core (with 64 cores, a serial pass costs as much as 64 parallel ones; DESIGN.md,
-"Scaling rule"). ``prange`` over envs, per-env writes only, and the same
+"Scaling rule"). ``prange`` over envs (chunks claimed as threads come free,
+:mod:`unilab.sim.work_claims`), per-env writes only, and the same
 floating-point operations in the same order as the NumPy code they replaced, so
 the results are bit-identical at any thread count (tests/test_g1_parallel.py).
 """
@@ -11,6 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit, prange
+
+from unilab.sim.work_claims import claim, num_chunks
+
+_ROWS = 256  # envs per claimed chunk (unilab.sim.work_claims)
 
 
 @njit(cache=True, parallel=True, fastmath=False)
@@ -21,14 +26,21 @@ def action_to_ctrl(action_in, scale, default, action, ctrl):
     stays NaN through the clip), ``np.multiply`` then ``+=`` (two roundings, no fused
     multiply-add: Numba without fastmath does not contract them).
     """
-    for e in prange(action.shape[0]):
-        for j in range(action.shape[1]):
-            a = np.float64(action_in[e, j])
-            if np.isnan(a):
-                a = 0.0
-            elif a < -1.0:
-                a = -1.0
-            elif a > 1.0:
-                a = 1.0
-            action[e, j] = a
-            ctrl[e, j] = a * scale[j] + default[j]
+    n = action.shape[0]
+    counter = np.zeros(1, np.int64)
+    for _ in prange(num_chunks(n, _ROWS)):
+        while True:
+            lo, hi = claim(counter, n, _ROWS)
+            if lo >= hi:
+                break
+            for e in range(lo, hi):
+                for j in range(action.shape[1]):
+                    a = np.float64(action_in[e, j])
+                    if np.isnan(a):
+                        a = 0.0
+                    elif a < -1.0:
+                        a = -1.0
+                    elif a > 1.0:
+                        a = 1.0
+                    action[e, j] = a
+                    ctrl[e, j] = a * scale[j] + default[j]
