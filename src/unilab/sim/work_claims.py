@@ -17,19 +17,26 @@ until none is left, so a late or slow thread simply takes fewer. Which thread
 runs a chunk changes nothing else: a chunk holds the same envs and every write
 is per env, so results stay bit-identical to a serial loop.
 
-The pattern (``n`` items in chunks of ``size``)::
+The pattern (``n`` items, chunks of at least ``least``)::
 
     counter = np.zeros(1, np.int64)
-    for _ in prange(num_chunks(n, size)):  # no more participants than chunks
+    for _ in prange(num_chunks(n, least)):  # no more participants than chunks
         while True:
-            lo, hi = claim(counter, n, size)
+            lo, hi = claim(counter, n, least)
             if lo >= hi:
                 break
             for i in range(lo, hi):
                 ...
 
 Each thread's first iteration drains the counter; its other iterations find it
-empty at once (one atomic add each).
+empty at once (one atomic add each). ``n`` items are cut into about
+:data:`CHUNKS` chunks (four per thread at 64 threads, so that the others can
+take a late thread's share), but no chunk is smaller than ``least``: where
+chunks meet, two threads may write one cache line, and a kernel that writes a
+byte per env into the rows of a ``(k, num_envs)`` array shares a line between
+chunks of fewer than 64 envs. Measured (G1 step driver, TERMINATE stage, whose
+info rows are such arrays; 4096 envs, 2 cores, 2026-12-03): 1.42 ms with
+chunks of 16 envs, 0.98 ms with 32, 0.54 ms with 64.
 """
 
 from __future__ import annotations
@@ -58,18 +65,32 @@ def _fetch_add_one(typingctx, counter):
     return types.int64(counter), codegen
 
 
+CHUNKS = 256
+"""About how many chunks a region's items are cut into (see the module doc)."""
+
+
 @njit(cache=True, inline="always")
-def num_chunks(n, size):
-    """How many chunks of ``size`` hold ``n`` items (the ``prange`` length of the pattern)."""
+def chunk_size(n, least):
+    """Items per chunk for ``n`` items: ``ceil(n / CHUNKS)``, at least ``least`` (>= 1)."""
+    return max(least, (n + CHUNKS - 1) // CHUNKS)
+
+
+@njit(cache=True, inline="always")
+def num_chunks(n, least):
+    """How many chunks hold ``n`` items (the ``prange`` length of the pattern); chunk ``c`` starts at
+    ``c * chunk_size(n, least)``."""
+    size = chunk_size(n, least)
     return (n + size - 1) // size
 
 
 @njit(cache=True, inline="always")
-def claim(counter, n, size):
+def claim(counter, n, least):
     """The next unclaimed chunk of ``range(n)`` as ``(lo, hi)``; ``lo >= hi`` once all are taken.
 
-    ``counter``: a ``(1,)`` int64 array, zero when the region starts, shared by its threads.
+    ``counter``: a ``(1,)`` int64 array, zero when the region starts, shared by its threads;
+    ``least``: the smallest chunk (see the module doc).
     """
+    size = chunk_size(n, least)
     c = _fetch_add_one(counter)
     lo = min(c * size, n)
     return lo, min(lo + size, n)

@@ -209,9 +209,9 @@ def copy_rows_at(ids, src, dst):
     """``dst[ids] = src[ids]`` for ``(num_envs, k)`` arrays, in claimed chunks of rows (a fancy copy is serial)."""
     n = ids.shape[0]
     counter = np.zeros(1, np.int64)
-    for _ in prange(num_chunks(n, 64)):
+    for _ in prange(num_chunks(n, 8)):
         while True:
-            lo, hi = claim(counter, n, 64)
+            lo, hi = claim(counter, n, 8)
             if lo >= hi:
                 break
             for i in range(lo, hi):

@@ -23,7 +23,7 @@ from mujoco import batch as mjbatch
 from numba import njit, prange
 
 from unilab.sim import cpu, numba_threads
-from unilab.sim.work_claims import claim, num_chunks
+from unilab.sim.work_claims import chunk_size, claim, num_chunks
 from unilab.telemetry.phase_timer import PhaseTimer
 
 # Warnings that mean the state diverged (MuJoCo may even have reset the sim
@@ -44,9 +44,8 @@ DEFAULT_MAX_QVEL = 100.0
 
 # what ``step`` times in ``BatchEnvPool.timer``: MuJoCo's steps, then the per-env health check
 SUBPHASES = ("physics", "check_health")
-# envs per claimed chunk of the per-env kernels (unilab.sim.work_claims): a few microseconds of work each
-_ROWS = 256
-_RESET_ROWS = 32  # a reset row copies the whole fresh state
+# smallest chunk of envs the per-env kernels claim (unilab.sim.work_claims): the health flags are a byte per env
+_LEAST = 64
 # bits of the per-env health flags, in the order the reasons are recorded
 NONFINITE, FAST, WARNED = 1, 2, 4
 _STAGE_NONE = int(mujoco.mjtStage.mjSTAGE_NONE)
@@ -387,9 +386,9 @@ def _copy_rows(src, dst):
     """``dst[...] = src`` for ``(num_envs, k)`` arrays, one env per iteration."""
     n = dst.shape[0]
     counter = np.zeros(1, np.int64)
-    for _ in prange(num_chunks(n, _ROWS)):
+    for _ in prange(num_chunks(n, _LEAST)):
         while True:
-            lo, hi = claim(counter, n, _ROWS)
+            lo, hi = claim(counter, n, _LEAST)
             if lo >= hi:
                 break
             for e in range(lo, hi):
@@ -407,11 +406,11 @@ def _health_kernel(qpos, qvel, max_qvel, warning_count, warn_cols, warn_seen, fl
     ``warn_seen``, which then takes the new counts.
     """
     n = qpos.shape[0]
-    counts = np.zeros(num_chunks(n, _ROWS), np.int64)  # flagged envs per chunk
+    counts = np.zeros(num_chunks(n, _LEAST), np.int64)  # flagged envs per chunk
     counter = np.zeros(1, np.int64)
-    for _ in prange(num_chunks(n, _ROWS)):
+    for _ in prange(num_chunks(n, _LEAST)):
         while True:
-            lo, hi = claim(counter, n, _ROWS)
+            lo, hi = claim(counter, n, _LEAST)
             if lo >= hi:
                 break
             for e in range(lo, hi):
@@ -441,7 +440,7 @@ def _health_kernel(qpos, qvel, max_qvel, warning_count, warn_cols, warn_seen, fl
                         warn_seen[e, k] = warning_count[e, warn_cols[k]]
                 flags[e] = f
                 if f:
-                    counts[lo // _ROWS] += 1
+                    counts[lo // chunk_size(n, _LEAST)] += 1
     return counts.sum()
 
 
@@ -453,9 +452,9 @@ def _reset_rows(ids, fresh_row, fresh, state, warning, qpos, qvel, qpos_out, qve
     cleared, ``warn_seen`` := the rows' divergence-warning counts."""
     n = ids.shape[0]
     counter = np.zeros(1, np.int64)
-    for _ in prange(num_chunks(n, _RESET_ROWS)):
+    for _ in prange(num_chunks(n, _LEAST)):
         while True:
-            lo, hi = claim(counter, n, _RESET_ROWS)
+            lo, hi = claim(counter, n, _LEAST)
             if lo >= hi:
                 break
             for k in range(lo, hi):

@@ -195,7 +195,6 @@ class MotionTrackingEnv(PoolEnv):
         """True: update_state runs its stages one region each, timed as sub-phases (benchmark; same results)."""
         self.action = np.zeros((n, self.action_dim))
         self.last_action = np.zeros((n, self.action_dim))
-        self._ctrl = np.zeros((n, self.action_dim))
         # robot state buffers (refilled every step)
         self.body_pos = np.zeros((n, nb, 3))
         self.body_quat = np.zeros((n, nb, 4))
@@ -328,9 +327,11 @@ class MotionTrackingEnv(PoolEnv):
             raise ValueError(f"action must have shape {(self.num_envs, self.action_dim)}, got {action.shape}")
         with timer.phase("backend_step"):
             # action = nan_to_num(clip(action, -1, 1)); PD targets = default + scale * action
-            action_to_ctrl(action, self.action_scale, self.action_default, self.action, self._ctrl)
-            ctrl = self._ctrl if self.randomizer is None else self.randomizer.before_physics(self._ctrl)
-            bad = self.pool.step(ctrl, self.cfg.decimation).copy()
+            # written straight into the pool's controls: no copy region of its own (one fork/join fewer)
+            targets = self.pool.ctrl
+            action_to_ctrl(action, self.action_scale, self.action_default, self.action, targets)
+            ctrl = targets if self.randomizer is None else self.randomizer.before_physics(targets)
+            bad = self.pool.step(None if ctrl is targets else ctrl, self.cfg.decimation).copy()
 
         rows = self._all_rows
         # this step's info rows, fresh each step (the caller may keep them): one per term / condition

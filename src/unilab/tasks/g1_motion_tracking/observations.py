@@ -244,8 +244,6 @@ def noise_scale_vector(num_joints: int, noise_cfg, preset: str = DEFAULT_PRESET)
     return ObsLayout(num_joints, 0, preset).noise_scale(noise_cfg)
 
 
-CHUNK = 64  # envs per scratch row: one allocation per chunk, not per env
-
 @njit(cache=True, fastmath=False)
 def any_nonzero(x):
     """Some entry of ``x`` is not 0 (a driver draws observation noise only then)."""

@@ -11,8 +11,6 @@ from unilab.tasks.env_streams import next_symmetric
 from unilab.tasks.g1_motion_tracking.config import ResetConfig, ResetNoiseConfig
 from unilab.tasks.g1_motion_tracking.motion import MotionLibrary, library_row
 
-_START_ROWS = 16  # restarted envs per claimed chunk of the start-state driver
-
 
 class StartFrameSampler:
     """Samples (clip, frame) start points over all clips' frames.
@@ -154,10 +152,10 @@ def _start_state_driver(rows, starts, episode, clip_offsets, num_frames, lib_qpo
     clip, frame, ref_index, last_action = episode
     n = rows.shape[0]
     counter = np.zeros(1, np.int64)  # chunks claimed as threads come free (unilab.sim.work_claims)
-    for _ in prange(num_chunks(n, _START_ROWS)):
+    for _ in prange(num_chunks(n, 8)):
         d = np.empty(12 + nj)
         while True:
-            k0, k1 = claim(counter, n, _START_ROWS)  # (lo and hi are the joint limits)
+            k0, k1 = claim(counter, n, 8)  # (lo and hi are the joint limits)
             if k0 >= k1:
                 break
             for k in range(k0, k1):

@@ -2,7 +2,7 @@
 
 No env's step depends on another env's, so one ``prange`` region over envs runs
 every stage of an env's step back to back (its data stays in cache), selected by
-the ``stages`` bit mask; threads claim chunks of ``CHUNK`` envs as they come free
+the ``stages`` bit mask; threads claim chunks of envs as they come free
 (:mod:`unilab.sim.work_claims`: a late worker takes fewer, none waits for it):
 
     GATHER     its reference row and robot state (``observations.gather_env``)
@@ -45,7 +45,7 @@ SPLIT = (("gather", GATHER), ("rewards", REWARDS), ("terminations", TERMINATE), 
 
 _TEMPLATE = '''
 from unilab.sim.work_claims import claim, num_chunks
-from unilab.tasks.g1_motion_tracking.observations import CHUNK, any_nonzero, gather_env, write_obs
+from unilab.tasks.g1_motion_tracking.observations import any_nonzero, gather_env, write_obs
 from unilab.tasks.g1_motion_tracking.rewards import weighted_sum
 from unilab.tasks.g1_motion_tracking.step_driver import FINALS, GATHER, OBSERVE, REWARDS, TERMINATE
 from unilab.tasks.g1_motion_tracking.terminations import any_condition, step_tail
@@ -59,11 +59,13 @@ def step_driver(stages, s, rows, lookup, pool_state, index, gathered, params, we
     clip, frame, clip_offsets, num_frames = lookup
     n = rows.shape[0]
     use_noise = any_nonzero(noise_scale)
-    counter = np.zeros(1, np.int64)  # chunks are claimed, not split statically (unilab.sim.work_claims)
-    for _ in prange(num_chunks(n, CHUNK)):
+    # chunks are claimed, not split statically (unilab.sim.work_claims); at least 64 envs, as the info rows
+    # (conds_info: one byte per env) must not share cache lines between threads
+    counter = np.zeros(1, np.int64)
+    for _ in prange(num_chunks(n, 64)):
         row = np.empty(critic.shape[1])
         while True:
-            lo, hi = claim(counter, n, CHUNK)
+            lo, hi = claim(counter, n, 64)
             if lo >= hi:
                 break
             for i in range(lo, hi):

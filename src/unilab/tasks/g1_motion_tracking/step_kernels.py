@@ -15,8 +15,6 @@ from numba import njit, prange
 
 from unilab.sim.work_claims import claim, num_chunks
 
-_ROWS = 256  # envs per claimed chunk (unilab.sim.work_claims)
-
 
 @njit(cache=True, parallel=True, fastmath=False)
 def action_to_ctrl(action_in, scale, default, action, ctrl):
@@ -28,9 +26,9 @@ def action_to_ctrl(action_in, scale, default, action, ctrl):
     """
     n = action.shape[0]
     counter = np.zeros(1, np.int64)
-    for _ in prange(num_chunks(n, _ROWS)):
+    for _ in prange(num_chunks(n, 8)):
         while True:
-            lo, hi = claim(counter, n, _ROWS)
+            lo, hi = claim(counter, n, 8)
             if lo >= hi:
                 break
             for e in range(lo, hi):
