@@ -12,6 +12,9 @@ each region and wakes only the other workers, while workqueue's caller waits for
 of them; the update_state drivers in a row took 6.3-6.5 ms at 1.7-1.8 cores (omp,
 passive) vs 9.0-9.8 ms at 1.2 cores (workqueue) at 4096 envs on 2 cores
 (2026-12-02). ``tbb`` is not installed here and its arena threads spin-wait briefly.
+omp splits a ``prange`` statically, so a worker that wakes late holds up the region;
+unilab's per-env kernels therefore hand out chunks from an atomic counter inside the
+region (:mod:`unilab.sim.work_claims`).
 The passive policy is set only while Numba loads its OpenMP runtime (the system
 libgomp, read once when it loads) and the previous value is put back, so other
 OpenMP runtimes (e.g. PyTorch's own bundled copy) keep theirs; a user's

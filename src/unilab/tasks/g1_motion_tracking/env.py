@@ -7,7 +7,8 @@ One ``step``:
                   reward terms, terminations, time-outs
     reset_done    terminated | truncated | diverged envs restart at a sampled clip
                   frame (reference state written with ``pool.reset``)
-Every per-env computation is a parallel Numba driver over envs (``prange``;
+Every per-env computation is a parallel Numba driver over envs (``prange``, whose
+threads claim chunks of envs as they come free, :mod:`unilab.sim.work_claims`;
 per-env writes only, so bit-identical at any thread count): update_state is one
 driver generated from the term tables (:mod:`.step_driver`), the rest kernels of
 their own (start state, :mod:`.step_kernels`, the pool's); what stays in NumPy is
