@@ -17,7 +17,10 @@ import reference_g1_kernels as ref_k
 from test_g1_task import tiny_cfg  # noqa: F401 - the fixture
 
 from unilab.sim import cpu, numba_threads
+from unilab.sim.mujoco import pool as pool_mod
+from unilab.tasks import base
 from unilab.tasks.env_streams import env_streams, fill_symmetric
+from unilab.tasks.g1_motion_tracking import resets, step_kernels
 from unilab.tasks.g1_motion_tracking.config import (
     ObsNoiseConfig,
     ResetConfig,
@@ -419,3 +422,23 @@ def test_workers_do_not_spin_after_a_parallel_region():
     workers, busy = run.stdout.split()
     assert int(workers) == 1, "Numba's worker ids were not seen"
     assert float(busy) < 0.005, f"a worker used {float(busy):.3f} cores while the caller slept: it spins"
+
+
+def test_every_host_kernel_is_one_parallel_loop(tiny_cfg):  # noqa: F811
+    """Each kernel a step or restart calls forks and joins the team once: Numba makes ``np.zeros``, array
+    expressions and ``.sum()`` in a parallel function into parallel loops of their own, each another region."""
+    tiny_cfg.reset = ResetConfig(sampling="adaptive")  # the sampler's statistics kernel runs too
+    env = _noisy_env(tiny_cfg)  # steps with restarts: every kernel below has run, so has its signatures
+    env.book.auto_reset(env.buffers(), np.ones(env.num_envs, dtype=bool), lambda ids: None, {}, {})
+    env.pool.step(env.pool.ctrl.copy(), 1)  # the env writes its controls in place; a caller's are copied
+    kernels = {"step driver": env._step_driver, "action_to_ctrl": step_kernels.action_to_ctrl,
+               "start state": resets._start_state_driver, "sampler statistics": resets._ema_update,
+               "pool controls copy": pool_mod._copy_rows, "pool health check": pool_mod._health_kernel,
+               "pool row reset": pool_mod._reset_rows, "final rows copy": base.copy_rows_at}
+    for name, kernel in kernels.items():
+        assert kernel.signatures, f"{name} did not run"
+        for sig in kernel.signatures:  # compiled afresh: a kernel loaded from Numba's cache has no diagnostics
+            fresh = numba.njit(parallel=True, fastmath=False)(kernel.py_func)
+            fresh.compile(sig)
+            loops = fresh.get_metadata(sig)["parfor_diagnostics"].get_parfors()
+            assert len(loops) == 1, f"{name}: {len(loops)} parallel loops"

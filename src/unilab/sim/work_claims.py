@@ -19,7 +19,7 @@ is per env, so results stay bit-identical to a serial loop.
 
 The pattern (``n`` items, chunks of at least ``least``)::
 
-    counter = np.zeros(1, np.int64)
+    counter = new_counter()
     for _ in prange(num_chunks(n, least)):  # no more participants than chunks
         while True:
             lo, hi = claim(counter, n, least)
@@ -37,10 +37,16 @@ byte per env into the rows of a ``(k, num_envs)`` array shares a line between
 chunks of fewer than 64 envs. Measured (G1 step driver, TERMINATE stage, whose
 info rows are such arrays; 4096 envs, 2 cores, 2026-12-03): 1.42 ms with
 chunks of 16 envs, 0.98 ms with 32, 0.54 ms with 64.
+
+:func:`new_counter`, not ``np.zeros(1)``: in a ``parallel=True`` function Numba
+turns ``np.zeros``/``np.ones``, array expressions and ``.sum()`` into parallel
+loops of their own, each one more fork/join of the team (tests check that every
+host kernel compiles to one parallel loop).
 """
 
 from __future__ import annotations
 
+import numpy as np
 from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
@@ -67,6 +73,14 @@ def _fetch_add_one(typingctx, counter):
 
 CHUNKS = 256
 """About how many chunks a region's items are cut into (see the module doc)."""
+
+
+@njit(cache=True, inline="always")
+def new_counter():
+    """A zeroed ``(1,)`` int64 counter for :func:`claim`, made without a parallel loop (see the module doc)."""
+    counter = np.empty(1, np.int64)
+    counter[0] = 0
+    return counter
 
 
 @njit(cache=True, inline="always")

@@ -24,7 +24,7 @@ import numpy as np
 from numba import njit, prange
 
 from unilab.sim.spec import FINAL, EnvSpec, allocate, env_outputs, observation_names
-from unilab.sim.work_claims import claim, num_chunks
+from unilab.sim.work_claims import claim, new_counter, num_chunks
 from unilab.telemetry.phase_timer import PhaseTimer
 
 Obs = dict[str, np.ndarray]
@@ -208,7 +208,7 @@ class EpisodeBook:
 def copy_rows_at(ids, src, dst):
     """``dst[ids] = src[ids]`` for ``(num_envs, k)`` arrays, in claimed chunks of rows (a fancy copy is serial)."""
     n = ids.shape[0]
-    counter = np.zeros(1, np.int64)
+    counter = new_counter()
     for _ in prange(num_chunks(n, 8)):
         while True:
             lo, hi = claim(counter, n, 8)

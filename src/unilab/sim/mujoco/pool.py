@@ -23,7 +23,7 @@ from mujoco import batch as mjbatch
 from numba import njit, prange
 
 from unilab.sim import cpu, numba_threads
-from unilab.sim.work_claims import chunk_size, claim, num_chunks
+from unilab.sim.work_claims import chunk_size, claim, new_counter, num_chunks
 from unilab.telemetry.phase_timer import PhaseTimer
 
 # Warnings that mean the state diverged (MuJoCo may even have reset the sim
@@ -341,7 +341,7 @@ class BatchEnvPool:
         self.forward(ids)
 
     def reset_to_defaults(self, ids: np.ndarray | None = None) -> None:
-        """Reset ``ids`` (all when None) to the model's default state (qpos0)."""
+        """Reset ``ids`` (distinct, increasing; all when None) to the model's default state (qpos0)."""
         sel = np.arange(self.num_envs) if ids is None else np.asarray(ids, dtype=np.int64)
         n = sel.size
         self.reset(sel, np.tile(self.model.qpos0, (n, 1)), np.zeros((n, self.nv)))
@@ -385,7 +385,7 @@ def forward_without_contacts(batch: mjbatch.Batch, flags: np.ndarray, ids: np.nd
 def _copy_rows(src, dst):
     """``dst[...] = src`` for ``(num_envs, k)`` arrays, one env per iteration."""
     n = dst.shape[0]
-    counter = np.zeros(1, np.int64)
+    counter = new_counter()
     for _ in prange(num_chunks(n, _LEAST)):
         while True:
             lo, hi = claim(counter, n, _LEAST)
@@ -406,8 +406,10 @@ def _health_kernel(qpos, qvel, max_qvel, warning_count, warn_cols, warn_seen, fl
     ``warn_seen``, which then takes the new counts.
     """
     n = qpos.shape[0]
-    counts = np.zeros(num_chunks(n, _LEAST), np.int64)  # flagged envs per chunk
-    counter = np.zeros(1, np.int64)
+    counts = np.empty(num_chunks(n, _LEAST), np.int64)  # flagged envs per chunk (loops, not parallel array ops)
+    for c in range(counts.shape[0]):
+        counts[c] = 0
+    counter = new_counter()
     for _ in prange(num_chunks(n, _LEAST)):
         while True:
             lo, hi = claim(counter, n, _LEAST)
@@ -441,7 +443,10 @@ def _health_kernel(qpos, qvel, max_qvel, warning_count, warn_cols, warn_seen, fl
                 flags[e] = f
                 if f:
                     counts[lo // chunk_size(n, _LEAST)] += 1
-    return counts.sum()
+    flagged = 0
+    for c in range(counts.shape[0]):
+        flagged += counts[c]
+    return flagged
 
 
 @njit(cache=True, parallel=True, fastmath=False)
@@ -451,7 +456,7 @@ def _reset_rows(ids, fresh_row, fresh, state, warning, qpos, qvel, qpos_out, qve
     (row ``k`` for env ``ids[k]``; ``qpos_out``/``qvel_out`` are views of ``state``), bad flag
     cleared, ``warn_seen`` := the rows' divergence-warning counts."""
     n = ids.shape[0]
-    counter = np.zeros(1, np.int64)
+    counter = new_counter()
     for _ in prange(num_chunks(n, _LEAST)):
         while True:
             lo, hi = claim(counter, n, _LEAST)

@@ -6,7 +6,7 @@ import numpy as np
 from numba import njit, prange
 
 from unilab.sim.quat import qmul, qrot
-from unilab.sim.work_claims import claim, num_chunks
+from unilab.sim.work_claims import claim, new_counter, num_chunks
 from unilab.tasks.env_streams import next_symmetric
 from unilab.tasks.g1_motion_tracking.config import ResetConfig, ResetNoiseConfig
 from unilab.tasks.g1_motion_tracking.motion import MotionLibrary, library_row
@@ -85,7 +85,9 @@ class StartFrameSampler:
 @njit(cache=True, parallel=True, fastmath=False)
 def _ema_update(fail_ema, bins, a):
     """``fail_ema = fail_ema * (1 - a) + a * counts`` with ``counts`` the failures per bin."""
-    counts = np.zeros(fail_ema.shape[0])
+    counts = np.empty(fail_ema.shape[0])
+    for b in range(counts.shape[0]):  # a loop: np.zeros would be a parallel loop of its own
+        counts[b] = 0.0
     for i in range(bins.shape[0]):  # whole counts: the order of the additions does not matter
         counts[bins[i]] += 1.0
     keep = 1.0 - a
@@ -144,14 +146,16 @@ def _start_state_driver(rows, starts, episode, clip_offsets, num_frames, lib_qpo
     quat_rotate_inv, np.clip).
     """
     nj = qadr.shape[0]
-    use = np.zeros(5, dtype=np.bool_)  # root_pos, root_rpy, root_lin_vel, root_ang_vel, joint_pos
+    use = np.empty(5, dtype=np.bool_)  # root_pos, root_rpy, root_lin_vel, root_ang_vel, joint_pos
+    for i in range(5):  # a loop: np.zeros would be a parallel loop of its own (unilab.sim.work_claims)
+        use[i] = False
     for i in range(12 + nj):
         if scales[i] != 0.0:
             use[min(i // 3, 4)] = True
     new_clip, new_frame = starts
     clip, frame, ref_index, last_action = episode
     n = rows.shape[0]
-    counter = np.zeros(1, np.int64)  # chunks claimed as threads come free (unilab.sim.work_claims)
+    counter = new_counter()  # chunks claimed as threads come free (unilab.sim.work_claims)
     for _ in prange(num_chunks(n, 8)):
         d = np.empty(12 + nj)
         while True:

@@ -44,7 +44,7 @@ RESTART = GATHER | OBSERVE
 SPLIT = (("gather", GATHER), ("rewards", REWARDS), ("terminations", TERMINATE), ("observations", OBSERVE | FINALS))
 
 _TEMPLATE = '''
-from unilab.sim.work_claims import claim, num_chunks
+from unilab.sim.work_claims import claim, new_counter, num_chunks
 from unilab.tasks.g1_motion_tracking.observations import any_nonzero, gather_env, write_obs
 from unilab.tasks.g1_motion_tracking.rewards import weighted_sum
 from unilab.tasks.g1_motion_tracking.step_driver import FINALS, GATHER, OBSERVE, REWARDS, TERMINATE
@@ -61,7 +61,7 @@ def step_driver(stages, s, rows, lookup, pool_state, index, gathered, params, we
     use_noise = any_nonzero(noise_scale)
     # chunks are claimed, not split statically (unilab.sim.work_claims); at least 64 envs, as the info rows
     # (conds_info: one byte per env) must not share cache lines between threads
-    counter = np.zeros(1, np.int64)
+    counter = new_counter()
     for _ in prange(num_chunks(n, 64)):
         row = np.empty(critic.shape[1])
         while True:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from unilab.sim.work_claims import claim, num_chunks
+from unilab.sim.work_claims import claim, new_counter, num_chunks
 
 
 @njit(cache=True, parallel=True, fastmath=False)
@@ -25,7 +25,7 @@ def action_to_ctrl(action_in, scale, default, action, ctrl):
     multiply-add: Numba without fastmath does not contract them).
     """
     n = action.shape[0]
-    counter = np.zeros(1, np.int64)
+    counter = new_counter()
     for _ in prange(num_chunks(n, 8)):
         while True:
             lo, hi = claim(counter, n, 8)
