@@ -406,7 +406,9 @@ def _health_kernel(qpos, qvel, max_qvel, warning_count, warn_cols, warn_seen, fl
     ``warn_seen``, which then takes the new counts.
     """
     n = qpos.shape[0]
-    counts = np.empty(num_chunks(n, _LEAST), np.int64)  # flagged envs per chunk (loops, not parallel array ops)
+    # flagged envs per chunk, zeroed and summed with loops (not parallel array ops); a scalar ``flagged += 1``
+    # inside the claim loop is not seen as a reduction by Numba 0.68: it returned 0
+    counts = np.empty(num_chunks(n, _LEAST), np.int64)
     for c in range(counts.shape[0]):
         counts[c] = 0
     counter = new_counter()
