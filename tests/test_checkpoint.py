@@ -8,7 +8,10 @@ import subprocess
 import sys
 import time
 import zipfile
+from dataclasses import dataclass
+from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -170,7 +173,7 @@ def test_flipped_bits_are_detected(tmp_path):
     path.write_bytes(good)
     assert ck.load_checkpoint(path)[0]["iteration"] == 1
     # still a plain torch file and zip archive
-    assert torch.load(path, weights_only=False)["iteration"] == 1
+    assert torch.load(path, weights_only=True)["iteration"] == 1
     assert zipfile.ZipFile(path).testzip() is None
 
 
@@ -178,3 +181,41 @@ def test_checkpoints_without_a_hash_still_load(tmp_path):
     path = tmp_path / "model_2.pt"
     torch.save(_payload(2), path)  # how checkpoints were written before the hash
     assert ck.load_checkpoint(path)[0]["iteration"] == 2
+
+
+@dataclass
+class _Cfg:
+    lr: float = 1e-3
+    dims: tuple = (16, 16)
+
+
+def test_a_payload_is_stored_as_tensors_and_plain_data(tmp_path):
+    """Configs, NumPy values and paths are converted on save, so the weights_only load reads them back."""
+    from omegaconf import OmegaConf
+
+    linear = torch.nn.Linear(2, 2).state_dict()
+    payload = {
+        "iteration": np.int64(4),
+        "agent": {"actor": linear, "n": np.float32(0.5), "arr": np.arange(3.0), "cfg": _Cfg()},
+        "config": OmegaConf.create({"task": {"name": "pendulum", "dims": [1, 2]}}),
+        "out": Path("videos"),
+    }
+    loaded, _ = ck.load_checkpoint(ck.save_checkpoint(tmp_path / "model_4.pt", payload))
+    assert loaded["iteration"] == 4 and type(loaded["iteration"]) is int
+    assert loaded["config"] == {"task": {"name": "pendulum", "dims": [1, 2]}} and type(loaded["config"]) is dict
+    agent = loaded["agent"]
+    assert agent["n"] == 0.5 and agent["cfg"] == {"lr": 1e-3, "dims": (16, 16)}
+    assert torch.equal(agent["arr"], torch.arange(3.0, dtype=torch.float64))
+    assert torch.equal(agent["actor"]["weight"], linear["weight"])
+    assert hasattr(agent["actor"], "_metadata")  # a module state_dict keeps its version metadata
+    assert loaded["out"] == "videos"
+
+
+def test_an_object_that_is_not_plain_data_is_not_saved(tmp_path):
+    class Opaque:
+        pass
+
+    path = tmp_path / "model_1.pt"
+    with pytest.raises(TypeError, match=r"payload\.agent\.thing is a .*Opaque"):
+        ck.save_checkpoint(path, {"iteration": 1, "agent": {"thing": Opaque()}})
+    assert not path.exists() and not list(tmp_path.iterdir())

@@ -44,7 +44,7 @@ def test_presets_differ_from_the_dataclass_defaults_only_by_their_diff(group, pr
 
 def test_sac_cpu_is_the_sac_defaults_plus_its_lines():
     sac = to_run_spec(compose_config(["algo=sac_cpu", "task=pendulum"])).algo
-    assert sac.num_envs == 256 and sac.actor_hidden_dims == [256, 128]
+    assert sac.num_envs == 256 and sac.actor_hidden_dims == [256, 128, 64]
     assert sac.gamma == SACConfig().gamma and sac.compile == SACConfig().compile
 
 
@@ -195,3 +195,78 @@ def test_every_config_field_has_a_doc():
         assert not [f.name for f in dataclasses.fields(cls) if not docs.get(f.name)], cls.__name__
         todo += [t for t in typing.get_type_hints(cls).values() if dataclasses.is_dataclass(t)]
     assert len(seen) > 8  # the nested configs of the motion-tracking task were walked
+
+
+@pytest.mark.parametrize("override, key, value", [
+    ("training.collector_timeout_s=0", "training.collector_timeout_s", "0.0"),
+    ("training.startup_timeout_s=-1", "training.startup_timeout_s", "-1.0"),
+    ("training.startup_timeout_s=inf", "training.startup_timeout_s", "inf"),
+    ("training.time_limit_s=0", "training.time_limit_s", "0.0"),
+    ("training.time_limit_s=nan", "training.time_limit_s", "nan"),
+    ("training.time_limit_s=inf", "training.time_limit_s", "inf"),
+    ("training.max_bad_env_fraction=1.5", "training.max_bad_env_fraction", "1.5"),
+    ("training.warn_bad_env_fraction=-0.1", "training.warn_bad_env_fraction", "-0.1"),
+    ("training.warn_bad_env_fraction=nan", "training.warn_bad_env_fraction", "nan"),
+    ("training.divergence_window=0", "training.divergence_window", "0"),
+    ("training.eval_interval=10", "training.eval_interval=10", "pendulum"),
+    ("algo.device=gpu", "algo.device", "'gpu'"),
+])
+def test_out_of_range_training_values_are_refused_naming_key_and_value(override, key, value):
+    with pytest.raises(ConfigError) as err:
+        to_run_spec(compose_config(["task=pendulum", override]))
+    assert key in str(err.value) and value in str(err.value), err.value
+
+
+@pytest.mark.parametrize("override", ["training.time_limit_s=null", "training.time_limit_s=30",
+                                      "training.max_bad_env_fraction=null", "training.max_bad_env_fraction=0",
+                                      "training.warn_bad_env_fraction=1", "training.divergence_window=1",
+                                      "algo.device=cpu", "algo.device=auto"])
+def test_values_at_the_edges_of_their_ranges_are_taken(override):
+    to_run_spec(compose_config(["task=pendulum", override]))
+
+
+def test_a_cuda_device_this_machine_lacks_is_refused():
+    from unilab.cli.config import check_device
+
+    with pytest.raises(ConfigError, match=r"algo.device=cuda: no CUDA device"):
+        check_device("cuda", count=0)
+    with pytest.raises(ConfigError, match=r"algo.device=cuda:1: this machine has 1 CUDA device\(s\), cuda:0 to cuda:0"):
+        check_device("cuda:1", count=1)
+    check_device("cuda:0", count=1)
+    check_device("cpu", count=0)
+
+
+def test_a_missing_cuda_device_exits_2_before_anything_starts(tmp_path):
+    from unilab.cli.config import cuda_available
+
+    if cuda_available():
+        pytest.skip("this machine has a CUDA device")
+    logs = tmp_path / "logs"
+    out = subprocess.run([sys.executable, "-m", "unilab.cli.train", "--task", "pendulum", f"training.log_root={logs}",
+                          "algo.device=cuda"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.strip().splitlines() == [
+        "train: error: algo.device=cuda: no CUDA device is available here (use algo.device=cpu or auto)"]
+    assert not logs.exists()
+
+
+@pytest.mark.parametrize("path", ["{tmp}/my run (2)", "{tmp}/it's", "{tmp}/a\"b'c("])
+def test_an_unquoted_resume_path_gets_a_quoting_hint_that_works(tmp_path, path):
+    """Hydra's grammar refuses a space + parenthesis or a quote unquoted; the hint's spelling is taken as it is."""
+    import shlex
+
+    path = path.format(tmp=tmp_path)
+    with pytest.raises(ConfigError, match="in training.resume= put the path in quotes, e.g. ") as err:
+        compose_config(["task=pendulum", f"training.resume={path}"])
+    suggested = shlex.split(str(err.value).rsplit("e.g. ", 1)[1])
+    assert len(suggested) == 1
+    assert compose_config(["task=pendulum", suggested[0]]).training.resume == path
+
+
+def test_ctrl_c_before_training_is_one_line_and_exit_130(monkeypatch, capsys):
+    def interrupted(_argv):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(train_cli, "_main", interrupted)
+    assert train_cli.main(["--task", "pendulum"]) == 130
+    assert capsys.readouterr().err.strip() == "train: interrupted before training started"

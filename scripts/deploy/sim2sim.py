@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -127,7 +128,87 @@ def read_policy(path: Path) -> tuple[ort.InferenceSession, dict]:
     if missing:
         raise Sim2SimError(f"{path}: metadata lacks {missing} (export it with unilab-export from a "
                            "motion-tracking run)")
+    try:
+        check_metadata(meta)
+    except Sim2SimError as err:
+        raise Sim2SimError(f"{path}: {err}") from None
     return sess, meta
+
+
+THRESHOLDS = ("anchor_height", "anchor_orientation", "end_effector_height")
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
+
+
+def check_metadata(meta: dict) -> None:
+    """Every metadata value sim2sim reads has its type, length and range (Sim2SimError naming the key).
+
+    The file is input like any other: a hand-edited or foreign ONNX must fail here with the key's
+    name, not as a numpy or MuJoCo error halfway through building the model.
+    """
+    def bad(key: str, expected: str) -> Sim2SimError:
+        return Sim2SimError(f"metadata {key}={json.dumps(meta.get(key))[:120]}: expected {expected}")
+
+    for key in ("obs_dim", "action_dim", "decimation"):
+        v = meta[key]
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise bad(key, "an integer >= 1")
+    for key in ("sim_dt", "control_dt"):
+        if not (_number(meta[key]) and 0 < meta[key] < math.inf):
+            raise bad(key, "a finite number of seconds > 0")
+    for key in ("joint_names", "obs_joint_names", "tracked_bodies", "end_effector_bodies"):
+        v, may_be_empty = meta[key], key == "end_effector_bodies"
+        if not isinstance(v, list) or not all(isinstance(n, str) for n in v) or not (v or may_be_empty):
+            raise bad(key, "a list of names" + ("" if may_be_empty else " (not empty)"))
+    n = len(meta["joint_names"])
+    if n != meta["action_dim"]:
+        raise bad("joint_names", f"action_dim={meta['action_dim']} names")
+    for key in ("default_joint_pos", "action_scale", "kp", "kd"):
+        v = meta[key]
+        if not isinstance(v, list) or len(v) != n or not all(_number(x) and math.isfinite(x) for x in v):
+            raise bad(key, f"a list of {n} finite numbers (one per joint_names entry)")
+    for key in ("kp", "kd"):
+        if any(x < 0 for x in meta[key]):
+            raise bad(key, "gains >= 0")
+    v = meta["effort_limit"]
+    if not isinstance(v, list) or len(v) != n or not all(x is None or (_number(x) and x > 0) for x in v):
+        raise bad("effort_limit", f"a list of {n} numbers > 0 or null (no limit)")
+    v = meta.get("pd_target_range")
+    if v is not None and not (isinstance(v, list) and len(v) == n and all(
+            isinstance(r, list) and len(r) == 2 and all(_number(x) for x in r) and r[0] <= r[1] for r in v)):
+        raise bad("pd_target_range", f"null or a list of {n} [low, high] pairs")
+    v = meta["obs_layout"]
+    if not isinstance(v, list) or not v:
+        raise bad("obs_layout", "a non-empty list of pieces {name, offset, width}")
+    for i, piece in enumerate(v):
+        if not isinstance(piece, dict):
+            raise Sim2SimError(f"metadata obs_layout[{i}]={json.dumps(piece)[:120]}: expected {{name, offset, width}}")
+        for field, ok in (("name", lambda x: isinstance(x, str)),
+                          ("offset", lambda x: isinstance(x, int) and not isinstance(x, bool) and x >= 0),
+                          ("width", lambda x: isinstance(x, int) and not isinstance(x, bool) and x >= 1)):
+            if field not in piece or not ok(piece[field]):
+                expected = "a name" if field == "name" else f"an integer >= {0 if field == 'offset' else 1}"
+                raise Sim2SimError(f"metadata obs_layout[{i}] ({piece.get('name', '?')}): {field}="
+                                   f"{json.dumps(piece.get(field))}: expected {expected}")
+    if meta["anchor_body"] not in meta["tracked_bodies"]:
+        raise bad("anchor_body", f"one of tracked_bodies {meta['tracked_bodies']}")
+    unknown = [b for b in meta["end_effector_bodies"] if b not in meta["tracked_bodies"]]
+    if unknown:
+        raise bad("end_effector_bodies", f"names in tracked_bodies (not {unknown})")
+    v = meta["termination_thresholds"]
+    if not isinstance(v, dict) or any(k not in v or not (_number(v[k]) and v[k] >= 0) for k in THRESHOLDS):
+        raise bad("termination_thresholds", f"numbers >= 0 for {', '.join(THRESHOLDS)}")
+    if meta.get("integrator") is not None and meta["integrator"] not in _INTEGRATORS:
+        raise bad("integrator", f"one of {sorted(_INTEGRATORS)} or null")
+    if not isinstance(meta["model_xml"], str):
+        raise bad("model_xml", "a path")
+    v = meta["motion_files"]
+    if not isinstance(v, list) or not all(isinstance(f, str) for f in v):
+        raise bad("motion_files", "a list of paths")
+    if not isinstance(meta.get("input_name", "obs"), str):
+        raise bad("input_name", "the name of the policy's input")
 
 
 def load_pd_model(path: Path, meta: dict) -> tuple[mujoco.MjModel, np.ndarray]:
@@ -424,6 +505,19 @@ def run(policy: Path, clip: Path | None = None, model_xml: Path | None = None, s
     return result
 
 
+def check_writable(path: Path) -> None:
+    """Make ``path``'s folder and write a scratch file in it (OSError naming ``path`` when impossible)."""
+    if path.is_dir():
+        raise IsADirectoryError(f"cannot write {path}: it is a directory")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        probe = path.with_name(f".{path.name}.{os.getpid()}.probe")
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as err:
+        raise OSError(f"cannot write {path} ({type(err).__name__}: {err.strerror or err})") from err
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="sim2sim.py",
@@ -447,11 +541,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.steps is not None and args.steps < 1:
         print("sim2sim: error: --steps must be >= 1", file=sys.stderr)
         return 2
+    if args.json is not None:
+        try:  # the report path fails now, not after the rollout
+            check_writable(args.json)
+        except OSError as err:
+            print(f"sim2sim: error: --json: {err}", file=sys.stderr)
+            return 2
     try:
         res = run(args.policy, args.clip, args.model, args.steps)
     except Sim2SimError as err:
         print(f"sim2sim: error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("\nsim2sim: interrupted", file=sys.stderr)
+        return 130
     print(f"sim2sim: {Path(res['clip']).name}: frames 0..{res['steps']} of {res['clip_frames']}"
           + (f", first failure at frame {res['failed_at_frame']}" if res["failed_at_frame"] is not None else ""))
     for key in METRIC_KEYS:

@@ -117,7 +117,12 @@ def choose_recipe(overrides: Sequence[str], cuda: bool | None = None) -> tuple[l
 
 
 def cuda_available() -> bool:
-    """Whether torch would find a CUDA device, decided without importing torch where that is possible.
+    """Whether torch would find a CUDA device (see :func:`cuda_device_count`)."""
+    return cuda_device_count() > 0
+
+
+def cuda_device_count() -> int:
+    """How many CUDA devices torch would find, decided without importing torch where that is possible.
 
     Importing torch takes seconds; ``--help``, ``--cfg`` and a config error
     must not pay for it. A torch built without CUDA (``torch/version.py`` says
@@ -146,17 +151,38 @@ def cuda_available() -> bool:
     if build.get("hip"):
         import torch  # noqa: PLC0415 - ROCm: no cheap probe
 
-        return bool(torch.cuda.is_available())
+        return int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
     if not build.get("cuda"):
-        return False
+        return 0
     if sys.platform == "darwin":
-        return False
+        return 0
     try:
         lib = ctypes.CDLL("nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1")
         count = ctypes.c_int(0)
-        return lib.cuInit(0) == 0 and lib.cuDeviceGetCount(ctypes.byref(count)) == 0 and count.value > 0
+        if lib.cuInit(0) == 0 and lib.cuDeviceGetCount(ctypes.byref(count)) == 0:
+            return max(0, count.value)
+        return 0
     except (OSError, AttributeError):
-        return False
+        return 0
+
+
+def check_device(device: str, count: int | None = None) -> None:
+    """A cuda ``algo.device`` names a device this machine has (ConfigError otherwise).
+
+    Asked before anything starts, not when the learner builds its networks
+    after the collector's env is up. ``count``: the CUDA devices (None: ask
+    :func:`cuda_device_count`, which imports no torch).
+    """
+    if not device.startswith("cuda"):
+        return
+    if count is None:
+        count = cuda_device_count()
+    index = int(device.partition(":")[2] or 0)
+    if count == 0:
+        raise ConfigError(f"algo.device={device}: no CUDA device is available here (use algo.device=cpu or auto)")
+    if index >= count:
+        raise ConfigError(f"algo.device={device}: this machine has {count} CUDA device(s), cuda:0 to "
+                          f"cuda:{count - 1}")
 
 
 def _example(group: str) -> str:
@@ -186,9 +212,39 @@ def compose_config(overrides: Sequence[str], config_name: str = "train") -> Any:
         ):
             key = str(getattr(cause, "full_key", ""))
             raise ConfigError(describe_config_error(cause, value=_override_value(overrides, key))) from None
-        raise ConfigError(f"bad config override: {' '.join(str(err).split())}") from None
+        raise ConfigError(f"bad config override: {' '.join(str(err).split())}{_quoting_hint(overrides)}") from None
     _check_bool_overrides(cfg, overrides)
     return cfg
+
+
+def _quoting_hint(overrides: Sequence[str]) -> str:
+    """For the first override Hydra's grammar refuses: how to write its value quoted (empty if none).
+
+    A path with a space, quote or parenthesis (``training.resume=/runs/my run (2)``) is not an
+    unquoted Hydra value; quoted, it is taken as it is.
+    """
+    import shlex  # noqa: PLC0415 - only on this error path
+
+    from hydra.core.override_parser.overrides_parser import OverridesParser  # noqa: PLC0415 - lazy: hydra
+    from hydra.errors import HydraException  # noqa: PLC0415 - lazy: hydra only to compose
+
+    parser = OverridesParser.create()
+    for ov in overrides:
+        try:
+            parser.parse_overrides([ov])
+        except HydraException:
+            key, eq, value = ov.partition("=")
+            if not eq:
+                return ""
+            if '"' not in value:
+                quoted = f'"{value}"'
+            elif "'" not in value:
+                quoted = f"'{value}'"
+            else:
+                quoted = '"' + value.replace('"', '\\"') + '"'
+            what = "the path" if key.lstrip("+~") == "training.resume" else "the value"
+            return f"; in {key}= put {what} in quotes, e.g. {shlex.quote(f'{key}={quoted}')}"
+    return ""
 
 
 def _override_value(overrides: Sequence[str], key: str) -> Any:
@@ -224,13 +280,15 @@ def to_run_spec(cfg: Any, explicit_algo_keys: tuple[str, ...] | None = None, che
     """Validate a composed config into typed configs, once (errors name the key).
 
     ``check_paths``: also require the files the run reads (training.resume, the
-    task's model and clips) to exist, so a wrong path fails before any process
-    starts or any run directory is made.
+    task's model and clips) to exist and a cuda ``algo.device`` to be present,
+    so a wrong path or device fails before any process starts or any run
+    directory is made.
     """
     try:
         spec = RunSpec.from_raw(cfg, explicit_algo_keys)
         if check_paths:
             spec.check_paths()
+            check_device(spec.algo.device)
     except (ValueError, TypeError) as err:
         raise ConfigError(str(err)) from None
     return spec

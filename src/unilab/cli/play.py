@@ -44,7 +44,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     # before mujoco is imported: a MUJOCO_GL that cannot load here must not kill the
     # import; the video is rendered in a subprocess with a probed backend (the user's first)
     with gl_disabled():
-        return _main(args)
+        try:
+            return _main(args)
+        except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback from wherever the rollout was
+            print("\nplay: interrupted", file=sys.stderr, flush=True)
+            return 130
 
 
 def _main(args: argparse.Namespace) -> int:
@@ -56,6 +60,9 @@ def _main(args: argparse.Namespace) -> int:
                                          width=args.width, height=args.height, ghost=args.ghost,
                                          text=not args.no_text))
     except (FileNotFoundError, ValueError) as err:
+        print(f"play: error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:  # the video path cannot be written (checked before the rollout)
         print(f"play: error: {err}", file=sys.stderr)
         return 2
     return 0

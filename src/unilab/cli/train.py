@@ -25,7 +25,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     # before mujoco is imported: training never renders; end-of-training play
     # renders in a subprocess with a probed backend, the user's MUJOCO_GL first
     with gl_disabled():
-        return _main(argv)
+        try:
+            return _main(argv)
+        except KeyboardInterrupt:  # Ctrl-C while torch or the env loads: nothing started, nothing to save
+            print("\ntrain: interrupted before training started", file=sys.stderr, flush=True)
+            return 130
 
 
 def _main(argv: Sequence[str] | None) -> int:
@@ -71,6 +75,9 @@ def _main(argv: Sequence[str] | None) -> int:
     except (FileNotFoundError, ValueError) as err:  # e.g. training.resume pointing nowhere
         print(f"train: error: {err}", file=sys.stderr, flush=True)
         return 2
+    except MemoryError as err:  # the replay buffer's own size check (algo.buffer_size x algo.num_envs)
+        print(f"train: error: {str(err) or 'out of memory building the learner'}", file=sys.stderr, flush=True)
+        return 2
     finally:
         distributed.shutdown()
     if trainer.dist.rank == 0 and not spec.training.no_play and result.checkpoint is not None:
@@ -82,7 +89,11 @@ def _main(argv: Sequence[str] | None) -> int:
         except Exception as err:  # noqa: BLE001 - the trained model is saved; a video failure must not hide that
             print(f"train: play after training failed: {err} (checkpoint {result.checkpoint} is saved)",
                   file=sys.stderr)
-    # Ctrl-C 130, SIGTERM (timeout, SLURM, docker stop) 143: both after a final checkpoint
+        except KeyboardInterrupt:
+            print(f"\ntrain: play after training interrupted (checkpoint {result.checkpoint} is saved)",
+                  file=sys.stderr, flush=True)
+            return 130
+    # Ctrl-C 130, SIGTERM (timeout, SLURM, docker stop) 143, SIGHUP (terminal closed) 129: after a final checkpoint
     return result.exit_code
 
 

@@ -13,20 +13,34 @@ keeps the OSError of a failed write (torch.save reports it only as
 over the target: a full or unwritable disk is a ``CheckpointWriteError``
 naming the path and the errno, the previous checkpoint stays intact and the
 temp file is removed.
+
+A checkpoint holds only tensors and plain data (dicts, lists, tuples, numbers,
+strings, bools, None): ``save_checkpoint`` turns configs (OmegaConf,
+dataclasses), NumPy values and paths into that, and ``load_checkpoint`` reads
+with ``torch.load(weights_only=True)``, so a file that needs any other class
+is refused (``UntrustedCheckpoint``) and nothing stored in it runs: pickled
+objects can execute arbitrary code when loaded.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import hashlib
 import os
+import pickle
 import re
 import struct
 import sys
 import time
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
+
+from unilab.runtime.shm import pid_alive
 
 _MODEL_RE = re.compile(r"^model_(\d+)\.pt$")
 _TEMP_RE = re.compile(r"^\.model_\d+\.pt\.(\d+)\.tmp$")
@@ -54,6 +68,50 @@ class CheckpointWriteError(OSError):
 
     def __str__(self) -> str:
         return f"could not write checkpoint {self.path}: {self.reason}"
+
+
+class UntrustedCheckpoint(ValueError):
+    """The file holds more than tensors and plain data; it was not loaded (loading it could run code)."""
+
+
+def to_plain(obj: Any, key: str = "payload") -> Any:
+    """``obj`` as tensors and plain data only, which ``torch.load(weights_only=True)`` reads back.
+
+    OmegaConf containers and dataclasses become dicts/lists, NumPy scalars
+    Python numbers, NumPy arrays tensors, paths and enums strings/values.
+    Anything else is a TypeError naming ``key`` (its place in the payload):
+    better a failed save now than a checkpoint that cannot be loaded later.
+    """
+    if obj is None or isinstance(obj, (bool, int, float, str, torch.Tensor, torch.dtype, torch.device, torch.Size)):
+        return obj
+    if isinstance(obj, dict):
+        out = {k: to_plain(v, f"{key}.{k}") for k, v in obj.items()}
+        if type(obj) in (dict, OrderedDict) and all(out[k] is v for k, v in obj.items()):
+            return obj  # unchanged: a module state_dict keeps its OrderedDict and _metadata (versions)
+        return out
+    if type(obj) in (list, tuple):
+        seq = [to_plain(v, f"{key}[{i}]") for i, v in enumerate(obj)]
+        return obj if all(a is b for a, b in zip(seq, obj)) else type(obj)(seq)
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return torch.from_numpy(np.array(obj))  # a copy: the payload must not alias live buffers
+    if isinstance(obj, enum.Enum):
+        return to_plain(obj.value, key)
+    if isinstance(obj, os.PathLike):
+        return os.fspath(obj)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return to_plain(dataclasses.asdict(obj), key)
+    if type(obj).__module__.startswith("omegaconf"):
+        from omegaconf import OmegaConf  # noqa: PLC0415 - only configs that are still OmegaConf objects need it
+
+        return to_plain(OmegaConf.to_container(obj, resolve=True), key)
+    if isinstance(obj, tuple):  # a namedtuple: its fields, as a plain tuple
+        return tuple(to_plain(v, f"{key}[{i}]") for i, v in enumerate(obj))
+    raise TypeError(
+        f"checkpoint entry {key} is a {type(obj).__module__}.{type(obj).__qualname__}; a checkpoint holds only "
+        "tensors and plain data (dict, list, tuple, number, str, bool, None)"
+    )
 
 
 def checkpoint_path(run_dir: str | Path, iteration: int) -> Path:
@@ -108,11 +166,13 @@ def save_checkpoint(path: str | Path, payload: dict[str, Any], keep: int = 0) ->
     the directory so that only the newest ``keep`` remain (``path`` is always
     kept). Raises ``CheckpointWriteError`` (an OSError naming ``path`` and the
     errno) when the file cannot be written; an existing ``path`` is then left
-    as it was and no temp file remains.
+    as it was and no temp file remains. The payload is stored as
+    :func:`to_plain` makes it (TypeError for an object it cannot convert).
     """
     path = Path(path)
     if keep < 0:
         raise ValueError(f"keep must be >= 0 (0 keeps all), got {keep}")
+    payload = to_plain(payload)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     writer: _HashingWriter | None = None
     try:
@@ -164,18 +224,6 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    except (OSError, OverflowError):
-        return False
-    return True
-
-
 def remove_stale_temps(run_dir: str | Path) -> list[Path]:
     """Delete ``.model_<iter>.pt.<pid>.tmp`` files left by a killed save; returns those removed.
 
@@ -196,7 +244,7 @@ def remove_stale_temps(run_dir: str | Path) -> list[Path]:
             continue
         pid = int(m.group(1))
         try:
-            if pid != os.getpid() and (_pid_alive(pid) or now - entry.stat().st_mtime < _STALE_TEMP_AGE_S):
+            if pid != os.getpid() and (pid_alive(pid) or now - entry.stat().st_mtime < _STALE_TEMP_AGE_S):
                 continue
             os.unlink(entry.path)
             removed.append(Path(entry.path))
@@ -296,15 +344,35 @@ def verify_checkpoint(path: str | Path) -> bool:
     return True
 
 
+def _refusal_detail(err: BaseException) -> str:
+    """The one informative line of torch's multi-paragraph weights_only error (which global it met)."""
+    boilerplate = ("Weights only load failed", "Check the documentation", "Please file an issue")
+    for line in str(err).splitlines():
+        line = line.strip()
+        if line and not line.startswith(boilerplate):
+            return line if len(line) <= 200 else line[:197] + "..."
+    return type(err).__name__
+
+
 def load_checkpoint(spec: str | Path, map_location: str | torch.device = "cpu") -> tuple[dict[str, Any], Path]:
-    """Load a checkpoint (file or run dir); a truncated, corrupt or foreign file raises ValueError."""
+    """Load a checkpoint (file or run dir); a truncated, corrupt or foreign file raises ValueError.
+
+    Only tensors and plain data are read (``weights_only=True``): a file that
+    needs any other class raises :class:`UntrustedCheckpoint` (a ValueError)
+    and nothing stored in it runs.
+    """
     path = resolve_checkpoint(spec)
     try:
         verify_checkpoint(path)
     except OSError as err:
         raise ValueError(f"checkpoint {path} is unreadable ({type(err).__name__}: {err})") from err
     try:
-        payload = torch.load(path, map_location=map_location, weights_only=False)
+        payload = torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as err:  # weights_only met a class or call it does not allow
+        raise UntrustedCheckpoint(
+            f"checkpoint {path} refused: it holds more than tensors and plain data ({_refusal_detail(err)}); "
+            "loading it could run code, so nothing in it was loaded"
+        ) from err
     except Exception as err:  # torch raises many kinds for a bad file
         raise ValueError(f"checkpoint {path} is unreadable ({type(err).__name__}: {err})") from err
     if not isinstance(payload, dict) or "agent" not in payload or "iteration" not in payload:

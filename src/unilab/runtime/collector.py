@@ -76,8 +76,9 @@ def build_error_message(task_name: str, err: BaseException) -> str:
     """One clear line (or two) for an env that could not be built; the traceback only with UNILAB_DEBUG=1."""
     text = str(err).strip() or repr(err)
     msg = f"could not build the {task_name} env: {type(err).__name__}: {text}"
-    if _is_asset_problem(err):
-        msg += "\nthe cached robot assets look corrupt: run `unilab-assets fetch --force` to rebuild them"
+    hint = asset_hint(err)
+    if hint:
+        msg += f"\n{hint}"
     if os.environ.get("UNILAB_DEBUG") == "1":
         msg += "\n--- collector traceback ---\n" + "".join(traceback.format_exception(err)).rstrip()
     else:
@@ -85,21 +86,38 @@ def build_error_message(task_name: str, err: BaseException) -> str:
     return msg
 
 
-def _is_asset_problem(err: BaseException) -> bool:
-    """An error of the asset cache, or a parse error that names a file inside it."""
+def asset_hint(err: BaseException) -> str:
+    """What to do about an env build error that involves the asset cache; empty when it does not.
+
+    ``unilab-assets fetch --force`` only for a cached file that does not parse (a corrupt mesh or
+    MJCF names its full path): a refetch cannot help with no network, a wrong wheel or a cache
+    folder that cannot be written (AssetError, which already says what to do) nor with an OSError
+    (permissions, a read-only or full disk) on a path in the cache.
+    """
     from unilab.assets import holosoma  # noqa: PLC0415 - lazy: only this error path needs it
 
     if isinstance(err, holosoma.AssetError):
-        return True
-    root = cache_dir()
-    roots = {str(root), str(root.resolve())}
-    return any(r in str(err) for r in roots)  # MuJoCo's mesh errors name the file's full path
+        return ""
+    assets = holosoma.assets_dir()
+    text = str(err)
+    if isinstance(err, OSError):
+        cache = cache_dir()
+        if any(str(p) in text or str(getattr(err, "filename", "") or "").startswith(str(p))
+               for p in {cache, cache.resolve()}):
+            return (f"the asset cache {cache} is not usable ({err.strerror or type(err).__name__}); "
+                    "set UNILAB_CACHE to a writable folder")
+        return ""
+    if any(str(p) in text for p in {assets, assets.resolve()}):  # MuJoCo's mesh errors name the file's full path
+        return "the cached robot assets look corrupt: run `unilab-assets fetch --force` to rebuild them"
+    return ""
 
 
 def run_collector(args: CollectorArgs, ch: CollectorChannels) -> None:
     """Collector main loop (the target of the collector process)."""
-    # Ctrl-C reaches the whole process group: the learner handles it and stops us
+    # Ctrl-C and a closed terminal (SIGHUP) reach the whole process group: the learner handles them and stops us
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
     trace = TraceRecorder("collector") if args.trace_path else None
     timer = PhaseTimer(trace=trace)
     shm = None

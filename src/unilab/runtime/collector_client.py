@@ -7,14 +7,19 @@ within a fraction of a second instead of a hang.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
+import signal
+import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from unilab.runtime.collector import POLL_S, CollectorArgs, CollectorChannels, run_collector
 from unilab.runtime.shm import SharedArrays, step_slot, transport_spec
+from unilab.runtime.signals import hangups_blocked
 from unilab.runtime.stats import counter_names
 from unilab.sim.spec import EnvSpec
 
@@ -37,6 +42,23 @@ TERM_WAIT_S = 2.0
 KILL_WAIT_S = 5.0
 
 
+@contextlib.contextmanager
+def interrupts_ignored() -> Iterator[None]:
+    """Ignore SIGINT for the block: a process spawned inside starts with it ignored.
+
+    A signal mask does not survive multiprocessing's spawn, an ignored signal does (exec keeps
+    SIG_IGN and Python leaves an ignored SIGINT ignored). The block only lasts the fork and exec.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 class CollectorClient:
     """Starts a collector process for ``args`` and talks to it through shared memory."""
 
@@ -44,16 +66,21 @@ class CollectorClient:
         self.args = args
         self.step_timeout_s = step_timeout_s
         ctx = mp.get_context("spawn")  # MuJoCo and torch threads make fork unsafe
-        self.ch = CollectorChannels(
-            ready=ctx.Queue(), handle=ctx.Queue(), errors=ctx.Queue(),
-            obs_ready=ctx.Semaphore(0), action_ready=ctx.Semaphore(0), stop=ctx.Event(),
-        )
-        self.proc = ctx.Process(target=run_collector, args=(args, self.ch), name="unilab-collector", daemon=True)
         self._closed = False
         self._hung = False  # declared stuck: close() does not wait for it to stop by itself
         self.shm: SharedArrays | None = None
         self._sent_t: float | None = None  # when the last actions were handed over
-        self.proc.start()
+        # the resource tracker (started by the first semaphore) and the collector ignore a closed terminal and
+        # Ctrl-C: the learner handles SIGHUP and SIGINT and stops them itself. Ignoring SIGINT from birth, the
+        # collector cannot die of a Ctrl-C (with a traceback) while it imports, before run_collector runs.
+        with hangups_blocked(), interrupts_ignored():
+            self.ch = CollectorChannels(
+                ready=ctx.Queue(), handle=ctx.Queue(), errors=ctx.Queue(),
+                obs_ready=ctx.Semaphore(0), action_ready=ctx.Semaphore(0), stop=ctx.Event(),
+            )
+            self.proc = ctx.Process(target=run_collector, args=(args, self.ch), name="unilab-collector",
+                                    daemon=True)
+            self.proc.start()
         self.spec: EnvSpec = self._get(self.ch.ready, args.startup_timeout_s, "building its env")
         self.counter_names = counter_names(self.spec.reward_terms, self.spec.stats)
         self.shm = SharedArrays.create(transport_spec(args.num_envs, self.spec, self.counter_names))

@@ -8,6 +8,7 @@ it without starting anything.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -115,6 +116,24 @@ class TrainingConfig:
             raise ValueError(f"training.save_interval must be an integer >= 0, got {self.save_interval}")
         if self.learner_threads is not None and self.learner_threads < 1:
             raise ValueError(f"training.learner_threads must be an integer >= 1 or null, got {self.learner_threads}")
+        if self.divergence_window < 1:  # refused, not raised to 1: the stop rule must be the one asked for
+            raise ValueError(f"training.divergence_window must be an integer >= 1, got {self.divergence_window}")
+        # `not x > 0` (rather than `x <= 0`) also refuses nan; an infinite timeout would overflow the waits
+        for name in ("collector_timeout_s", "startup_timeout_s"):
+            value = getattr(self, name)
+            if not (value > 0 and math.isfinite(value)):
+                raise ValueError(f"training.{name} must be a finite number of seconds > 0, got {value}")
+        t = self.time_limit_s
+        if t is not None and not (t > 0 and math.isfinite(t)):
+            raise ValueError(f"training.time_limit_s must be a finite number of seconds > 0, or null (no limit), "
+                             f"got {t}")
+        if not self.console_interval_s >= 0:
+            raise ValueError(f"training.console_interval_s must be >= 0, got {self.console_interval_s}")
+        if not 0.0 <= self.warn_bad_env_fraction <= 1.0:
+            raise ValueError(f"training.warn_bad_env_fraction must be in [0, 1], got {self.warn_bad_env_fraction}")
+        m = self.max_bad_env_fraction
+        if m is not None and not 0.0 <= m <= 1.0:
+            raise ValueError(f"training.max_bad_env_fraction must be in [0, 1], or null (never stop), got {m}")
 
     def check_paths(self) -> None:
         """The run to resume from exists (checked before any run directory is made)."""
@@ -199,7 +218,7 @@ class RunSpec:
         name = raw["task"].get("name")
         if not name:
             raise ValueError("the task config has no 'name'")
-        return cls(
+        spec = cls(
             algo=build_dataclass(SACConfig, raw["algo"], "algo"),
             task_name=name,
             task_cfg=registry.task_config(name, raw["task"]),
@@ -208,6 +227,13 @@ class RunSpec:
             raw=raw,
             explicit_algo_keys=explicit_algo_keys,
         )
+        if spec.training.eval_interval and name not in registry.EVALUATED_TASKS:
+            # refused now: otherwise every evaluation would fail in its subprocess, each with a warning
+            raise ValueError(
+                f"training.eval_interval={spec.training.eval_interval}: task {name} has no evaluation "
+                f"(unilab-eval measures {', '.join(registry.EVALUATED_TASKS)}); leave it at 0"
+            )
+        return spec
 
     def check_paths(self) -> None:
         """Files the run reads exist (training.resume, the task's model and motion files)."""

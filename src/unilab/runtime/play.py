@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,9 @@ def play(checkpoint: str | Path, options: PlayConfig | None = None, **changes: A
     kw["cpu_ids"] = None  # play is small: the default sizing rule
     if kw["nthread"] == "auto":
         kw["nthread"] = None
+    target = Path(out) if out else path.parent / "videos" / f"play_{payload['iteration']}.mp4"
+    if video:  # an unwritable video path fails now, not after the rollout
+        check_video_path(target)
     agent = FastSAC.from_checkpoint(payload["agent"], device=device or "cpu")
     env = make_env(name, task_cfg, num_envs, pool_kwargs=kw, seed=seed)
     obs = env.reset()
@@ -85,7 +89,6 @@ def play(checkpoint: str | Path, options: PlayConfig | None = None, **changes: A
     if video:
         from unilab.render.video import RenderUnavailable, render_states  # noqa: PLC0415 - lazy: only with video
 
-        target = Path(out) if out else path.parent / "videos" / f"play_{payload['iteration']}.mp4"
         fps = 1.0 / env.control_dt
         try:
             res.video = render_states(env.render_model(), np.stack(film.qpos), target, fps=fps, width=width,
@@ -95,6 +98,19 @@ def play(checkpoint: str | Path, options: PlayConfig | None = None, **changes: A
             print(f"play: no video: {err}", flush=True)
     env.close()
     return res
+
+
+def check_video_path(path: Path) -> None:
+    """Make ``path``'s folder and write a scratch file in it; OSError naming ``path`` when that is impossible."""
+    if path.is_dir():
+        raise IsADirectoryError(f"cannot write the video to {path}: it is a directory")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        probe = path.with_name(f".{path.name}.{os.getpid()}.probe")
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as err:
+        raise OSError(f"cannot write the video to {path} ({type(err).__name__}: {err.strerror or err})") from err
 
 
 class _Film:

@@ -4,12 +4,26 @@ The learner creates the block once (``SharedArrays.create``) from a spec of
 ``name -> (shape, dtype)`` and sends the spec plus the block name to the
 collector, which attaches (``SharedArrays.attach``). Every array is a view
 into one ``multiprocessing.shared_memory`` block: no pickling per step.
+
+Names: a block is ``unilab_<pid>_<hex>`` (``/dev/shm/unilab_...`` on Linux),
+and after :func:`name_semaphores` the multiprocessing semaphores of this
+process (queues, events, locks) are ``/dev/shm/sem.unilab_<pid>_mp-...``,
+``<pid>`` being the process that made them. A run killed with ``kill -9``
+(learner, collector and resource tracker at once) leaves them behind;
+:func:`remove_stale_segments`, called when training starts, deletes those
+whose pid no longer exists.
 """
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import re
+import secrets
+import sys
 from collections.abc import Sequence
 from multiprocessing import shared_memory
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,6 +37,70 @@ SLOTS = 2
 step k (acts on it, then stores it in the replay) while the collector writes step k + 1."""
 
 _ALIGN = 64  # cache-line alignment keeps the two processes' writes apart
+
+SHM_DIR = Path("/dev/shm")
+_PREFIX = "unilab_"
+_STALE_RE = re.compile(r"^(?:sem\.)?unilab_(\d+)_")  # a block, or a named semaphore (sem.<name>)
+
+
+def segment_name() -> str:
+    """A fresh block name that says which process made it: ``unilab_<pid>_<8 hex>`` (fits macOS's 31 chars)."""
+    return f"{_PREFIX}{os.getpid()}_{secrets.token_hex(4)}"
+
+
+def name_semaphores() -> None:
+    """Name the multiprocessing semaphores this process makes from now on ``unilab_<pid>_mp-<random>``.
+
+    multiprocessing has no public way to name them; its names come from the
+    process config's ``semprefix`` (``/mp``, CPython since 3.4), set here
+    where it exists, so that :func:`remove_stale_segments` can find them.
+    Elsewhere they keep their ``mp-<random>`` names and a killed run's stay.
+    """
+    config = getattr(multiprocessing.current_process(), "_config", None)
+    if sys.platform.startswith("linux") and isinstance(config, dict) and "semprefix" in config:
+        config["semprefix"] = f"/{_PREFIX}{os.getpid()}_mp"
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (another user's counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's live process
+    except (OSError, OverflowError):
+        return False
+    return True
+
+
+def remove_stale_segments(shm_dir: str | Path = SHM_DIR) -> list[Path]:
+    """Delete this user's unilab blocks and semaphores in ``shm_dir`` whose owner pid is not alive.
+
+    Only Linux exposes them as files (/dev/shm); elsewhere, or where the
+    directory is absent, nothing is done. A pid that exists (reused or not)
+    keeps its files. Errors are ignored: this is housekeeping. Runs in another
+    pid namespace sharing this /dev/shm (containers with ``--ipc=host``) look
+    dead from here; those need their own /dev/shm, docker's default.
+    """
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(shm_dir))
+    except OSError:
+        return removed
+    uid = os.getuid() if hasattr(os, "getuid") else None
+    for entry in entries:
+        m = _STALE_RE.match(entry.name)
+        if not m or pid_alive(int(m.group(1))):
+            continue
+        try:
+            if uid is not None and entry.stat(follow_symlinks=False).st_uid != uid:
+                continue
+            os.unlink(entry.path)
+            removed.append(Path(entry.path))
+        except OSError:
+            continue
+    return removed
 
 
 def _layout(spec: Spec) -> tuple[dict[str, int], int]:
@@ -51,7 +129,14 @@ class SharedArrays:
     def create(cls, spec: Spec) -> SharedArrays:
         """Allocate a zeroed block for ``spec`` (this process unlinks it on close)."""
         _, size = _layout(spec)
-        shm = shared_memory.SharedMemory(create=True, size=size)
+        for _ in range(100):
+            try:
+                shm = shared_memory.SharedMemory(name=segment_name(), create=True, size=size)
+                break
+            except FileExistsError:
+                continue
+        else:
+            raise FileExistsError("cannot find a free shared-memory name")
         out = cls(shm, spec, owner=True)
         for a in out.arrays.values():
             a[...] = 0

@@ -1,28 +1,35 @@
-"""Stop signals of the training process: Ctrl-C and SIGTERM stop it the same way.
+"""Stop signals of the training process: Ctrl-C, SIGTERM and SIGHUP stop it the same way.
 
-Either signal raises :class:`StopRequested` (a KeyboardInterrupt) in the main
+Each signal raises :class:`StopRequested` (a KeyboardInterrupt) in the main
 thread, so the trainer leaves its loop, writes a final checkpoint and exits
-with ``128 + signum`` (130 for Ctrl-C, 143 for SIGTERM). Inside
+with ``128 + signum`` (130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP: the
+terminal was closed). Inside
 :meth:`StopSignals.deferred` (a checkpoint being written) a signal is only
 recorded and raised when the block ends: an exception raised inside
 ``torch.save`` would abandon the file. Once a stop has been requested, later
 signals are reported and ignored, so a second Ctrl-C cannot abandon the final
 checkpoint either (``kill -9`` still can).
+
+After SIGHUP the terminal is gone and every write to it fails with EIO, which
+would end the shutdown before the final checkpoint: stdout/stderr that point
+at a terminal are redirected to /dev/null first.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
+import stat
 import sys
 from collections.abc import Iterator
 from typing import Any
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM) + ((signal.SIGHUP,) if hasattr(signal, "SIGHUP") else ())
 
 
 class StopRequested(KeyboardInterrupt):
-    """SIGINT or SIGTERM arrived; ``signum`` says which."""
+    """SIGINT, SIGTERM or SIGHUP arrived; ``signum`` says which."""
 
     def __init__(self, signum: int):
         super().__init__(f"signal {signum}")
@@ -30,7 +37,7 @@ class StopRequested(KeyboardInterrupt):
 
 
 class StopSignals:
-    """SIGINT/SIGTERM handlers for the duration of a ``with`` block (main thread only)."""
+    """SIGINT/SIGTERM/SIGHUP handlers for the duration of a ``with`` block (main thread only)."""
 
     def __init__(self) -> None:
         self.received: int | None = None
@@ -58,6 +65,8 @@ class StopSignals:
         self._stopping = True
 
     def _handle(self, signum: int, frame: object) -> None:
+        if signum == getattr(signal, "SIGHUP", None):
+            detach_from_terminal()
         if self.received is not None or self._stopping:
             print(
                 f"unilab: {signal.Signals(signum).name} ignored: already stopping (writing the final checkpoint); "
@@ -75,7 +84,7 @@ class StopSignals:
 
     @contextlib.contextmanager
     def deferred(self) -> Iterator[None]:
-        """Hold SIGINT/SIGTERM until the block ends, then raise StopRequested if one came."""
+        """Hold stop signals until the block ends, then raise StopRequested if one came."""
         self._depth += 1
         try:
             yield
@@ -84,3 +93,38 @@ class StopSignals:
         if self._depth == 0 and self._pending is not None:
             signum, self._pending = self._pending, None
             raise StopRequested(signum)
+
+
+def detach_from_terminal() -> None:
+    """Point stdout/stderr at /dev/null where they are a terminal (a hung-up one fails every write)."""
+    for stream, fd in ((sys.stdout, 1), (sys.stderr, 2)):
+        try:
+            if not stat.S_ISCHR(os.fstat(fd).st_mode):
+                continue  # a pipe or a file (nohup, a scheduler's log) still works
+            null = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(null, fd)
+            finally:
+                os.close(null)
+            stream.flush()  # what was buffered for the closed terminal goes to /dev/null too
+        except (OSError, ValueError, RuntimeError):  # RuntimeError: the signal came in the middle of a print
+            continue
+
+
+@contextlib.contextmanager
+def hangups_blocked() -> Iterator[None]:
+    """Block SIGHUP in this thread for the block: processes started inside inherit it blocked.
+
+    A closed terminal signals the whole process group; the collector and
+    multiprocessing's resource tracker must outlive it so the learner can stop
+    them and release the shared memory (a dead tracker leaks it). A SIGHUP that
+    comes meanwhile is delivered to this process when the block ends.
+    """
+    if not hasattr(signal, "SIGHUP") or not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGHUP})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)

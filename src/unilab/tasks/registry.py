@@ -16,6 +16,9 @@ CONFIGS: dict[str, str] = {
     "g1_motion_tracking": "unilab.tasks.g1_motion_tracking.config:MotionTrackingConfig",
 }
 
+# tasks unilab-eval can measure (training.eval_interval runs it): the tracking metrics need a reference motion
+EVALUATED_TASKS: tuple[str, ...] = ("g1_motion_tracking",)
+
 
 def config_class(name: str) -> type:
     """The config dataclass of task ``name`` (ValueError for an unknown task)."""
