@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -96,3 +97,144 @@ def test_main_without_a_checkpoint_still_reports_and_fails(tmp_path, monkeypatch
 def test_bad_override_is_a_usage_error(capsys):
     assert learn.main(["not_an_override"]) == 2
     assert "KEY=VALUE" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------- recipe comparison (--arm)
+PENDULUM_TINY = ["--task", "pendulum", "--algo", "sac_cpu", "algo.num_envs=8", "algo.batch_size=64",
+                 "algo.buffer_size=64", "algo.learning_starts=2", "algo.actor_hidden_dims=[16]",
+                 "algo.critic_hidden_dims=[16]", "algo.num_atoms=11", "algo.compile=false",
+                 "training.log_interval=2", "task.episode_length=5"]
+
+
+def test_arm_parser_accepts_names_and_override_strings():
+    arms = learn.parse_arms([["base", ""], ["lr", "algo.actor_lr=1e-3  algo.critic_lr='1e-3'"]])
+    assert arms == [learn.Arm("base", ()), learn.Arm("lr", ("algo.actor_lr=1e-3", "algo.critic_lr=1e-3"))]
+    assert learn.parse_arms([]) == [learn.Arm("base", ())]
+    assert learn.parse_seeds("0, 1,2") == [0, 1, 2] and learn.parse_seeds(None) == [0]
+
+
+@pytest.mark.parametrize(("pairs", "message"), [
+    ([["ok", ""], ["bad", "algo.batch_size"]], "--arm bad: overrides must be KEY=VALUE"),
+    ([["bad name", ""]], "--arm 'bad name'"),
+    ([["steps", "algo.max_iterations=5"]], "--arm steps: ['algo.max_iterations=5'] set keys the benchmark owns"),
+    ([["pin", "sim.cpu_ids=[0]"]], "--arm pin:"),
+    ([["twice", ""], ["twice", "algo.tau=0.1"]], "--arm twice: the name is given twice"),
+    ([["quote", "algo.tau='0.1"]], "--arm quote: cannot split"),
+])
+def test_arm_parser_errors_name_the_bad_arm(pairs, message):
+    with pytest.raises(ValueError, match="^" + re.escape(message)):
+        learn.parse_arms(pairs)
+
+
+def test_bad_seeds_and_unknown_arm_keys_are_usage_errors(capsys):
+    assert learn.main(["--seeds", "0,x", "--task", "pendulum"]) == 2
+    assert "--seeds '0,x'" in capsys.readouterr().err
+    assert learn.main(["--task", "pendulum", "--arm", "good", "", "--arm", "typo", "algo.batchsize=4"]) == 2
+    err = capsys.readouterr().err
+    assert "--arm typo: unknown key algo.batchsize" in err
+    assert learn.main(["--parallel", "4096", "--task", "pendulum"]) == 2
+    assert "--parallel 4096: only" in capsys.readouterr().err
+
+
+def test_env_step_budget_sets_iterations_per_arm_and_pinning_goes_before_the_arm():
+    args = learn.build_parser().parse_args(["--env-steps", "96", *PENDULUM_TINY])
+    arms = learn.parse_arms([["a", ""], ["b", "algo.num_envs=16 training.learner_threads=2"]])
+    jobs = learn.make_jobs(args, arms, [0, 3])
+    assert [(j.arm.name, j.seed, j.iterations, j.num_envs) for j in jobs] == [
+        ("a", 0, 12, 8), ("a", 3, 12, 8), ("b", 0, 6, 16), ("b", 3, 6, 16)]
+    assert "algo.seed=3" in jobs[1].cmd and "training.seed=3" in jobs[1].cmd
+    assert jobs[2].cmd[-1] == "algo.max_iterations=6"
+    cmd = learn.pinned_command(jobs[2].cmd, [1], jobs[2].arm)
+    assert cmd.index("sim.cpu_ids=[1]") < cmd.index("algo.num_envs=16")  # the arm's keys stay last
+    assert not any(c.startswith("training.learner_threads=1") for c in cmd)  # the arm sized the learner
+    assert "training.learner_threads=1" in learn.pinned_command(jobs[0].cmd, [0], jobs[0].arm)
+    assert learn.pinned_command(jobs[0].cmd, None, jobs[0].arm) == jobs[0].cmd
+
+
+def test_curves_are_sampled_at_common_env_steps():
+    runs = [{"env_steps": 100, "series": {"env_steps": [20, 50, 100], "episode_length": [1.0, 2.0, 3.0],
+                                          "return_env_steps": [20, 50, 100], "return": [-1.0, -0.5, 0.0]}},
+            {"env_steps": None, "series": None}]
+    steps = learn.add_checkpoints(runs, 100)
+    assert steps == [5 * k for k in range(1, 21)]
+    at = runs[0]["at_checkpoints"]
+    assert at["episode_length"][0] is None and at["episode_length"][3] == 1.0  # 20 env steps
+    assert at["episode_length"][9] == 2.0 and at["episode_length"][-1] == 3.0 and at["return"][-1] == 0.0
+    assert runs[0]["episode_length_last10pct"] == 3.0
+    assert runs[1]["at_checkpoints"]["episode_length"] == [None] * 20
+
+
+@pytest.mark.slow
+def test_two_arms_train_to_equal_env_steps_and_write_json_and_png(tmp_path, capsys):
+    """Two pendulum arms with different num_envs, side by side on disjoint CPUs where there are two."""
+    from unilab.sim.cpu import usable_cpus
+
+    parallel = 2 if len(usable_cpus()) >= 2 else 1
+    out = tmp_path / "arms.json"
+    rc = learn.main(["--env-steps", "96", "--minutes", "3", "--parallel", str(parallel), "--log-root",
+                     str(tmp_path / "logs"), "--out", str(out), "--arm", "small", "",
+                     "--arm", "wide", "algo.num_envs=16", *PENDULUM_TINY])
+    assert rc == 0
+    data = json.loads(out.read_text())
+    assert {"environment", "benchmark", "task", "algo", "minutes", "env_steps_budget", "seeds", "parallel", "arms",
+            "machine", "baselines", "checkpoint_env_steps", "runs", "plot", "wall_s"} <= set(data)
+    assert data["machine"]["lscpu_model_name"] is None or isinstance(data["machine"]["lscpu_model_name"], str)
+    runs = {r["arm"]: r for r in data["runs"]}
+    assert set(runs) == {"small", "wide"} and all(set(r) == set(learn.RUN_KEYS) for r in runs.values())
+    assert runs["small"]["iterations"] == 12 and runs["wide"]["iterations"] == 6
+    for r in runs.values():  # equal env steps, reached by the step budget, not the clock
+        assert r["env_steps"] == r["env_steps_target"] == 96 and r["stopped_by"] == "env_steps"
+        assert r["train_returncode"] == 0 and r["eval_returncode"] is None  # no tracking eval for the pendulum
+        assert r["at_checkpoints"]["env_steps"] == data["checkpoint_env_steps"]
+        assert r["at_checkpoints"]["env_steps"][-1] == 96
+        assert r["series"]["episode_length"] and r["at_checkpoints"]["episode_length"][-1] == pytest.approx(5.0)
+        assert r["learner_ms_per_update"] > 0 and r["steps_per_sec"] > 0
+    if parallel == 2:
+        assert sorted(r["cpu_ids"][0] for r in runs.values()) == sorted(usable_cpus()[:2])
+    png = Path(data["plot"])
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    table = capsys.readouterr().out
+    assert "len@25%" in table and "len_last10%" in table and "wide" in table
+
+
+# --------------------------------------------------------------------------------------------- GPU check
+@pytest.mark.slow
+def test_gpu_check_tiny_path_end_to_end(tmp_path):
+    from unilab.bench import gpu_check
+
+    out = tmp_path / "gpu.json"
+    rc = gpu_check.main(["--tiny", "--task", "pendulum", "--iterations", "6", "--log-root", str(tmp_path / "logs"),
+                         "--out", str(out), "training.log_interval=2", "task.episode_length=5"])
+    assert rc == 0
+    data = json.loads(out.read_text())
+    assert data["benchmark"] == "gpu" and set(gpu_check.REPORT_KEYS) <= set(data)
+    assert data["tiny"] is True and data["num_envs"] == 8 and data["iterations"] == 6 and data["env_steps"] == 48
+    assert data["learner_ms_per_update"] == pytest.approx(data["learner_train_ms"] / 2)
+    assert data["overlap"] == pytest.approx(data["learner_train_ms"] / data["collector_env_step_ms"])
+    assert data["steps_per_sec"] > 0 and data["eval"] == dict.fromkeys(METRIC_NAMES)
+
+
+def test_pinned_runs_a_command_on_the_given_cpus():
+    import os
+    import subprocess
+    import sys
+
+    cpu = sorted(os.sched_getaffinity(0))[-1]
+    probe = [sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"]
+    out = subprocess.run(learn.pinned(probe, [cpu]), capture_output=True, text=True, check=True).stdout
+    assert out.strip() == f"[{cpu}]"
+    assert learn.pinned(probe, None) == probe
+
+
+def test_arm_src_runs_an_arm_on_another_checkout(tmp_path, monkeypatch):
+    checkout = tmp_path / "old"
+    (checkout / "src" / "unilab").mkdir(parents=True)
+    (checkout / "src" / "unilab" / "__init__.py").write_text("")
+    monkeypatch.setenv("PYTHONPATH", "/somewhere")
+    arms = learn.with_sources(learn.parse_arms([["new", ""], ["old", ""]]), [["old", str(checkout)]])
+    assert arms[0].environment() is None  # this checkout: the inherited environment
+    assert arms[1].environment()["PYTHONPATH"].split(":") == [str(checkout.resolve() / "src"), "/somewhere"]
+    with pytest.raises(ValueError, match="--arm-src nope: no arm of that name"):
+        learn.with_sources(arms, [["nope", str(checkout)]])
+    with pytest.raises(ValueError, match="not a unilab checkout"):
+        learn.with_sources(arms, [["old", str(tmp_path)]])

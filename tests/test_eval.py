@@ -145,7 +145,9 @@ def test_eval_config_has_no_noise_and_no_randomization_unless_kept():
     raw = {"name": "g1_motion_tracking", "obs_noise": {"joint_pos": 0.3, "joint_vel": 1.0}}
     cfg = eval_task_config(raw, randomization=False)
     assert not any(dataclasses.asdict(cfg.obs_noise).values())
-    assert not any(np.any(v) for v in dataclasses.asdict(cfg.reset.noise).values())
+    noise = dataclasses.asdict(cfg.reset.noise)
+    noise.pop("joint_pos_limit_factor", None)  # a clamp of the noisy joints, not a noise level
+    assert not any(np.any(v) for v in noise.values())
     if not hasattr(cfg, "randomization"):
         pytest.skip("this task config has no randomization section")
     flags = _enabled_flags(dataclasses.asdict(cfg.randomization))
@@ -160,6 +162,164 @@ def test_eval_of_a_task_that_is_not_motion_tracking_is_refused():
 
     with pytest.raises(ValueError, match="measures motion tracking.*'pendulum'"):
         eval_task_config({"name": "pendulum"}, randomization=False)
+
+
+# ------------------------------------------------------------------ baselines and random starts (tiny robot)
+from test_g1_task import tiny_cfg  # noqa: E402, F401 - the fixture
+
+
+def _tiny_env(cfg, n, **cfg_changes):
+    from unilab.tasks.g1_motion_tracking.env import MotionTrackingEnv
+
+    return MotionTrackingEnv(dataclasses.replace(cfg, **cfg_changes), n, pool_kwargs={"nthread": 1})
+
+
+def _first_steps_joint_error(cfg, kind, frames=(10, 20, 30, 40), steps=4):
+    """Mean joint_pos_err over the first ``steps`` steps of ``kind`` from exact reference starts at ``frames``."""
+    from unilab.eval.rollout import _errors, baseline_policy
+
+    env = _tiny_env(cfg, len(frames))
+    try:
+        env.auto_reset = False
+        obs = env.start_at(np.zeros(len(frames), dtype=np.int64), np.array(frames))
+        policy = baseline_policy(env, kind)
+        errs = []
+        for _ in range(steps):
+            obs, *_ = env.step(policy(obs))
+            errs.append(_errors(env)["joint_pos_err"])
+        return float(np.mean(errs))
+    finally:
+        env.close()
+
+
+def test_reference_action_targets_the_frame_the_next_reward_scores(tiny_cfg):  # noqa: F811
+    from unilab.eval.rollout import next_scored_rows, reference_action, scored_rows
+
+    env = _tiny_env(tiny_cfg, 3)
+    try:
+        env.auto_reset = False
+        env.start_at(np.zeros(3, dtype=np.int64), np.array([0, 7, 44]))
+        lib = env.motion
+        rows = next_scored_rows(env)
+        np.testing.assert_array_equal(rows, scored_rows(env) + [1, 1, 1])
+        a = reference_action(env)
+        assert a.shape == (3, env.action_dim) and np.all(np.abs(a) <= 1.0)
+        target = env.action_default + env.action_scale * a
+        np.testing.assert_allclose(target, lib.joint_pos[rows][:, env.act_joint], atol=1e-12)  # inside [-1, 1] here
+        env.step(a)
+        np.testing.assert_array_equal(scored_rows(env), rows)  # the step scored the frame the action aimed at
+        # at a clip's last frame the target stays on it (the env truncates there)
+        last = int(lib.num_frames[0]) - 1
+        env.start_at(np.zeros(3, dtype=np.int64), np.array([last, last, last]))
+        np.testing.assert_array_equal(next_scored_rows(env), scored_rows(env))
+    finally:
+        env.close()
+
+
+def test_reference_policy_tracks_the_first_steps_far_better_than_zero(tiny_cfg):  # noqa: F811
+    zero = _first_steps_joint_error(tiny_cfg, "zero")
+    reference = _first_steps_joint_error(tiny_cfg, "reference")
+    assert zero > 0.1  # the clip's joints swing 0.2-0.6 rad away from the default pose
+    assert reference < 0.3 * zero, (reference, zero)
+
+
+def test_baseline_policy_shapes_and_unknown_kind(tiny_cfg):  # noqa: F811
+    from unilab.eval.rollout import baseline_policy
+
+    env = _tiny_env(tiny_cfg, 5)
+    try:
+        obs = env.reset()
+        assert np.all(baseline_policy(env, "zero")(obs) == 0.0)
+        r = baseline_policy(env, "random", seed=3)(obs)
+        assert r.shape == (5, env.action_dim) and np.all(np.abs(r) <= 1.0) and np.std(r) > 0.1
+        with pytest.raises(ValueError, match="zero, reference, random.*'walk'"):
+            baseline_policy(env, "walk")
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("kind", ["zero", "reference"])
+def test_random_start_metrics_count_the_asked_episodes(tiny_cfg, kind):  # noqa: F811
+    from unilab.eval.rollout import RANDOM_START_KEYS, baseline_policy, random_start_metrics
+
+    env = _tiny_env(tiny_cfg, 4)
+    try:
+        env.auto_reset = False
+        m = random_start_metrics(env, baseline_policy(env, kind), episodes=6)
+        assert env.auto_reset is False  # restored
+        assert tuple(m) == RANDOM_START_KEYS
+        assert m["episodes"] == 6  # envs 0 and 1 give two episodes each, envs 2 and 3 one
+        assert 1.0 <= m["episode_length_mean"] <= 59 and m["episode_length_std"] >= 0.0
+        assert 0.0 <= m["failure_rate"] <= 1.0
+        assert m["total_steps"] % 4 == 0 and m["total_steps"] >= 6 * m["episode_length_mean"]
+        assert m["measured_steps"] <= 6 * m["episode_length_mean"] - 6 + 1e-9  # the ending steps are left out
+        assert all(np.isfinite(m[name]) and m[name] >= 0.0 for name in ERROR_NAMES)
+    finally:
+        env.close()
+
+
+def test_random_start_episode_lengths_follow_the_time_limit(tiny_cfg):  # noqa: F811
+    """With failures off and a 5-step time limit, no episode fails and none lasts more than 5 steps."""
+    from unilab.eval.rollout import baseline_policy, random_start_metrics
+    from unilab.tasks.g1_motion_tracking.config import TerminationsConfig
+
+    env = _tiny_env(tiny_cfg, 3, max_episode_length_s=5 * tiny_cfg.control_dt,
+                    terminations=TerminationsConfig(1e3, 4.0, 1e3))
+    try:
+        m = random_start_metrics(env, baseline_policy(env, "zero"), episodes=7)
+        assert m["failure_rate"] == 0.0 and m["episodes"] == 7
+        # a start in a clip's last 5 frames ends earlier, on the clip end (truncated too)
+        assert 3.0 < m["episode_length_mean"] <= 5.0
+        # every step of a measured episode but its last is measured
+        assert m["measured_steps"] == pytest.approx(7 * (m["episode_length_mean"] - 1))
+    finally:
+        env.close()
+
+
+def test_agent_policy_feeds_the_actor_observations_and_asks_for_the_mean(tiny_cfg):  # noqa: F811
+    import torch
+
+    from unilab.eval.rollout import agent_policy, random_start_metrics
+
+    calls = []
+
+    class Agent:
+        def act(self, obs, deterministic=False):
+            calls.append((tuple(obs.shape), deterministic))
+            return torch.zeros(obs.shape[0], 2)
+
+    env = _tiny_env(tiny_cfg, 3)
+    try:
+        m = random_start_metrics(env, agent_policy(Agent()), episodes=3)
+        assert m["episodes"] == 3 and calls
+        assert set(calls) == {((3, env.obs_dim), True)}
+    finally:
+        env.close()
+
+
+def test_unwritable_json_path_exits_2_before_any_rollout(tmp_path, monkeypatch, capsys):
+    import unilab.eval.rollout as rollout
+    from unilab.cli.eval import main
+
+    def no_rollout(*args, **kwargs):
+        raise AssertionError("the rollout started before the report path was checked")
+
+    monkeypatch.setattr(rollout, "evaluate", no_rollout)
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    bad = blocker / "out.json"  # its folder would have to be a file
+    assert main(["--policy", "zero", "--json", str(bad), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(bad) in err[0] and "--json" in err[0]
+
+
+def test_checkpoint_policy_without_a_checkpoint_is_refused(capsys):
+    from unilab.cli.eval import main
+
+    assert main(["--no-progress"]) == 2
+    assert "RUN_DIR_OR_CHECKPOINT is required with --policy checkpoint" in capsys.readouterr().err
+    assert main(["--policy", "zero", "max_frames=3"]) == 2
+    assert "task.KEY=VALUE" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------------------------------------- G1
@@ -339,3 +499,43 @@ def _short_clip(payload, tmp_path):
     path = tmp_path / "short.npz"
     np.savez(path, **data)
     return str(path)
+
+
+# ------------------------------------------------------------------------------- G1 baselines
+@pytest.mark.g1
+def test_g1_reference_outlasts_zero_on_random_starts():
+    from unilab.eval.rollout import evaluate
+
+    common = dict(starts="random", num_envs=16, episodes=32, threads=1, progress=False)
+    zero = evaluate(None, policy="zero", **common).summary["overall"]
+    reference = evaluate(None, policy="reference", **common).summary["overall"]
+    assert zero["episodes"] == reference["episodes"] == 32
+    # measured at 128 envs: 18.7 steps for zero, 27.4 for reference
+    assert reference["episode_length_mean"] > zero["episode_length_mean"] + 2, (reference, zero)
+    assert reference["joint_pos_err"] < zero["joint_pos_err"]
+
+
+@pytest.mark.g1
+def test_g1_zero_policy_cli_runs_without_a_checkpoint(tmp_path, capsys):
+    from unilab.cli.eval import main
+    from unilab.eval.rollout import RANDOM_START_KEYS
+
+    out = tmp_path / "zero.json"
+    rc = main(["--policy", "zero", "--starts", "random", "--num-envs", "8", "--episodes", "8", "--threads", "1",
+               "--json", str(out), "--no-progress", "task.max_episode_length_s=2"])
+    assert rc == 0
+    report = json.loads(out.read_text())
+    assert report["policy"] == "zero" and report["starts"] == "random"
+    assert report["checkpoint"] is None and report["iteration"] is None
+    assert report["task"] == "g1_motion_tracking" and report["config"]["task"]["max_episode_length_s"] == 2
+    assert set(report["overall"]) == set(RANDOM_START_KEYS) and report["overall"]["episodes"] == 8
+    text = capsys.readouterr().out
+    assert "policy zero, random starts" in text and "episode_length_mean" in text
+
+    clip_out = tmp_path / "clip" / "zero.json"
+    rc = main(["--policy", "zero", "--max-frames", "5", "--clips", "0", "--threads", "1", "--json", str(clip_out),
+               "--no-progress", "--no-plot"])
+    assert rc == 0
+    report = json.loads(clip_out.read_text())
+    assert report["policy"] == "zero" and report["starts"] == "clip"
+    assert set(report["overall"]) == set(METRIC_NAMES) and len(report["clips"]) == 1

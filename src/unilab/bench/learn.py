@@ -7,6 +7,13 @@ commits: the learning curve's summary read back from the run's TensorBoard
 scalars (episode return and length, steps/s, iterations, env steps, wall
 time) and the final tracking metrics. Compare learning quality across commits
 by running it with the same flags on the same machine.
+
+Recipe comparison (``--arm NAME "KEY=VALUE ..."``, ``--seeds``, ``--env-steps``,
+``--parallel``): every arm x seed trains to the same number of env steps
+(``algo.max_iterations`` = env steps / num_envs; ``--minutes`` stays a wall-time
+cap), optionally side by side on disjoint CPU sets, then is evaluated; one JSON
+holds every run (curves sampled at common env-step checkpoints, final metrics,
+speed), one PNG shows episode length vs env steps of every run.
 """
 
 from __future__ import annotations
@@ -14,11 +21,17 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import queue
 import re
+import shlex
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -51,23 +64,53 @@ def build_parser() -> argparse.ArgumentParser:
                     "with the learning-curve summary and the tracking metrics (compare it across commits).",
     )
     p.add_argument("--algo", default="sac_cpu", help="algorithm recipe (train --algo; default: sac_cpu)")
+    p.add_argument("--task", default=TASK,
+                   help=f"train --task (default: {TASK}); unilab-eval runs only for motion-tracking tasks")
     p.add_argument("--minutes", type=float, default=20.0,
-                   help="training budget in minutes (training.time_limit_s; default: 20)")
+                   help="training budget in minutes (training.time_limit_s; default: 20); with --env-steps a "
+                        "wall-time cap that stops a run early (the JSON says which budget ended it)")
     p.add_argument("--num-envs", type=int, default=None, help="algo.num_envs (default: the recipe's)")
     p.add_argument("--log-root", default="logs/bench_learn",
                    help="training.log_root of the run (default: logs/bench_learn)")
     p.add_argument("--out", default=None,
-                   help="JSON path (default: <log root>/learn_<algo>_<minutes>min.json)")
+                   help="JSON path (default: <log root>/learn_<algo>_<minutes>min.json; a comparison: "
+                        "<log root>/learn_arms_<algo>_[<env steps>steps_]<minutes>min.json)")
     p.add_argument("--eval-max-frames", type=int, default=None,
                    help="unilab-eval --max-frames (default: whole clips)")
+    g = p.add_argument_group(
+        "recipe comparison", "any of these runs every arm x seed and writes one JSON (runs[]) and one PNG")
+    g.add_argument("--arm", action="append", nargs=2, metavar=("NAME", "OVERRIDES"), default=[],
+                   help='an arm: a name and the train overrides appended to the base command, one quoted '
+                        'string of KEY=VALUE separated by spaces ("" for the base recipe); repeat for each arm, '
+                        'e.g. --arm base "" --arm lr1e3 "algo.actor_lr=1e-3 algo.critic_lr=1e-3"')
+    g.add_argument("--arm-src", action="append", nargs=2, metavar=("NAME", "DIR"), default=[],
+                   help="run arm NAME (train and its evaluations) on the unilab source of another checkout DIR, "
+                        "e.g. an earlier commit: git worktree add /tmp/old <commit>, then --arm old \"\" "
+                        "--arm-src old /tmp/old (DIR/src goes first on PYTHONPATH of the arm's processes)")
+    g.add_argument("--seeds", default=None,
+                   help="comma-separated seeds, each run with algo.seed=S training.seed=S (default: 0)")
+    g.add_argument("--env-steps", type=int, default=None,
+                   help="env-step budget of every run: algo.max_iterations = ceil(N / the arm's num_envs), so "
+                        "arms are compared at equal env steps (default: none, --minutes alone ends each run)")
+    g.add_argument("--parallel", type=int, default=1, metavar="K",
+                   help="runs at a time, each pinned to its own disjoint share of the usable CPUs (process "
+                        "affinity, sim.cpu_ids, training.learner_threads); 1: one after another, unpinned "
+                        "(default: 1)")
+    g.add_argument("--random-episodes", type=int, default=128, metavar="N",
+                   help="episodes of the random-start evaluations (unilab-eval --starts random) of each final "
+                        "checkpoint and of the zero/reference baselines, the plot's horizontal lines; 0: none "
+                        "(default: 128; motion-tracking tasks only)")
+    g.add_argument("--plot", default=None,
+                   help="PNG of episode length vs env steps (default: the JSON path with .png)")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
-                   help="extra train overrides passed through, e.g. algo.batch_size=512 task.sim_dt=0.004")
+                   help="extra train overrides passed through (in a comparison: to every arm, before the arm's "
+                        "own), e.g. algo.batch_size=512 task.sim_dt=0.004")
     return p
 
 
 def train_command(args: argparse.Namespace) -> list[str]:
     """The ``train`` command line of the benchmark run."""
-    cmd = [sys.executable, "-m", "unilab.cli.train", "--algo", args.algo, "--task", TASK,
+    cmd = [sys.executable, "-m", "unilab.cli.train", "--algo", args.algo, "--task", getattr(args, "task", TASK),
            f"training.time_limit_s={args.minutes * 60:g}", "training.no_play=true",
            f"training.log_root={args.log_root}", "training.experiment_name=bench_learn",
            "algo.max_iterations=10000000"]  # the time limit ends the run
@@ -76,13 +119,34 @@ def train_command(args: argparse.Namespace) -> list[str]:
     return cmd + list(args.overrides)
 
 
-def run_training(cmd: list[str]) -> tuple[int, Path | None, Path | None, float]:
-    """Run ``train``, echoing its output; returns (rc, run dir, final checkpoint, wall s)."""
+def pinned(cmd: list[str], cpus: Sequence[int] | None) -> list[str]:
+    """``cmd`` started with its process (and every thread and child it makes) pinned to ``cpus``.
+
+    A tiny Python trampoline sets the affinity and execs the command: ``preexec_fn`` is unsafe while other
+    threads run (parallel runs are started from threads), and ``taskset`` is not on every machine.
+    """
+    if cpus is None:
+        return list(cmd)
+    pin = f"import os, sys; os.sched_setaffinity(0, {sorted(set(cpus))}); os.execvp(sys.argv[1], sys.argv[1:])"
+    return [sys.executable, "-c", pin, *cmd]
+
+
+_print_lock = threading.Lock()
+
+
+def run_training(cmd: list[str], prefix: str = "", cpus: Sequence[int] | None = None,
+                 env: dict[str, str] | None = None) -> tuple[int, Path | None, Path | None, float]:
+    """Run ``train``, echoing its output (each line after ``prefix``, so that parallel runs stay readable),
+    pinned to ``cpus`` when given, with environment ``env`` (None: this one); returns (rc, run dir, final
+    checkpoint, wall s)."""
     run_dir = checkpoint = None
     t0 = time.monotonic()
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1) as proc:
+    with subprocess.Popen(pinned(cmd, cpus), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          bufsize=1, env=env) as proc:
         for line in proc.stdout:
-            sys.stdout.write(line)
+            with _print_lock:
+                sys.stdout.write(prefix + line)
+                sys.stdout.flush()
             if line.startswith("unilab: logging to "):
                 run_dir = Path(line.removeprefix("unilab: logging to ").strip())
             elif line.startswith("unilab: run directory ") and "; checkpoint " in line:
@@ -93,9 +157,9 @@ def run_training(cmd: list[str]) -> tuple[int, Path | None, Path | None, float]:
     return rc, run_dir, checkpoint, time.monotonic() - t0
 
 
-def run_eval(cmd: list[str]) -> int:
-    """Run ``unilab-eval`` (its table and progress go to the terminal); its return code."""
-    return subprocess.run(cmd).returncode
+def run_eval(cmd: list[str], cpus: Sequence[int] | None = None, env: dict[str, str] | None = None) -> int:
+    """Run ``unilab-eval`` (its table and progress go to the terminal), pinned to ``cpus`` when given."""
+    return subprocess.run(pinned(cmd, cpus), env=env).returncode
 
 
 def read_curves(run_dir: str | Path) -> dict[str, list[tuple[int, float, float]]]:
@@ -147,7 +211,7 @@ def build_report(args: argparse.Namespace, cmd: list[str], rc: int, wall_s: floa
     overall = (evaluation or {}).get("overall", {})
     return {
         "benchmark": "learn",
-        "task": TASK,
+        "task": getattr(args, "task", TASK),
         "algo": args.algo,
         "minutes": args.minutes,
         "num_envs": curve.get("num_envs"),
@@ -181,6 +245,8 @@ def _num_envs(run_dir: Path) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.arm or args.seeds is not None or args.env_steps is not None or args.parallel != 1:
+        return compare_main(args)
     bad = [o for o in args.overrides if "=" not in o]
     if bad:
         print(f"unilab-bench learn: error: overrides must be KEY=VALUE, got {bad}", file=sys.stderr)
@@ -215,6 +281,458 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(summary_table(report))
     print(f"unilab-bench learn: JSON written to {write_json(out, report)}")
     return 0 if rc == 0 and eval_rc == 0 else 1
+
+
+# ---------------------------------------------------------------------------------------- recipe comparison
+ARM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+RESERVED_KEYS = ("algo.max_iterations", "training.time_limit_s", "training.log_root", "training.experiment_name",
+                 "algo.seed", "training.seed", "sim.cpu_ids")
+"""Train keys the comparison sets itself (budget, seeds, run placement, pinning): an arm may not override them."""
+RANDOM_START_ENVS = 64
+"""Envs of a random-start evaluation (at most its episode count)."""
+CHECKPOINTS = 20
+"""Curves are sampled at env steps budget x k / CHECKPOINTS, k = 1..CHECKPOINTS."""
+TABLE_FRACTIONS = (0.25, 0.5, 0.75, 1.0)
+RUN_KEYS = ("arm", "seed", "overrides", "command", "cpu_ids", "run_dir", "checkpoint", "train_returncode",
+            "eval_returncode", "stopped_by", "num_envs", "num_updates", "iterations", "env_steps",
+            "env_steps_target", "train_process_wall_s", "train_wall_s", "steps_per_sec", "learner_train_ms",
+            "learner_ms_per_update", "collector_env_step_ms", "episode_length_last10pct", "return_last10pct",
+            "at_checkpoints", "series", "curve", "eval", "eval_random_starts")
+"""The keys of every entry of ``runs`` in the comparison JSON (null when unknown)."""
+TIMING_TAGS = {
+    "timing/learner_train_ms": "learner_train_ms",
+    "timing/collector_env_step_ms": "collector_env_step_ms",
+    "timing/collector_learner_action_wait_ms": "collector_action_wait_ms",
+    "timing/learner_collector_wait_ms": "learner_collector_wait_ms",
+}
+
+
+@dataclass(frozen=True)
+class Arm:
+    """A recipe variant: a name and the train overrides appended to the base command."""
+
+    name: str
+    overrides: tuple[str, ...]
+    src: str | None = None
+    """Another checkout whose ``src`` the arm's processes import unilab from (None: this one)."""
+
+    def environment(self) -> dict[str, str] | None:
+        """The environment of the arm's processes (None: inherit this one)."""
+        if self.src is None:
+            return None
+        path = os.environ.get("PYTHONPATH")
+        src = str(Path(self.src) / "src")
+        return {**os.environ, "PYTHONPATH": src if not path else f"{src}{os.pathsep}{path}"}
+
+
+def with_sources(arms: list[Arm], pairs: Sequence[Sequence[str]]) -> list[Arm]:
+    """``arms`` with each ``--arm-src NAME DIR`` attached; ValueError naming the arm or the directory."""
+    by_name = {a.name: a for a in arms}
+    for name, directory in pairs:
+        if name not in by_name:
+            raise ValueError(f"--arm-src {name}: no arm of that name (arms: {', '.join(by_name)})")
+        if not (Path(directory) / "src" / "unilab" / "__init__.py").is_file():
+            raise ValueError(f"--arm-src {name} {directory}: not a unilab checkout (no src/unilab/__init__.py)")
+        by_name[name] = replace(by_name[name], src=str(Path(directory).resolve()))
+    return [by_name[a.name] for a in arms]
+
+
+def parse_arm(name: str, text: str) -> Arm:
+    """``NAME`` and ``"KEY=VALUE KEY2=VALUE2"`` -> :class:`Arm`; ValueError naming the arm when malformed."""
+    if not ARM_NAME.fullmatch(name):
+        raise ValueError(f"--arm {name!r}: an arm name is letters, digits, '_', '.', '-' (it names run directories)")
+    try:
+        overrides = tuple(shlex.split(text))
+    except ValueError as err:
+        raise ValueError(f"--arm {name}: cannot split {text!r}: {err}") from None
+    bad = [o for o in overrides if "=" not in o or o.startswith("--")]
+    if bad:
+        raise ValueError(f"--arm {name}: overrides must be KEY=VALUE, got {bad}")
+    reserved = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") in RESERVED_KEYS]
+    if reserved:
+        raise ValueError(f"--arm {name}: {reserved} set keys the benchmark owns ({', '.join(RESERVED_KEYS)}); "
+                         "use --env-steps, --minutes, --seeds and --parallel instead")
+    return Arm(name, overrides)
+
+
+def parse_arms(pairs: Sequence[Sequence[str]]) -> list[Arm]:
+    """Every ``--arm NAME OVERRIDES`` (none: one arm ``base`` without overrides); names must be unique."""
+    arms = [parse_arm(name, text) for name, text in pairs] or [Arm("base", ())]
+    seen: set[str] = set()
+    for arm in arms:
+        if arm.name in seen:
+            raise ValueError(f"--arm {arm.name}: the name is given twice; each arm needs its own name")
+        seen.add(arm.name)
+    return arms
+
+
+def parse_seeds(text: str | None) -> list[int]:
+    """``"0,1"`` -> [0, 1] (None: [0]); ValueError naming --seeds."""
+    if text is None:
+        return [0]
+    try:
+        seeds = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"--seeds {text!r}: expected comma-separated integers such as 0,1") from None
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ValueError(f"--seeds {text!r}: expected distinct comma-separated integers such as 0,1")
+    return seeds
+
+
+def cpu_slots(parallel: int, usable: Sequence[int]) -> list[list[int] | None]:
+    """The CPU set of each of ``parallel`` concurrent runs: disjoint shares of ``usable`` (None: unpinned)."""
+    from unilab.runtime.distributed import cpu_partition  # noqa: PLC0415 - imports torch; only here
+
+    if parallel == 1:
+        return [None]
+    if parallel > len(usable):
+        raise ValueError(f"--parallel {parallel}: only {len(usable)} usable CPUs {list(usable)}; each run needs "
+                         "at least one")
+    return [cpu_partition(list(usable), i, parallel) for i in range(parallel)]
+
+
+def resolved_config(cmd: list[str]) -> Any:
+    """The composed and validated train config of ``cmd`` (ValueError with the config's message)."""
+    from unilab.cli.config import ConfigError, choose_recipe, compose_config, split_argv, to_run_spec  # noqa: PLC0415
+
+    try:
+        overrides, _ = split_argv(cmd[3:])  # after "python -m unilab.cli.train"
+        composed, _ = choose_recipe(overrides, cuda=False)
+        cfg = compose_config(composed)
+        to_run_spec(cfg, check_paths=False)
+    except ConfigError as err:
+        raise ValueError(str(err)) from None
+    return cfg
+
+
+@dataclass
+class Job:
+    arm: Arm
+    seed: int
+    cmd: list[str]
+    num_envs: int
+    num_updates: int
+    iterations: int | None
+    """algo.max_iterations of the env-step budget; None: the time limit ends the run."""
+
+
+def make_jobs(args: argparse.Namespace, arms: list[Arm], seeds: list[int]) -> list[Job]:
+    """One train command per arm x seed, validated by composing its config (errors name the arm)."""
+    jobs = []
+    for arm in arms:
+        for seed in seeds:
+            base = train_command(args)
+            base = [c for c in base if not c.startswith(("algo.max_iterations=", "training.experiment_name="))]
+            base += [f"training.experiment_name={arm.name}_s{seed}", f"algo.seed={seed}", f"training.seed={seed}",
+                     *arm.overrides]
+            try:
+                cfg = resolved_config(base)
+            except ValueError as err:
+                raise ValueError(f"--arm {arm.name}: {err}") from None
+            num_envs, num_updates = int(cfg.algo.num_envs), int(cfg.algo.num_updates)
+            iterations = None if args.env_steps is None else -(-args.env_steps // num_envs)
+            base.append(f"algo.max_iterations={iterations if iterations is not None else 10_000_000}")
+            jobs.append(Job(arm, seed, base, num_envs, num_updates, iterations))
+    return jobs
+
+
+def pinned_command(cmd: list[str], cpus: list[int] | None, arm: Arm) -> list[str]:
+    """``cmd`` with the pool pinned to ``cpus`` and the learner sized to them (unless the arm sizes it)."""
+    if cpus is None:
+        return list(cmd)
+    extra = [f"sim.cpu_ids=[{','.join(map(str, cpus))}]"]
+    if not any(o.split("=", 1)[0] == "training.learner_threads" for o in arm.overrides):
+        # the trainer's own rule on a CPU learner: half the usable CPUs, at least one
+        extra.append(f"training.learner_threads={max(1, len(cpus) // 2)}")
+    # before the arm's overrides (the last value of a key wins), after the base
+    head = len(cmd) - len(arm.overrides) - 1
+    return cmd[:head] + extra + cmd[head:]
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def timing_means(curves: dict[str, list[tuple[int, float, float]]]) -> dict[str, float | None]:
+    """Mean per-iteration ms of the learner and collector phases over the points where the learner trained
+    (before ``learning_starts`` it does not, which would dilute the means)."""
+    train = curves.get("timing/learner_train_ms", [])
+    steps = {s for s, _, v in train if v > 0} or {s for s, _, _ in train}
+    return {key: _mean([v for s, _, v in curves.get(tag, []) if s in steps and math.isfinite(v)])
+            for tag, key in TIMING_TAGS.items()}
+
+
+def value_at(series: Sequence[tuple[int, float]], step: float) -> float | None:
+    """The last logged value at or before ``step`` (None before the first point)."""
+    out = None
+    for s, v in series:
+        if s > step:
+            break
+        out = v
+    return out
+
+
+def run_job(args: argparse.Namespace, job: Job, cpus: list[int] | None) -> dict[str, Any]:
+    """Train and evaluate one arm x seed; its ``runs`` entry (keys of :data:`RUN_KEYS`)."""
+    cmd = pinned_command(job.cmd, cpus, job.arm)
+    tag = f"[{job.arm.name} s{job.seed}] "
+    with _print_lock:
+        print(f"unilab-bench learn: {tag}{' '.join(cmd)}", flush=True)
+    env = job.arm.environment()
+    rc, run_dir, checkpoint, wall_s = run_training(cmd, prefix=tag, cpus=cpus, env=env)
+    run: dict[str, Any] = dict.fromkeys(RUN_KEYS)
+    run.update(arm=job.arm.name, seed=job.seed, overrides=list(job.arm.overrides), command=cmd, cpu_ids=cpus,
+               train_returncode=rc, num_envs=job.num_envs, num_updates=job.num_updates,
+               env_steps_target=None if job.iterations is None else job.iterations * job.num_envs,
+               train_process_wall_s=wall_s, eval=dict.fromkeys(METRIC_NAMES))
+    if run_dir is None or not run_dir.is_dir():
+        run["stopped_by"] = "error"
+        return run
+    curves = read_curves(run_dir)
+    curve = curve_summary(curves, job.num_envs)
+    m = re.fullmatch(r"model_(\d+)\.pt", checkpoint.name) if checkpoint is not None else None
+    if m:
+        curve["iterations"] = int(m.group(1))
+        curve["env_steps"] = curve["iterations"] * job.num_envs
+    timing = timing_means(curves)
+    series = {key: [(int(s), v) for s, _, v in curves.get(tag_, []) if math.isfinite(v)]
+              for tag_, key in (("episode/length_mean", "episode_length"), ("episode/return_mean", "return"))}
+    run.update(run_dir=str(run_dir), checkpoint=None if checkpoint is None else str(checkpoint), curve=curve,
+               iterations=curve["iterations"], env_steps=curve["env_steps"], train_wall_s=curve["train_wall_s"],
+               steps_per_sec=curve["steps_per_sec_mean"], learner_train_ms=timing["learner_train_ms"],
+               collector_env_step_ms=timing["collector_env_step_ms"],
+               series={"env_steps": [s for s, _ in series["episode_length"]],
+                       "episode_length": [v for _, v in series["episode_length"]],
+                       "return_env_steps": [s for s, _ in series["return"]],
+                       "return": [v for _, v in series["return"]]})
+    if timing["learner_train_ms"] is not None and job.num_updates:
+        run["learner_ms_per_update"] = timing["learner_train_ms"] / job.num_updates
+    if rc != 0:
+        run["stopped_by"] = "error"
+    elif job.iterations is not None and curve["iterations"] is not None and curve["iterations"] >= job.iterations:
+        run["stopped_by"] = "env_steps"
+    else:
+        run["stopped_by"] = "time"
+    if checkpoint is not None and checkpoint.is_file() and "motion_tracking" in args.task:
+        eval_json = run_dir / "eval" / "final.json"
+        ecmd = [sys.executable, "-m", "unilab.cli.eval", str(checkpoint), "--json", str(eval_json), "--no-plot",
+                "--no-progress"]
+        if args.eval_max_frames:
+            ecmd += ["--max-frames", str(args.eval_max_frames)]
+        with _print_lock:
+            print(f"unilab-bench learn: {tag}{' '.join(ecmd)}", flush=True)
+        run["eval_returncode"] = run_eval(ecmd, cpus, env)
+        if run["eval_returncode"] == 0:
+            overall = json.loads(eval_json.read_text()).get("overall", {})
+            run["eval"] = {k: overall.get(k) for k in METRIC_NAMES}
+        if args.random_episodes:
+            run["eval_random_starts"] = random_start_eval(
+                checkpoint, "checkpoint", run_dir / "eval" / "final_random.json", args.random_episodes, cpus, tag,
+                env)
+    return run
+
+
+def add_checkpoints(runs: list[dict[str, Any]], budget: int | None) -> list[int]:
+    """Sample every run's curves at common env steps (of the budget, else of the shortest run); the steps."""
+    ends = [r["env_steps"] for r in runs if r["env_steps"]]
+    top = budget if budget is not None else (min(ends) if ends else 0)
+    steps = [round(top * k / CHECKPOINTS) for k in range(1, CHECKPOINTS + 1)] if top else []
+    for r in runs:
+        s = r["series"] or {"env_steps": [], "episode_length": [], "return_env_steps": [], "return": []}
+        length = list(zip(s["env_steps"], s["episode_length"]))
+        ret = list(zip(s["return_env_steps"], s["return"]))
+        r["at_checkpoints"] = {"env_steps": steps, "episode_length": [value_at(length, c) for c in steps],
+                               "return": [value_at(ret, c) for c in steps]}
+        end = r["env_steps"] or 0
+        r["episode_length_last10pct"] = _mean([v for st, v in length if st >= 0.9 * end]) if length else None
+        r["return_last10pct"] = _mean([v for st, v in ret if st >= 0.9 * end]) if ret else None
+    return steps
+
+
+def random_start_eval(checkpoint: str | Path, policy: str, json_path: Path, episodes: int,
+                      cpus: Sequence[int] | None = None, tag: str = "",
+                      env: dict[str, str] | None = None) -> dict[str, Any] | None:
+    """``unilab-eval --starts random`` (training's random starts, auto-reset) of ``policy`` with the task
+    config of ``checkpoint``: its ``overall`` metrics (episode_length_mean, failure_rate, ...), None on failure."""
+    cmd = [sys.executable, "-m", "unilab.cli.eval", str(checkpoint), "--policy", policy, "--starts", "random",
+           "--episodes", str(episodes), "--num-envs", str(min(episodes, RANDOM_START_ENVS)), "--json",
+           str(json_path), "--no-plot", "--no-progress"]
+    with _print_lock:
+        print(f"unilab-bench learn: {tag}{' '.join(cmd)}", flush=True)
+    if run_eval(cmd, cpus, env) != 0 or not json_path.is_file():
+        return None
+    return json.loads(json_path.read_text()).get("overall")
+
+
+def baseline_episode_lengths(args: argparse.Namespace, runs: list[dict[str, Any]],
+                             other_source: Sequence[str] = ()) -> dict[str, float | None]:
+    """Random-start episode length of the zero-action and the reference (open-loop) policies on the task config
+    of the first run with a checkpoint (of an arm on this source, not one of ``other_source``): the horizontal
+    lines of the plot (None where unavailable)."""
+    out: dict[str, float | None] = {"zero": None, "reference": None}
+    ckpt = next((r["checkpoint"] for r in runs if r["checkpoint"] and Path(r["checkpoint"]).is_file()
+                 and r["arm"] not in other_source), None)
+    if ckpt is None or not args.random_episodes or "motion_tracking" not in args.task:
+        return out
+    for kind in out:
+        overall = random_start_eval(ckpt, kind, Path(ckpt).parent / "eval" / f"baseline_{kind}_random.json",
+                                    args.random_episodes)
+        out[kind] = None if overall is None else overall.get("episode_length_mean")
+    return out
+
+
+def lscpu_model_name() -> str | None:
+    """``Model name`` of ``lscpu`` (None where lscpu is missing)."""
+    try:
+        text = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r"^Model name:\s*(.+)$", text, re.MULTILINE)
+    return m.group(1).strip() if m else None
+
+
+def machine_facts() -> dict[str, Any]:
+    from unilab.sim.cpu import usable_cpus  # noqa: PLC0415
+
+    return {"lscpu_model_name": lscpu_model_name(), "cpu_count": os.cpu_count(), "usable_cpus": usable_cpus()}
+
+
+def plot_runs(report: dict[str, Any], path: Path) -> Path:
+    """One PNG: episode length vs env steps of every arm (colour) and seed (line style), baselines dashed."""
+    import matplotlib  # noqa: PLC0415 - only when plotting
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    styles = ["-", "--", ":", "-."]
+    arms = [a["name"] for a in report["arms"]]
+    seeds = report["seeds"]
+    for r in report["runs"]:
+        s = r["series"]
+        if not s or not s["env_steps"]:
+            continue
+        ax.plot(s["env_steps"], s["episode_length"], color=colors[arms.index(r["arm"]) % len(colors)],
+                linestyle=styles[seeds.index(r["seed"]) % len(styles)], label=f"{r['arm']} seed {r['seed']}")
+    for (kind, value), color in zip(report["baselines"].items(), ("0.4", "0.7")):
+        if value is not None:
+            ax.axhline(value, color=color, linestyle="--", linewidth=1, label=f"{kind} policy (random starts)")
+    if report["env_steps_budget"]:
+        ax.axvline(report["env_steps_budget"], color="0.8", linewidth=1)
+    ax.set_xlabel("env steps")
+    ax.set_ylabel("train episode length (steps)")
+    ax.set_title(f"{report['task']} / {report['algo']}: episode length vs env steps")
+    ax.grid(alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def compare_table(report: dict[str, Any]) -> str:
+    """arm, seed, env steps, speed, train episode length at 25/50/75/100 % of the budget and its last tenth,
+    eval metrics."""
+    steps = report["checkpoint_env_steps"]
+    picks = [round(f * CHECKPOINTS) - 1 for f in TABLE_FRACTIONS]
+    headers = ["arm", "seed", "env_steps", "stop", "wall_s", "steps/s", "ms/update",
+               *[f"len@{round(100 * f)}%" for f in TABLE_FRACTIONS], "len_last10%", *METRIC_NAMES]
+    rows = []
+    for r in report["runs"]:
+        lengths = (r["at_checkpoints"] or {}).get("episode_length") or [None] * len(steps)
+        at = [lengths[i] if i < len(lengths) else None for i in picks]
+        rows.append([r["arm"], r["seed"], r["env_steps"], r["stopped_by"], r["train_process_wall_s"],
+                     r["steps_per_sec"], r["learner_ms_per_update"], *at, r["episode_length_last10pct"],
+                     *[r["eval"].get(k) for k in METRIC_NAMES]])
+    return format_table(headers, [[_fmt(v) for v in row] for row in rows])
+
+
+def _fmt(v: Any) -> Any:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return v
+
+
+def compare_main(args: argparse.Namespace) -> int:
+    """``--arm`` / ``--seeds`` / ``--env-steps`` / ``--parallel``: every arm x seed, one JSON and one PNG."""
+    from unilab.sim.cpu import usable_cpus  # noqa: PLC0415
+
+    prog = "unilab-bench learn: error:"
+    if not args.minutes > 0:
+        print(f"{prog} --minutes must be > 0, got {args.minutes}", file=sys.stderr)
+        return 2
+    if args.env_steps is not None and args.env_steps < 1:
+        print(f"{prog} --env-steps must be >= 1, got {args.env_steps}", file=sys.stderr)
+        return 2
+    if args.parallel < 1:
+        print(f"{prog} --parallel must be >= 1, got {args.parallel}", file=sys.stderr)
+        return 2
+    if args.random_episodes < 0:
+        print(f"{prog} --random-episodes must be >= 0, got {args.random_episodes}", file=sys.stderr)
+        return 2
+    bad = [o for o in args.overrides if "=" not in o]
+    if bad:
+        print(f"{prog} overrides must be KEY=VALUE, got {bad}", file=sys.stderr)
+        return 2
+    try:
+        arms = with_sources(parse_arms(args.arm), args.arm_src)
+        seeds = parse_seeds(args.seeds)
+        slots = cpu_slots(args.parallel, usable_cpus())
+        jobs = make_jobs(args, arms, seeds)
+    except ValueError as err:
+        print(f"{prog} {err}", file=sys.stderr)
+        return 2
+    for job in jobs:
+        if job.iterations is not None and job.iterations * job.num_envs != args.env_steps:
+            print(f"unilab-bench learn: note: arm {job.arm.name}: {args.env_steps} env steps is not a multiple of "
+                  f"its {job.num_envs} envs; it trains {job.iterations * job.num_envs}", flush=True)
+    budget_tag = f"{args.env_steps}steps_" if args.env_steps is not None else ""
+    out = Path(args.out or Path(args.log_root) / f"learn_arms_{args.algo}_{budget_tag}{args.minutes:g}min.json")
+    png = Path(args.plot) if args.plot else out.with_suffix(".png")
+
+    free: queue.Queue = queue.Queue()
+    for slot in slots:
+        free.put(slot)
+
+    def work(job: Job) -> dict[str, Any]:
+        cpus = free.get()
+        try:
+            return run_job(args, job, cpus)
+        finally:
+            free.put(cpus)
+
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(max_workers=len(slots)) as pool:
+        runs = list(pool.map(work, jobs))
+    report: dict[str, Any] = {
+        "benchmark": "learn_arms",
+        "task": args.task,
+        "algo": args.algo,
+        "minutes": args.minutes,
+        "env_steps_budget": args.env_steps,
+        "seeds": seeds,
+        "parallel": args.parallel,
+        "cpu_slots": slots,
+        "arms": [{"name": a.name, "overrides": list(a.overrides), "src": a.src} for a in arms],
+        "common_overrides": list(args.overrides),
+        "machine": machine_facts(),
+        "wall_s": time.monotonic() - t0,
+        "baselines": baseline_episode_lengths(args, runs, [a.name for a in arms if a.src is not None]),
+        "checkpoint_env_steps": [],
+        "runs": runs,
+        "plot": str(png),
+    }
+    report["checkpoint_env_steps"] = add_checkpoints(runs, args.env_steps)
+    plot_runs(report, png)
+    print(compare_table(report))
+    print(f"unilab-bench learn: JSON written to {write_json(out, report)}; plot {png}")
+    ok = all(r["train_returncode"] == 0 and r["eval_returncode"] in (0, None) for r in runs)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""`unilab-bench`: the benchmarks of scripts/benchmark/env/ as subcommands."""
+"""`unilab-bench`: the benchmarks of scripts/benchmark/env/, the learning benchmark and the GPU check."""
 
 from __future__ import annotations
 
@@ -15,7 +15,11 @@ BENCHMARKS = {
     "collector": ("unilab.bench.offpolicy_collector_active",
                   "collector-only steps/s with a stub policy vs raw env steps/s"),
     "learn": ("unilab.bench.learn",
-              "fixed-budget G1 tracking run (default sac_cpu, 20 min) + unilab-eval: curve and tracking metrics"),
+              "fixed-budget G1 tracking run (default sac_cpu, 20 min) + unilab-eval: curve and tracking metrics; "
+              "--arm/--seeds/--env-steps/--parallel compare recipes at equal env steps"),
+    "gpu": ("unilab.bench.gpu_check",
+            "sac recipe at 4096 envs on CUDA for --minutes: steps/s, learner ms/update, overlap, eval "
+            "(--tiny or no CUDA: tiny CPU run)"),
 }
 
 

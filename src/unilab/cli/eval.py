@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Sequence
 
@@ -16,16 +17,42 @@ the policy's mean action is applied, observation noise is off and nothing is res
 failure is recorded and the rollout goes on). Reports per clip and overall: success_rate (no
 termination fired), mpjpe_mm (tracked bodies, world frame), mpjpe_local_mm (each body in its anchor
 body's frame), anchor_pos_err (m), anchor_ori_err (rad), joint_pos_err (rad) and joint_vel_err
-(rad/s), as a table, a JSON file and one PNG per clip of the errors over its frames."""
+(rad/s), as a table, a JSON file and one PNG per clip of the errors over its frames.
+
+Baselines (--policy zero|reference|random) need no checkpoint: zero holds the default pose (action
+0), reference sets the clip's joint positions as PD targets open loop, random draws uniform actions
+in [-1, 1]. Without a checkpoint the task is g1_motion_tracking with its default config; change it
+with task.KEY=VALUE arguments (e.g. task.max_episode_length_s=5).
+
+--starts random measures what training measures instead: --num-envs envs start at sampled clip
+frames with the training start noise and restart on their own when an episode ends, until
+--episodes episodes have ended; it reports the mean episode length (steps) and its std, the failure
+fraction (terminated / ended), the same tracking errors averaged over the steps, and the steps run.
+Observation noise stays off and --randomization applies in both start modes."""
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="unilab-eval", description=DESCRIPTION,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("checkpoint", metavar="RUN_DIR_OR_CHECKPOINT",
-                   help="a run directory (its latest model_<iter>.pt) or a model_<iter>.pt file")
+    p.add_argument("targets", nargs="*", metavar="RUN_DIR_OR_CHECKPOINT|task.KEY=VALUE",
+                   help="a run directory (its latest model_<iter>.pt) or a model_<iter>.pt file (optional for a "
+                        "baseline --policy), then task config changes as task.KEY=VALUE (YAML values)")
+    p.add_argument("--policy", choices=("checkpoint", "zero", "reference", "random"), default="checkpoint",
+                   help="checkpoint: the checkpoint's mean action; zero: action 0 (the default pose); reference: "
+                        "the reference joint positions as PD targets, open loop; random: uniform actions in "
+                        "[-1, 1] (default: checkpoint)")
+    p.add_argument("--starts", choices=("clip", "random"), default="clip",
+                   help="clip: every clip from its first frame to its last, no resets; random: training's "
+                        "random start frames and start noise with auto-reset, for --episodes episodes "
+                        "(default: clip)")
+    p.add_argument("--episodes", type=int, default=256, metavar="N",
+                   help="--starts random: episodes to measure, spread evenly over the envs (default: 256)")
+    p.add_argument("--num-envs", type=int, default=128, metavar="N",
+                   help="--starts random: envs stepped together (default: 128)")
     p.add_argument("--json", metavar="PATH", default=None,
-                   help="JSON report path; the PNGs go next to it (default: <run dir>/eval/eval_<iter>.json)")
+                   help="JSON report path, checked writable before the rollout; the PNGs go next to it (default: "
+                        "<run dir>/eval/eval_<iter>.json; a baseline eval_<policy>.json, in ./eval without a "
+                        "checkpoint; random starts add _random)")
     p.add_argument("--clips", nargs="+", metavar="CLIP", default=None,
                    help="clips to evaluate: names (file stems) or indices into the task's clip list "
                         "(default: every clip)")
@@ -50,32 +77,97 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     with gl_disabled():  # before mujoco is imported: evaluation never renders
-        return _main(args)
+        try:
+            return _main(args)
+        except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback from wherever the rollout was
+            print("\nunilab-eval: interrupted", file=sys.stderr, flush=True)
+            return 130
+
+
+def split_targets(targets: Sequence[str]) -> tuple[str | None, dict[str, object]]:
+    """``(checkpoint or None, {dotted key: value})`` from the positional arguments; ValueError naming a bad one."""
+    import yaml  # noqa: PLC0415 - lazy: only overrides need it
+
+    checkpoint, overrides = None, {}
+    for tok in targets:
+        key, eq, value = tok.partition("=")
+        if eq:
+            if not key.startswith("task.") or key == "task.":
+                raise ValueError(f"override {tok!r} must look like task.KEY=VALUE")
+            overrides[key] = yaml.safe_load(value) if value else None
+        elif checkpoint is None:
+            checkpoint = tok
+        else:
+            raise ValueError(f"one RUN_DIR_OR_CHECKPOINT at most, got {checkpoint!r} and {tok!r}")
+    return checkpoint, overrides
 
 
 def _main(args: argparse.Namespace) -> int:
     if args.nice > 0 and hasattr(os, "nice"):
         os.nice(args.nice)
     # lazy: --help and usage errors without torch or mujoco
-    from unilab.eval.report import default_json_path, format_table, plot_errors, write_json  # noqa: PLC0415
+    from pathlib import Path  # noqa: PLC0415
+
+    from unilab.eval.report import (  # noqa: PLC0415
+        check_writable,
+        default_json_path,
+        format_random_starts,
+        format_table,
+        plot_errors,
+        write_json,
+    )
     from unilab.eval.rollout import EvalOptions, evaluate  # noqa: PLC0415
+    from unilab.runtime.checkpoint import resolve_checkpoint  # noqa: PLC0415
 
     try:
+        checkpoint, overrides = split_targets(args.targets)
         opts = EvalOptions(clips=args.clips, max_frames=args.max_frames, randomization=args.randomization == "on",
                            envs_per_clip=args.envs_per_clip, device=args.device, threads=args.threads,
-                           seed=args.seed, progress=not args.no_progress)
-        result = evaluate(args.checkpoint, opts)
+                           seed=args.seed, progress=not args.no_progress, policy=args.policy, starts=args.starts,
+                           episodes=args.episodes, num_envs=args.num_envs, task_overrides=overrides)
+        if checkpoint is None and args.policy == "checkpoint":
+            raise ValueError("RUN_DIR_OR_CHECKPOINT is required with --policy checkpoint "
+                             "(a baseline, e.g. --policy zero, runs without one)")
+        ckpt = None if checkpoint is None else resolve_checkpoint(checkpoint)
+    except (FileNotFoundError, ValueError) as err:
+        print(f"unilab-eval: error: {err}", file=sys.stderr)
+        return 2
+    # the report path fails now, not after a rollout of many minutes
+    json_path = Path(args.json) if args.json else default_json_path(ckpt, _iteration(ckpt), args.policy, args.starts)
+    try:
+        check_writable(json_path)
+    except OSError as err:
+        print(f"unilab-eval: error: --json: {err}", file=sys.stderr)
+        return 2
+    try:
+        result = evaluate(ckpt, opts)
     except (FileNotFoundError, ValueError, IndexError) as err:
         print(f"unilab-eval: error: {err}", file=sys.stderr)
         return 2
-    print(f"unilab-eval: {result.checkpoint} (iteration {result.iteration}), {len(result.clip_names)} clip(s)")
-    print(format_table(result.summary), flush=True)
-    path = write_json(args.json or default_json_path(result), result.to_json())
+    source = "defaults" if result.checkpoint is None else f"{result.checkpoint} (iteration {result.iteration})"
+    if args.starts == "random":
+        overall = result.summary["overall"]
+        print(f"unilab-eval: policy {args.policy}, random starts, {source}: {overall['episodes']} episodes "
+              f"on {args.num_envs} envs")
+        print(format_random_starts(overall), flush=True)
+    else:
+        print(f"unilab-eval: policy {args.policy}, clip starts, {source}, {len(result.clip_names)} clip(s)")
+        print(format_table(result.summary), flush=True)
+    path = write_json(json_path, result.to_json())
     print(f"unilab-eval: JSON written to {path}")
-    if not args.no_plot:
+    if not args.no_plot and args.starts == "clip":
         for png in plot_errors(result, path):
             print(f"unilab-eval: plot written to {png}")
     return 0
+
+
+def _iteration(checkpoint: os.PathLike | None) -> int | str | None:
+    """The iteration in a ``model_<iter>.pt`` name (the default report name), else the file's stem."""
+    if checkpoint is None:
+        return None
+    name = os.path.basename(checkpoint)
+    match = re.fullmatch(r"model_(\d+)\.pt", name)
+    return int(match.group(1)) if match else os.path.splitext(name)[0]
 
 
 if __name__ == "__main__":

@@ -14,9 +14,44 @@ from unilab.eval.metrics import ERROR_NAMES, METRIC_NAMES, UNITS
 from unilab.eval.rollout import EvalResult
 
 
-def default_json_path(result: EvalResult) -> Path:
-    """``<run dir>/eval/eval_<iteration>.json`` (the run dir holds the checkpoint)."""
-    return result.checkpoint.parent / "eval" / f"eval_{result.iteration}.json"
+def default_json_path(checkpoint: Path | None, iteration: int | str | None, policy: str = "checkpoint",
+                      starts: str = "clip") -> Path:
+    """``<run dir>/eval/eval_<iteration>.json`` (the run dir holds the checkpoint).
+
+    A baseline's name is ``eval_<policy>`` instead of ``eval_<iteration>``, in
+    ``./eval`` when there is no checkpoint; random starts append ``_random``.
+    """
+    stem = f"eval_{iteration}" if policy == "checkpoint" else f"eval_{policy}"
+    if starts != "clip":
+        stem += f"_{starts}"
+    folder = Path("eval") if checkpoint is None else checkpoint.parent / "eval"
+    return folder / f"{stem}.json"
+
+
+def check_writable(path: str | os.PathLike) -> Path:
+    """Make ``path``'s folder and write a scratch file in it, so a report path fails before a long rollout.
+
+    Raises OSError naming ``path`` when that is impossible.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"cannot write the report to {path}: it is a directory")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        probe = path.with_name(f".{path.name}.{os.getpid()}.probe")
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as err:
+        raise OSError(f"cannot write the report to {path} ({type(err).__name__}: {err.strerror or err})") from err
+    return path
+
+
+def format_random_starts(overall: Mapping[str, float]) -> str:
+    """Random-start metrics, one ``name (unit) | value`` line each."""
+    units = {**UNITS, "episode_length_mean": "steps", "episode_length_std": "steps"}
+    rows = [(f"{k} ({units[k]})" if units.get(k) else k, _num(float(v))) for k, v in overall.items()]
+    width = max(len(r[0]) for r in rows)
+    return "\n".join(f"{name.ljust(width)} | {value}" for name, value in rows)
 
 
 def format_table(summary: Mapping[str, dict]) -> str:

@@ -1,17 +1,27 @@
-"""Deterministic evaluation rollouts of a checkpoint on every clip of its motion-tracking task.
+"""Deterministic evaluation rollouts of a policy on its motion-tracking task.
 
 The env is rebuilt from the checkpoint's stored config (as ``play`` does) with
-no observation noise and, unless asked for, no domain randomization. Every env
-starts exactly at frame 0 of its clip (``MotionTrackingEnv.start_at``, no reset
-noise) and follows the clip to its last frame with the policy's mean action;
-auto-reset is off, so an env that fails keeps running and its failure stays
-recorded. Metrics: :mod:`unilab.eval.metrics`.
+no observation noise and, unless asked for, no domain randomization. The policy
+is the checkpoint's mean action or a baseline (:func:`baseline_policy`: zero
+action, the reference joint positions open loop, uniform random actions).
+
+Two start modes:
+
+- ``clip``: every env starts exactly at frame 0 of its clip
+  (``MotionTrackingEnv.start_at``, no reset noise) and follows the clip to its
+  last frame; auto-reset is off, so an env that fails keeps running and its
+  failure stays recorded. Metrics: :mod:`unilab.eval.metrics`.
+- ``random``: what training measures (:func:`random_start_metrics`): envs start
+  at sampled frames with the training start noise, auto-reset on, until a given
+  number of episodes has ended; mean episode length, failure fraction, errors.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +35,20 @@ from unilab.eval.metrics import ERROR_NAMES, TrackingAccumulator, frame_errors, 
 from unilab.runtime.checkpoint import load_checkpoint
 from unilab.runtime.config import SimConfig
 from unilab.tasks.registry import make_env, task_config
+
+POLICY_KINDS = ("checkpoint", "zero", "reference", "random")
+"""``--policy`` choices: the checkpoint's mean action, or a baseline of :func:`baseline_policy`."""
+BASELINE_KINDS = POLICY_KINDS[1:]
+START_MODES = ("clip", "random")
+"""``--starts`` choices: each clip from frame 0 to its end, or training's random starts with auto-reset."""
+DEFAULT_TASK = "g1_motion_tracking"
+"""The task of a baseline evaluated without a checkpoint."""
+RANDOM_START_KEYS = ("episodes", "episode_length_mean", "episode_length_std", "failure_rate", "total_steps",
+                     "measured_steps", *ERROR_NAMES)
+"""The keys of :func:`random_start_metrics` (errors named as in clip mode)."""
+
+PolicyFn = Callable[[dict[str, np.ndarray]], np.ndarray]
+"""Observations (``{"obs", "critic_obs"}`` as ``env.reset``/``env.step`` return them) -> actions in [-1, 1]."""
 
 
 @dataclass
@@ -47,8 +71,26 @@ class EvalOptions:
     """Seed of the env (randomization draws)."""
     progress: bool = True
     """Show a progress bar on stderr."""
+    policy: str = "checkpoint"
+    """One of :data:`POLICY_KINDS`; a baseline needs no checkpoint (then the task config is the defaults)."""
+    starts: str = "clip"
+    """One of :data:`START_MODES`."""
+    episodes: int = 256
+    """Random starts: episodes to measure (spread evenly over the envs, see :func:`random_start_metrics`)."""
+    num_envs: int = 128
+    """Random starts: envs stepped together."""
+    task_overrides: dict[str, Any] | None = None
+    """Task config changes (dotted keys below ``task``), applied on top of the checkpoint's or the default config."""
 
     def __post_init__(self) -> None:
+        if self.policy not in POLICY_KINDS:
+            raise ValueError(f"policy must be one of {', '.join(POLICY_KINDS)}, got {self.policy!r}")
+        if self.starts not in START_MODES:
+            raise ValueError(f"starts must be one of {', '.join(START_MODES)}, got {self.starts!r}")
+        if self.episodes < 1:
+            raise ValueError(f"episodes must be >= 1, got {self.episodes}")
+        if self.num_envs < 1:
+            raise ValueError(f"num_envs must be >= 1, got {self.num_envs}")
         if self.max_frames is not None and self.max_frames < 2:
             raise ValueError(f"max_frames must be >= 2 (frame 0 is the start state), got {self.max_frames}")
         if self.envs_per_clip < 1:
@@ -61,8 +103,9 @@ class EvalOptions:
 class EvalResult:
     """Per-clip and overall metrics of one evaluation, plus the per-frame errors behind them."""
 
-    checkpoint: Path
-    iteration: int
+    checkpoint: Path | None
+    """None: a baseline policy evaluated on the default task config."""
+    iteration: int | None
     task: str
     config: dict[str, Any]
     """The checkpoint's stored run config."""
@@ -70,7 +113,8 @@ class EvalResult:
     clip_names: list[str]
     clip_files: list[str]
     summary: dict[str, dict]
-    """``{"overall": {metric: v}, "clips": {name: {metric: v, "frames": T}}}``."""
+    """``{"overall": {metric: v}, "clips": {name: {metric: v, "frames": T}}}``; random starts: the
+    :func:`random_start_metrics` keys in ``overall`` and no clips."""
     env_clip: np.ndarray
     """Clip index of each env."""
     errors: dict[str, np.ndarray] = field(repr=False)
@@ -83,7 +127,7 @@ class EvalResult:
     def to_json(self) -> dict[str, Any]:
         """The JSON report (metric keys as in :data:`unilab.eval.metrics.METRIC_NAMES`)."""
         clips = {}
-        for c, name in enumerate(self.clip_names):
+        for c, name in enumerate(self.clip_names if self.options.starts == "clip" else ()):
             entry = dict(self.summary["clips"][name])
             rows = np.flatnonzero(self.env_clip == c)
             failed = [int(self.first_failure[e]) for e in rows if self.first_failure[e] >= 0]
@@ -93,9 +137,11 @@ class EvalResult:
             entry["file"] = self.clip_files[c]
             clips[name] = entry
         return {
-            "checkpoint": str(self.checkpoint),
+            "checkpoint": None if self.checkpoint is None else str(self.checkpoint),
             "iteration": self.iteration,
             "task": self.task,
+            "policy": self.options.policy,
+            "starts": self.options.starts,
             "overall": self.summary["overall"],
             "clips": clips,
             "eval": dataclasses.asdict(self.options),
@@ -128,10 +174,16 @@ def select_clips(files: list[Path], wanted: list[str] | None) -> list[int]:
     return list(dict.fromkeys(out))
 
 
+_NOT_NOISE = ("joint_pos_limit_factor",)
+"""Numeric fields of the noise configs that bound the noisy values rather than scale the noise (kept)."""
+
+
 def _zero_numbers(cfg: Any) -> Any:
-    """A copy of dataclass ``cfg`` whose numeric fields (and lists of numbers) are 0."""
+    """A copy of dataclass ``cfg`` whose numeric fields (and lists of numbers) are 0, but :data:`_NOT_NOISE`."""
     changes = {}
     for f in dataclasses.fields(cfg):
+        if f.name in _NOT_NOISE:
+            continue
         v = getattr(cfg, f.name)
         if isinstance(v, (int, float)) and not isinstance(v, bool):
             changes[f.name] = 0.0
@@ -154,8 +206,12 @@ def disable_randomization(cfg: Any) -> Any:
     return dataclasses.replace(cfg, **changes)
 
 
-def eval_task_config(task_raw: dict[str, Any], randomization: bool) -> Any:
-    """The checkpoint's task config for evaluation: no observation or reset noise, randomization off unless kept."""
+def eval_task_config(task_raw: dict[str, Any], randomization: bool, start_noise: bool = False) -> Any:
+    """The checkpoint's task config for evaluation: no observation noise, randomization off unless kept.
+
+    ``start_noise``: keep the reset noise (random starts measure what training
+    measures); otherwise envs start exactly on the reference.
+    """
     name = task_raw.get("name")
     cfg = task_config(name, task_raw)
     if not hasattr(cfg, "tracked_bodies"):
@@ -163,22 +219,61 @@ def eval_task_config(task_raw: dict[str, Any], randomization: bool) -> Any:
     changes: dict[str, Any] = {}
     if dataclasses.is_dataclass(getattr(cfg, "obs_noise", None)):
         changes["obs_noise"] = _zero_numbers(cfg.obs_noise)
-    if dataclasses.is_dataclass(getattr(cfg, "reset", None)):
+    if not start_noise and dataclasses.is_dataclass(getattr(cfg, "reset", None)):
         changes["reset"] = dataclasses.replace(cfg.reset, noise=_zero_numbers(cfg.reset.noise))
     if not randomization and dataclasses.is_dataclass(getattr(cfg, "randomization", None)):
         changes["randomization"] = disable_randomization(cfg.randomization)
     return dataclasses.replace(cfg, **changes)
 
 
-def evaluate(checkpoint: str | Path, options: EvalOptions | None = None, **changes: Any) -> EvalResult:
-    """Roll out ``checkpoint`` (file or run dir) deterministically on every selected clip; see module docs."""
+def apply_overrides(task_raw: dict[str, Any], overrides: dict[str, Any] | None) -> dict[str, Any]:
+    """A copy of ``task_raw`` with ``{"a.b": v}`` overrides set as nested keys (``task.`` prefix optional)."""
+    out = dict(task_raw)
+    for key, value in (overrides or {}).items():
+        parts = key.removeprefix("task.").split(".")
+        node = out
+        for part in parts[:-1]:
+            child = node.get(part)
+            node[part] = child = dict(child) if isinstance(child, dict) else {}
+            node = child
+        node[parts[-1]] = value
+    return out
+
+
+def load_policy_config(checkpoint: str | Path | None, opts: EvalOptions
+                       ) -> tuple[dict[str, Any], dict[str, Any] | None, Path | None]:
+    """``(run config, checkpoint payload or None, checkpoint path or None)`` of an evaluation.
+
+    The checkpoint policy needs a checkpoint; a baseline takes the checkpoint's
+    config when one is given, else the task defaults (both with ``task_overrides``).
+    """
+    if checkpoint is None:
+        if opts.policy == "checkpoint":
+            raise ValueError("policy 'checkpoint' needs RUN_DIR_OR_CHECKPOINT (a baseline policy, e.g. "
+                             "--policy zero, runs without one)")
+        raw: dict[str, Any] = {"task": {"name": DEFAULT_TASK}}
+        payload, path = None, None
+    else:
+        payload, path = load_checkpoint(checkpoint)
+        raw = payload.get("config")
+        if not isinstance(raw, dict) or not isinstance(raw.get("task"), dict):
+            raise ValueError(f"checkpoint {path} stores no task config")
+    raw = {**raw, "task": apply_overrides(raw["task"], opts.task_overrides)}
+    raw["task"].setdefault("name", DEFAULT_TASK)
+    return raw, payload, path
+
+
+def evaluate(checkpoint: str | Path | None, options: EvalOptions | None = None, **changes: Any) -> EvalResult:
+    """Roll out a policy on the task of ``checkpoint`` (file or run dir; None: a baseline on the defaults).
+
+    ``options.policy`` picks the checkpoint's mean action or a baseline,
+    ``options.starts`` every clip from frame 0 or training's random starts; see module docs.
+    """
     opts = dataclasses.replace(options or EvalOptions(), **changes)
-    payload, path = load_checkpoint(checkpoint)
-    raw = payload.get("config")
-    if not isinstance(raw, dict) or not isinstance(raw.get("task"), dict):
-        raise ValueError(f"checkpoint {path} stores no task config")
-    task_name = raw["task"].get("name")
-    cfg = eval_task_config(raw["task"], opts.randomization)
+    raw, payload, path = load_policy_config(checkpoint, opts)
+    task_name = raw["task"]["name"]
+    random_starts = opts.starts == "random"
+    cfg = eval_task_config(raw["task"], opts.randomization, start_noise=random_starts)
     from unilab.tasks.g1_motion_tracking.env import task_motion_files  # noqa: PLC0415 - lazy: the G1 stack
 
     files = task_motion_files(cfg)
@@ -193,11 +288,25 @@ def evaluate(checkpoint: str | Path, options: EvalOptions | None = None, **chang
     kw["nthread"] = opts.threads
     # a policy batch of a few rows gains nothing from more threads, and they would compete with physics
     torch.set_num_threads(opts.threads or 1)
-    agent = FastSAC.from_checkpoint(payload["agent"], device=opts.device)
+    agent = FastSAC.from_checkpoint(payload["agent"], device=opts.device) if opts.policy == "checkpoint" else None
+    label = path.name if path is not None else opts.policy
+    iteration = None if payload is None else int(payload["iteration"])
 
     n_clips, k = len(files), opts.envs_per_clip
-    env = make_env(task_name, cfg, n_clips * k, pool_kwargs=kw, seed=opts.seed)
+    num_envs = opts.num_envs if random_starts else n_clips * k
+    env = make_env(task_name, cfg, num_envs, pool_kwargs=kw, seed=opts.seed)
     try:
+        policy = agent_policy(agent) if agent is not None else baseline_policy(env, opts.policy, seed=opts.seed)
+        control_dt = float(env.control_dt)
+        if random_starts:
+            metrics = random_start_metrics(env, policy, opts.episodes, progress=opts.progress,
+                                           desc=f"eval {label} (random starts)")
+            return EvalResult(
+                checkpoint=path, iteration=iteration, task=task_name, config=raw, options=opts,
+                clip_names=names, clip_files=[str(f) for f in files], summary={"overall": metrics, "clips": {}},
+                env_clip=np.zeros(0, dtype=np.int64), errors={}, first_failure=np.zeros(0, dtype=np.int64),
+                first_failure_term=[], control_dt=control_dt,
+            )
         env.auto_reset = False
         env_clip = np.repeat(np.arange(n_clips, dtype=np.int64), k)
         clip_frames = env.motion.num_frames.copy()
@@ -208,28 +317,149 @@ def evaluate(checkpoint: str | Path, options: EvalOptions | None = None, **chang
         acc.add(0, _errors(env), np.zeros(env.num_envs, dtype=bool))
         from tqdm import tqdm  # noqa: PLC0415 - lazy: only a rollout shows progress
 
-        with tqdm(total=acc.num_frames - 1, desc=f"eval {path.name}", unit="step", file=sys.stderr,
+        with tqdm(total=acc.num_frames - 1, desc=f"eval {label}", unit="step", file=sys.stderr,
                   disable=not opts.progress, leave=False) as bar:
             for t in range(1, acc.num_frames):
-                with torch.no_grad():
-                    action = agent.act(torch.from_numpy(obs["obs"]), deterministic=True).cpu().numpy()
-                obs, _, terminated, _, info = env.step(action)
+                obs, _, terminated, _, info = env.step(policy(obs))
                 acc.add(t, _errors(env), terminated, info.get("termination_terms"))
                 bar.update(1)
-        control_dt = float(env.control_dt)
     finally:
         env.close()
     summary = summarize(acc.per_env(), env_clip, names, clip_frames)
     return EvalResult(
-        checkpoint=path, iteration=int(payload["iteration"]), task=task_name, config=raw, options=opts,
+        checkpoint=path, iteration=iteration, task=task_name, config=raw, options=opts,
         clip_names=names, clip_files=[str(f) for f in files], summary=summary, env_clip=env_clip,
         errors={name: acc.errors[name] for name in ERROR_NAMES}, first_failure=acc.first_failure,
         first_failure_term=acc.first_failure_term, control_dt=control_dt,
     )
 
 
+# ------------------------------------------------------------------------------------------ policies
+def agent_policy(agent: Any) -> PolicyFn:
+    """The deterministic (mean) action of a FastSAC ``agent`` (or anything with ``act(obs, deterministic)``)."""
+
+    def act(obs: dict[str, np.ndarray]) -> np.ndarray:
+        with torch.no_grad():
+            return agent.act(torch.from_numpy(obs["obs"]), deterministic=True).cpu().numpy()
+
+    return act
+
+
+def scored_rows(env: Any) -> np.ndarray:
+    """Motion-library rows of the frames the last step's reward scored (one per env)."""
+    return env.motion.flat_index(env.clip, env.frame)
+
+
+def next_scored_rows(env: Any) -> np.ndarray:
+    """Motion-library rows of the frames the next step's reward will score.
+
+    ``step`` advances each env's frame by one before it scores the new state,
+    so an action applied now is judged against the frame after the last scored
+    one (clamped at the clip's end, where the env truncates anyway). The frame
+    the observation shows is not used: it may lead the scored one.
+    """
+    return env.motion.flat_index(env.clip, env.frame + 1)
+
+
+def reference_action(env: Any) -> np.ndarray:
+    """Actions whose PD targets are the reference joint positions the next step is scored against.
+
+    ``default + action_scale * a = q_ref`` per actuator, clipped to [-1, 1] (the env clips too).
+    """
+    target = env.motion.joint_pos[next_scored_rows(env)][:, env.act_joint]
+    return np.clip((target - env.action_default) / env.action_scale, -1.0, 1.0)
+
+
+def baseline_policy(env: Any, kind: str, seed: int = 0) -> PolicyFn:
+    """A policy of ``env`` that needs no training; ``kind`` one of :data:`BASELINE_KINDS`:
+
+    - ``zero``: action 0 every step (PD targets = the default joint positions: holds the default pose);
+    - ``reference``: the reference joint positions as PD targets, open loop (:func:`reference_action`);
+    - ``random``: uniform random actions in [-1, 1] (seeded by ``seed``).
+    """
+    shape = (env.num_envs, env.action_dim)
+    if kind == "zero":
+        zero = np.zeros(shape, dtype=np.float32)
+        return lambda obs: zero
+    if kind == "reference":
+        return lambda obs: reference_action(env)
+    if kind == "random":
+        rng = np.random.default_rng(seed)
+        return lambda obs: rng.uniform(-1.0, 1.0, size=shape).astype(np.float32)
+    raise ValueError(f"baseline policy must be one of {', '.join(BASELINE_KINDS)}, got {kind!r}")
+
+
+# ------------------------------------------------------------------------------------ random starts
+def random_start_metrics(env: Any, policy: PolicyFn, episodes: int, progress: bool = False,
+                         desc: str = "random starts") -> dict[str, float]:
+    """Episode statistics of ``policy`` on ``env`` from training's random starts (auto-reset on).
+
+    ``env.reset()`` samples every env's start frame (with the config's start
+    noise); each ended episode (terminated or truncated) restarts through the
+    env's own auto-reset. The ``episodes`` measured episodes are fixed per env
+    before the rollout (env ``e`` contributes its first ``ceil`` or ``floor(episodes /
+    num_envs)`` ones), so short episodes are not over-counted as they would be by
+    stopping at the first ``episodes`` endings; the rollout ends when every env
+    has finished its share. A step that ends an episode is not in the errors:
+    the auto-reset replaces its state before it can be read.
+
+    Returns :data:`RANDOM_START_KEYS`: ``episodes``; ``episode_length_mean`` /
+    ``_std`` (steps, the ending step included, as training's ``length_mean``);
+    ``failure_rate`` (terminated / ended); ``total_steps`` (env steps
+    simulated); ``measured_steps`` (the steps the errors average over) and the
+    mean of each of :data:`unilab.eval.metrics.ERROR_NAMES` over them.
+    The env's ``auto_reset`` is restored afterwards; the env is not closed.
+    """
+    if episodes < 1:
+        raise ValueError(f"episodes must be >= 1, got {episodes}")
+    n = env.num_envs
+    quota = np.full(n, episodes // n, dtype=np.int64)
+    quota[: episodes % n] += 1
+    ended = np.zeros(n, dtype=np.int64)
+    length = np.zeros(n, dtype=np.int64)
+    lengths: list[np.ndarray] = []
+    failures = 0
+    sums = dict.fromkeys(ERROR_NAMES, 0.0)
+    measured = total = 0
+    saved = env.auto_reset
+    env.auto_reset = True
+    from tqdm import tqdm  # noqa: PLC0415 - lazy: only a rollout shows progress
+
+    try:
+        obs = env.reset()
+        with tqdm(total=episodes, desc=desc, unit="episode", file=sys.stderr, disable=not progress,
+                  leave=False) as bar:
+            while (ended < quota).any():
+                counted = ended < quota  # the episode each env is in now is one of its share
+                obs, _, terminated, truncated, _ = env.step(policy(obs))
+                total += n
+                length += 1
+                done = np.asarray(terminated, dtype=bool) | np.asarray(truncated, dtype=bool)
+                live = counted & ~done
+                if live.any():
+                    err = _errors(env)
+                    for name in ERROR_NAMES:
+                        sums[name] += float(np.sum(err[name][live]))
+                    measured += int(live.sum())
+                fin = counted & done
+                if fin.any():
+                    lengths.append(length[fin].copy())
+                    failures += int(np.sum(np.asarray(terminated, dtype=bool)[fin]))
+                    bar.update(int(fin.sum()))
+                ended += done
+                length[done] = 0
+    finally:
+        env.auto_reset = saved
+    all_lengths = np.concatenate(lengths).astype(np.float64)
+    out = {"episodes": int(all_lengths.size), "episode_length_mean": float(all_lengths.mean()),
+           "episode_length_std": float(all_lengths.std()), "failure_rate": failures / all_lengths.size,
+           "total_steps": int(total), "measured_steps": int(measured)}
+    out.update({name: (sums[name] / measured if measured else math.nan) for name in ERROR_NAMES})
+    return out
+
+
 def _errors(env: Any) -> dict[str, np.ndarray]:
-    """Errors of every env's current state against its current reference frame."""
-    lib, r = env.motion, env.ref_index
+    """Errors of every env's current state against the reference frame its last reward scored."""
+    lib, r = env.motion, scored_rows(env)
     return frame_errors(env.body_pos, env.body_quat, env.joint_pos, env.joint_vel, lib.body_pos_w[r],
                         lib.body_quat_w[r], lib.joint_pos[r], lib.joint_vel[r], env.anchor)
