@@ -3,7 +3,8 @@
 Copied from src/unilab/tasks/g1_motion_tracking/{observations,rewards,terminations}.py at commit
 4ade959; the tests compare the parallel drivers with these (np.array_equal). Below them, the
 NumPy code of the reset start state and of the step's action / info handling at commit 7497f27,
-which parallel kernels replaced too.
+which parallel kernels replaced too. Changed since, for the holosoma recipe: action_rate is in units of
+the action bound (reward_terms_kernel's ``bound``).
 """
 
 from __future__ import annotations
@@ -139,8 +140,8 @@ def fill_observations(anchor, body_pos, body_quat, joint_pos, joint_vel, base_li
 
 @njit(fastmath=False)
 def reward_terms_kernel(anchor, body_pos, body_quat, body_lin, body_ang, ref_pos, ref_quat, ref_lin, ref_ang,
-                        joint_pos, soft_lo, soft_hi, action, last_action, inv_sigma_sq, out):
-    """Fill ``out`` (n, 8) with the terms in TERM_NAMES order."""
+                        joint_pos, soft_lo, soft_hi, action, last_action, inv_sigma_sq, out, bound):
+    """Fill ``out`` (n, 8) with the terms in TERM_NAMES order (action_rate in units of ``bound`` x action)."""
     n = body_pos.shape[0]
     nb = body_pos.shape[1]
     nj = joint_pos.shape[1]
@@ -194,7 +195,7 @@ def reward_terms_kernel(anchor, body_pos, body_quat, body_lin, body_ang, ref_pos
         ar = 0.0
         jl = 0.0
         for j in range(nj):
-            x = action[k, j] - last_action[k, j]
+            x = bound[j] * (action[k, j] - last_action[k, j])
             ar += x * x
             q = joint_pos[k, j]
             if q < soft_lo[j]:

@@ -79,20 +79,24 @@ def _reference_update(env, rows, noise):
     inv_sigma_sq = env.rewards.params[:6]
     ref_k.reward_terms_kernel(env.anchor, *state[:4], ref.body_pos_w, ref.body_quat_w, ref.body_lin_vel_w,
                               ref.body_ang_vel_w, state[4], env.soft_lo, env.soft_hi, env.action[rows],
-                              env.last_action[rows], inv_sigma_sq, terms)
+                              env.last_action[rows], inv_sigma_sq, terms, env.action_bound)
     conds = np.zeros((k, 3), dtype=bool)
     ref_k.termination_kernel(env.anchor, env.ee_index, state[0], state[1], ref.body_pos_w, ref.body_quat_w,
                              env.thresholds, conds)
     policy = np.empty((k, env.obs_dim), dtype=np.float32)
     critic = np.empty((k, env.critic_obs_dim), dtype=np.float32)
     a = env.anchor
-    # the step's tail sets last_action = action before the observations read it
-    ref_k.fill_observations(a, state[0], state[1], state[4], state[5], state[6], state[7], ref.body_pos_w[:, a],
-                            ref.body_quat_w[:, a], ref.joint_pos, ref.joint_vel, env.default_joint_pos,
-                            env.action[rows], env.noise_scale, noise, policy, critic)
+    # the observation shows the next reference frame (the next step's reward's); the step's tail sets
+    # last_action = action before the observations read it, shown times the action bound
+    obs_ref = lib.lookup(env.clip[rows], env.frame[rows] + 1)
+    ref_k.fill_observations(a, state[0], state[1], state[4], state[5], state[6], state[7], obs_ref.body_pos_w[:, a],
+                            obs_ref.body_quat_w[:, a], obs_ref.joint_pos, obs_ref.joint_vel, env.default_joint_pos,
+                            env.action[rows] * env.action_bound, env.noise_scale, noise, policy, critic)
     if not (np.isfinite(policy).all() and np.isfinite(critic).all()):
         np.nan_to_num(policy, copy=False, nan=0.0, posinf=0.0, neginf=0.0)
         np.nan_to_num(critic, copy=False, nan=0.0, posinf=0.0, neginf=0.0)
+    for o in (policy, critic):  # holosoma's clip_observations
+        np.clip(o, -env.cfg.obs_clip, env.cfg.obs_clip, out=o)
     # the weighted sum in table order (was OpenBLAS's dot, whose order depends on the CPU)
     reward = np.zeros(k)
     for j, w in enumerate(env.rewards.weights):
@@ -244,7 +248,7 @@ def test_action_to_ctrl_bit_identical_to_numpy(tiny_cfg, dtype):  # noqa: F811
     for value in (np.nan, np.inf, -np.inf, -0.0, 1.0, -1.0):
         action[rng.integers(0, n, 5), rng.integers(0, a, 5)] = value
     scale = rng.uniform(0.1, 2.0, a)
-    default = rng.uniform(-1, 1, a)
+    default = rng.uniform(-1, 1, (n, a))  # each env's default pose (joint_pos_bias shifts it)
     want = ref_k.action_to_ctrl(action, scale, default)
     got = np.full((n, a), np.nan), np.full((n, a), np.nan)
     action_to_ctrl(action, scale, default, *got)
@@ -265,7 +269,8 @@ def test_step_tail_bookkeeping(tiny_cfg):  # noqa: F811
         _, _, term, trunc, info = env.step(action)
         done = term | trunc
         assert info["num_bad_envs"] >= 1
-        assert not (term & trunc).any()
+        failed = np.stack(list(info["termination_terms"].values())).any(axis=0)
+        assert not (term & trunc & ~failed).any()  # both only for a failure at a time-out
         kept = ~done
         assert np.array_equal(env.last_action[kept], np.clip(action[kept], -1.0, 1.0).astype(np.float64))
         assert not env.last_action[done].any()  # restarted
@@ -320,20 +325,20 @@ def test_split_stages_equal_one_region(tiny_cfg):  # noqa: F811
 
 def test_sampler_record_matches_serial_update(tiny_cfg):  # noqa: F811
     env = MotionTrackingEnv(tiny_cfg, 2)
-    cfg = ResetConfig(sampling="adaptive", adaptive_bin_s=0.1, adaptive_ema=0.3)
+    cfg = ResetConfig(sampling="adaptive", adaptive_ema=0.3)
     s = StartFrameSampler(env.motion, cfg)
     want = s.fail_ema.copy()
+    pending = np.zeros(s.num_bins)
     rng = np.random.default_rng(0)
     for _ in range(20):
         clip = rng.integers(0, 2, 50)
         frame = rng.integers(0, 40, 50)
         failed = rng.random(50) < 0.3
         s.record(clip, frame, failed)
-        counts = np.zeros(s.num_bins)  # the serial update the kernel replaced
-        np.add.at(counts, s.bin_of(clip[failed], frame[failed]), 1.0)
-        want *= 1.0 - cfg.adaptive_ema
-        want += cfg.adaptive_ema * counts
-        assert np.array_equal(s.fail_ema, want)
+        want = cfg.adaptive_ema * pending + (1.0 - cfg.adaptive_ema) * want  # the serial update the kernel replaced
+        pending = np.zeros(s.num_bins)
+        np.add.at(pending, s.bin_of(clip[failed], frame[failed]), 1.0)
+        assert np.array_equal(s.fail_ema, want) and np.array_equal(s.step_failures, pending)
 
 
 def test_tables_name_everything(tiny_cfg):  # noqa: F811
@@ -432,7 +437,7 @@ def test_every_host_kernel_is_one_parallel_loop(tiny_cfg):  # noqa: F811
     env.book.auto_reset(env.buffers(), np.ones(env.num_envs, dtype=bool), lambda ids: None, {}, {})
     env.pool.step(env.pool.ctrl.copy(), 1)  # the env writes its controls in place; a caller's are copied
     kernels = {"step driver": env._step_driver, "action_to_ctrl": step_kernels.action_to_ctrl,
-               "start state": resets._start_state_driver, "sampler statistics": resets._ema_update,
+               "start state": resets._start_state_driver, "sampler statistics": resets._fold_failures,
                "pool controls copy": pool_mod._copy_rows, "pool health check": pool_mod._health_kernel,
                "pool row reset": pool_mod._reset_rows, "final rows copy": base.copy_rows_at}
     for name, kernel in kernels.items():

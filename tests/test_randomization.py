@@ -191,24 +191,27 @@ def test_pd_gains_scale_kp_and_kd_per_env_and_joint_at_reset(tiny_cfg):  # noqa:
     assert moved.tolist() == [i in (3, 7) for i in range(32)]
 
 
-def test_joint_pos_bias_reaches_observations_only(tiny_cfg):  # noqa: F811
-    plain = MotionTrackingEnv(_off(tiny_cfg), 16, seed=2)
+def test_joint_pos_bias_shifts_the_default_pose_of_observations_and_targets(tiny_cfg):  # noqa: F811
+    """holosoma's setup_dof_pos_bias: default_dof_pos = default + bias, which its PD targets
+    (default_dof_pos + scale x action) and its joint_pos_rel observation (q - default_dof_pos) both use."""
     biased = MotionTrackingEnv(_only(tiny_cfg, "joint_pos_bias"), 16, seed=2)
     bias = biased.randomizer.joint_pos_bias
     assert bias.shape == (16, 2) and np.all(np.abs(bias) <= 0.01) and np.unique(bias).size == 32
     assert not _changed_model_fields(biased)
-    a, b = _rollout(plain, 10), _rollout(biased, 10)
+    default = biased.default_joint_pos + bias  # holosoma's per-env default_dof_pos
     s = biased.layout.slices["joint_pos_rel"]
-    for x, y in zip(a, b):
-        for k in (0, 1):  # physics
-            np.testing.assert_array_equal(x[k], y[k])
-        for u, v in zip(x[4:], y[4:]):  # reward, terminated, truncated
-            np.testing.assert_array_equal(u, v)
-        for k in (2, 3):  # policy and critic observations: the joint positions moved by the bias, nothing else
-            np.testing.assert_allclose(y[k][:, s] - x[k][:, s], bias, atol=1e-6)
-            rest = np.ones(x[k].shape[1], dtype=bool)
-            rest[s] = False
-            np.testing.assert_array_equal(y[k][:, rest], x[k][:, rest])
+    obs = biased.reset()
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        q = biased.pool.qpos[:, biased.qpos_adr]
+        for part in ("obs", "critic_obs"):
+            np.testing.assert_allclose(obs[part][:, s], q - default, atol=1e-6)
+        action = rng.uniform(-1, 1, (16, biased.action_dim))
+        obs, _, term, trunc, _ = biased.step(action.astype(np.float32))
+        # the targets the step applied (a restarted env's are zeroed): the shifted default plus the scaled action
+        want = default[:, biased.act_joint] + biased.action_scale * action.astype(np.float32)
+        kept = ~(term | trunc)
+        np.testing.assert_allclose(biased.pool.ctrl[kept], want[kept], atol=1e-12)
 
 
 def _push_cfg(cfg):
@@ -221,6 +224,7 @@ def _push_cfg(cfg):
 def test_push_adds_the_sampled_kick_to_the_root_velocity(tiny_cfg):  # noqa: F811
     cfg = _push_cfg(tiny_cfg)
     cfg.randomization.push.interval_s = [0.1, 0.2]  # 5..10 policy steps of 0.02 s
+    cfg.reset.sampling = "uniform"  # start frames far enough from the clip ends for every env to be pushed
     env = MotionTrackingEnv(cfg, 16, seed=3)
     r = env.randomizer
     env.reset()

@@ -27,7 +27,9 @@ def _algo(argv, cuda):
 def test_plain_train_without_cuda_is_the_cpu_recipe():
     algo, line = _algo(["--task", "pendulum"], cuda=False)
     assert line == "unilab: recipe sac_cpu (no CUDA device; --algo sac forces the GPU recipe)"
-    assert (algo.num_envs, algo.batch_size, algo.num_atoms, algo.actor_hidden_dims) == (256, 1024, 101, [256, 128])
+    assert (algo.num_envs, algo.batch_size, algo.num_atoms, algo.actor_hidden_dims) == (256, 1024, 101, [256, 128, 64])
+    assert algo.critic_hidden_dims == [256, 128, 64] and algo.learning_starts == 10
+    assert algo.init_log_std_at_target  # the one non-size difference (docs/RECIPE.md, with its A/B)
     assert algo.distributional and algo.gamma == 0.99  # the rest is the GPU recipe's
 
 
@@ -41,6 +43,7 @@ def test_plain_train_with_cuda_and_forced_sac_are_the_holosoma_recipe():
         assert (algo.num_envs, algo.n_steps, algo.target_entropy_scale, algo.batch_size) == (4096, 1, 0.5, 8192)
         assert algo.actor_hidden_dims == [512, 256, 128] and algo.critic_hidden_dims == [768, 384, 192]
         assert (algo.actor_lr, algo.critic_lr, algo.alpha_lr, algo.alpha_init) == (3e-4, 3e-4, 3e-4, 0.001)
+        assert not algo.init_log_std_at_target and (algo.adam_beta1, algo.adam_beta2) == (0.9, 0.95)
         assert (algo.buffer_size, algo.learning_starts, algo.use_cdq, algo.max_iterations) == (1024, 10, False,
                                                                                                400_000)
 

@@ -103,6 +103,7 @@ def test_terminal_rows_target_is_the_reward(distributional):
 
 
 def test_policy_frequency_delays_actor_updates():
+    """The actor steps on the last critic step of each run of policy_frequency (holosoma: i % 2 == 1)."""
     agent = FastSAC(_cfg(policy_frequency=3), OBS, COBS, ACT)
 
     def snapshot():
@@ -113,7 +114,7 @@ def test_policy_frequency_delays_actor_updates():
         before = snapshot()
         agent.update(_batch(seed=i))
         changed.append(any(not torch.equal(a, b) for a, b in zip(before, agent.actor.parameters())))
-    assert changed == [True, False, False, True, False, False]
+    assert changed == [False, False, True, False, False, True]
 
 
 def test_update_metrics_and_obs_normalizer_tracks_batches():
@@ -136,7 +137,7 @@ def test_state_dict_round_trip_reproduces_actions_and_learning(distributional):
     buf = io.BytesIO()
     torch.save(a.state_dict(), buf)
     buf.seek(0)
-    state = torch.load(buf, weights_only=False)
+    state = torch.load(buf, weights_only=True)
     b = FastSAC(_cfg(distributional=distributional, policy_frequency=2, seed=123), OBS, COBS, ACT)
     b.load_state_dict(state)
     c = FastSAC.from_checkpoint(state, device="cpu")
@@ -162,7 +163,7 @@ def test_state_dict_round_trip_reproduces_actions_and_learning(distributional):
 
 
 def test_grad_sync_hook_sees_every_backward_before_the_step():
-    agent = FastSAC(_cfg(weight_decay=0.0), OBS, COBS, ACT)
+    agent = FastSAC(_cfg(weight_decay=0.0, policy_frequency=1), OBS, COBS, ACT)
     calls = []
 
     def zero_grads(params):
@@ -173,8 +174,8 @@ def test_grad_sync_hook_sees_every_backward_before_the_step():
     agent.grad_sync = zero_grads
     before = [p.clone() for p in agent.critic.parameters()]
     agent.update(_batch())
-    # critic, actor and temperature steps each synchronise their gradients
-    assert calls == [len(list(agent.critic.parameters())), len(list(agent.actor.parameters())), 1]
+    # critic, temperature and actor steps (holosoma's order) each synchronise their gradients
+    assert calls == [len(list(agent.critic.parameters())), 1, len(list(agent.actor.parameters()))]
     for old, new in zip(before, agent.critic.parameters()):
         assert torch.equal(old, new)  # zeroed gradients -> Adam leaves weights unchanged
 

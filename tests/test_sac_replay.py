@@ -67,7 +67,7 @@ def _reference(hist: dict, env: int, t: int, newest: int, n: int, gamma: float):
     last = t + k - 1
     return {
         "rewards": ret,
-        "bootstrap": 0.0 if hist["terminated"][last, env] else 1.0,
+        "bootstrap": 0.0 if hist["terminated"][last, env] and not hist["truncated"][last, env] else 1.0,
         "discount": gamma**k,
         "n": k,
         "next_obs": hist["next_obs"][last, env],

@@ -29,7 +29,7 @@ import yaml
 from unilab.algo.sac.agent import FastSAC
 from unilab.algo.sac.config import SACConfig
 from unilab.algo.sac.replay import ReplayBuffer
-from unilab.runtime import distributed
+from unilab.runtime import distributed, shm
 from unilab.runtime.checkpoint import (
     CheckpointWriteError,
     checkpoint_path,
@@ -52,11 +52,11 @@ from unilab.telemetry.trace import TraceRecorder, merge_traces
 class TrainResult:
     checkpoint: Path | None
     stop_signal: int | None = None
-    """SIGINT or SIGTERM when a signal stopped the run."""
+    """SIGINT, SIGTERM or SIGHUP when a signal stopped the run."""
 
     @property
     def exit_code(self) -> int:
-        """0, or 128 + the signal that stopped the run (130 Ctrl-C, 143 SIGTERM)."""
+        """0, or 128 + the signal that stopped the run (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP)."""
         return 128 + self.stop_signal if self.stop_signal else 0
 
 
@@ -70,13 +70,17 @@ def make_run_dir(training: TrainingConfig, task_name: str, rank: int = 0) -> Pat
     stamp = time.strftime("%Y-%m-%d_%H-%M-%S")
     base = Path(training.log_root) / "fast_sac" / exp
     suffix = "_mujoco" if rank == 0 else f"_mujoco_rank{rank}"
-    run = base / f"{stamp}{suffix}"
-    k = 1
-    while run.exists():
-        run = base / f"{stamp}-{k}{suffix}"
-        k += 1
-    run.mkdir(parents=True)
-    return run
+    base.mkdir(parents=True, exist_ok=True)
+    # mkdir itself is the claim (no exists() check first): two runs started in the same second never share
+    # a directory nor fail; the later one takes the next free -<k>
+    for k in range(10_000):
+        run = base / (f"{stamp}{suffix}" if k == 0 else f"{stamp}-{k}{suffix}")
+        try:
+            run.mkdir()
+        except FileExistsError:
+            continue
+        return run
+    raise FileExistsError(f"no free run directory name {stamp}-<k>{suffix} under {base}")
 
 
 def remove_unused_run_dir(run: Path) -> None:
@@ -111,6 +115,8 @@ class Trainer:
         self._resume_payload: tuple[dict[str, Any], Path] | None = None
         self.last_checkpoint: Path | None = None
         self.evaluator: PeriodicEval | None = None
+        self._learner_built = False
+        """Agent and replay buffer exist (and a resume is loaded): from here on the run directory is kept."""
 
     # ------------------------------------------------------------------ setup
     def _pool_kwargs(self) -> dict[str, Any]:
@@ -137,7 +143,7 @@ class Trainer:
 
     def _build(self, env: EnvSpec) -> tuple[FastSAC, ReplayBuffer]:
         a = self.spec.algo
-        agent = FastSAC(a, env.obs_dim, env.critic_obs_dim, env.action_dim)
+        agent = FastSAC(a, env.obs_dim, env.critic_obs_dim, env.action_dim, action_bound=env.action_bound)
         if self.dist.world_size > 1:
             agent.grad_sync = distributed.average_gradients
             agent.stats_sync = distributed.all_reduce_sum
@@ -161,6 +167,7 @@ class Trainer:
             if self.spec.training.resume:  # a wrong path or setting fails before any process starts
                 self._resume_payload = self._load_resume()
             self._write_config()
+            self._clean_shared_memory()
             col = self._start_collector()
         except BaseException:
             remove_unused_run_dir(self.run_dir)  # a run whose env never came up leaves no directory
@@ -168,10 +175,23 @@ class Trainer:
         try:
             with self.signals:
                 return self._train(col)
+        except BaseException:
+            if not self._learner_built:  # no replay memory, a bad device, Ctrl-C: nothing ran, no directory left
+                col.close()  # first: the collector may still write into the run directory
+                remove_unused_run_dir(self.run_dir)
+            raise
         finally:
             col.close()
             if self.evaluator is not None:
                 self.evaluator.close()
+
+    def _clean_shared_memory(self) -> None:
+        """Remove what ``kill -9`` runs left in /dev/shm, and name this run's semaphores so the next start can."""
+        removed = shm.remove_stale_segments()
+        if removed:
+            print(f"unilab: removed {len(removed)} shared-memory segment(s) of dead runs from {removed[0].parent}",
+                  flush=True)
+        shm.name_semaphores()
 
     def _train(self, col: CollectorClient) -> TrainResult:
         tr, a = self.spec.training, self.spec.algo
@@ -179,6 +199,7 @@ class Trainer:
         agent, replay = self._build(env)
         self._set_threads(agent.device)
         start_iter = self._maybe_resume(agent, replay)
+        self._learner_built = True
         self.iteration = start_iter
         metrics = MetricsLogger(
             self.run_dir, a.num_envs, names, [os.getpid(), col.pid], enabled=self.dist.rank == 0,
@@ -198,7 +219,6 @@ class Trainer:
             self.evaluator = PeriodicEval(self.run_dir, tr.eval_interval, lambda i: {
                 "iteration": i, "agent": agent.state_dict(), "config": self.spec.raw, "task": self.spec.task_name,
             }, a.num_envs)
-        rng = torch.Generator().manual_seed(a.seed + 7 * self.dist.rank)
         observations = [f.name for f in env.record if f.observation]
         # a received step not yet in the replay: (what the action was chosen on + the action, the step)
         pending: tuple[dict[str, torch.Tensor], dict[str, np.ndarray]] | None = None
@@ -219,10 +239,7 @@ class Trainer:
                 # the collector waits only for actions: act on the new step and send first; store the
                 # previous step and train while the env steps
                 with self.timer.phase("learner_act"):
-                    if it < a.learning_starts and start_iter == 0:
-                        action = torch.rand((a.num_envs, env.action_dim), generator=rng) * 2 - 1
-                    else:
-                        action = agent.act(torch.from_numpy(step["obs"]))
+                    action = agent.act(torch.from_numpy(step["obs"]))
                     col.send_action(action.numpy())
                 with self.timer.phase("learner_replay_write"):
                     store_pending()

@@ -60,6 +60,10 @@ class EnvSpec:
     """Task-specific record fields beyond the standard ones (declared by the task)."""
     stats: tuple[str, ...] = ()
     """TensorBoard tags of the task's per-step scalars (``env.stats()``), e.g. ``randomization/friction``."""
+    action_bound: tuple[float, ...] | None = None
+    """Per action dim, the factor b_j from the env's [-1, 1] action to the recipe's action space (holosoma's
+    FastSAC acts with ``tanh(u) * b_j``); the learner's log-probs, entropy target and critic input live in
+    that space. None: b_j = 1."""
 
     @property
     def record(self) -> tuple[Field, ...]:

@@ -95,16 +95,19 @@ class PoolEnv:
     reward_term_names: tuple[str, ...] = ()
     termination_names: tuple[str, ...] = ()
     stat_names: tuple[str, ...] = ()
+    action_bound: np.ndarray | None = None
+    """(action_dim,) factors from the [-1, 1] action to the recipe's action space (see ``EnvSpec.action_bound``)."""
 
     @property
     def spec(self) -> EnvSpec:
         cpu_ids = self.pool.cpu_ids
+        bound = None if self.action_bound is None else tuple(float(b) for b in self.action_bound)
         return EnvSpec(
             obs_dim=int(self.obs_dim), critic_obs_dim=int(self.critic_obs_dim), action_dim=int(self.action_dim),
             control_dt=float(self.control_dt), reward_terms=tuple(self.reward_term_names),
             termination_terms=tuple(self.termination_names), nthread=self.pool.nthread,
             cpu_ids=None if cpu_ids is None else tuple(cpu_ids), persistent=bool(self.pool.persistent),
-            stats=tuple(self.stat_names),
+            stats=tuple(self.stat_names), action_bound=bound,
         )
 
     def buffers(self) -> dict[str, np.ndarray]:

@@ -1,9 +1,15 @@
 """FastSAC learner: acting, one gradient step, checkpoints.
 
-One :meth:`FastSAC.update` = one critic step (every call), plus an actor and
-temperature step every ``policy_frequency`` calls, plus a soft target update.
-The trainer calls it ``num_updates`` times per iteration on batches from
-:class:`~unilab.algo.sac.replay.ReplayBuffer`.
+One :meth:`FastSAC.update` = one critic step and one temperature step (every
+call), an actor step every ``policy_frequency``-th call, and a soft target
+update, in holosoma's order. The trainer calls it ``num_updates`` times per
+iteration on batches from :class:`~unilab.algo.sac.replay.ReplayBuffer`.
+
+The actor acts in [-1, 1] (the env maps that to PD targets), but log-probs,
+the entropy target and the critic's action input live in the recipe's action
+space ``b_j * a_j`` (``action_bound``): holosoma's FastSAC acts with
+``tanh(u) * b_j``, so its log-prob carries ``-sum_j log b_j`` and its entropy
+target ``-0.5 * action_dim`` means "0.5 nats below a unit box" there.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -38,6 +44,8 @@ class FastSAC:
         critic_obs_dim: critic observation width (``obs["critic_obs"]``).
         action_dim: action width; actions are in [-1, 1].
         device: overrides ``cfg.device`` when given ("auto", "cpu", "cuda", ...).
+        action_bound: per action dim, the factor ``b_j`` from [-1, 1] to the recipe's action space
+            (``EnvSpec.action_bound``); None: all ones.
 
     ``grad_sync`` (default None) may be set to a callable taking a list of
     parameters; it runs after every backward pass, before clipping and the
@@ -48,7 +56,7 @@ class FastSAC:
     """
 
     def __init__(self, cfg: SACConfig, obs_dim: int, critic_obs_dim: int, action_dim: int,
-                 device: str | torch.device | None = None) -> None:
+                 device: str | torch.device | None = None, action_bound: Sequence[float] | None = None) -> None:
         if min(obs_dim, critic_obs_dim, action_dim) < 1:
             raise ValueError(
                 f"FastSAC dims must be >= 1: obs_dim={obs_dim} critic_obs_dim={critic_obs_dim} "
@@ -64,12 +72,23 @@ class FastSAC:
         self.use_amp = bool(cfg.amp and on_cuda)
         self.use_compile = bool(cfg.compile and on_cuda)
         self.target_entropy = cfg.resolved_target_entropy(self.action_dim)
+        bound = [1.0] * self.action_dim if action_bound is None else [float(b) for b in action_bound]
+        if len(bound) != self.action_dim or not all(math.isfinite(b) and b > 0 for b in bound):
+            raise ValueError(f"action_bound needs {self.action_dim} finite positive factors, got {bound}")
+        self.action_bound_list = bound
+        self.action_bound = torch.tensor(bound, dtype=torch.float32, device=self.device)
+        # log|det| of a -> b * a: subtracted from every [-1, 1] log-density (a constant per robot; -55.06 nats
+        # for the G1 29-DoF bounds)
+        self.log_bound_sum = float(sum(math.log(b) for b in bound))
 
         torch.manual_seed(cfg.seed)
         self.actor = Actor(
             self.obs_dim, self.action_dim, cfg.actor_hidden_dims, layer_norm=cfg.layer_norm,
             activation=cfg.activation, log_std_min=cfg.log_std_min, log_std_max=cfg.log_std_max,
         ).to(self.device)
+        if cfg.init_log_std_at_target:
+            per_dim = self.target_entropy / self.action_dim - 0.5 * math.log(2.0 * math.pi * math.e)
+            self.actor.set_initial_log_std([per_dim - math.log(b) for b in bound])
         self.critic = CriticEnsemble(
             self.critic_obs_dim, self.action_dim, cfg.critic_hidden_dims, num_q=cfg.num_q,
             layer_norm=cfg.layer_norm, activation=cfg.activation, distributional=cfg.distributional,
@@ -86,11 +105,13 @@ class FastSAC:
 
         # fused kernels (CPU and CUDA) take AMP's ``found_inf`` flag: a step whose loss or gradient
         # is not finite is skipped on the device, with no host sync per update (see _step)
+        betas = (cfg.adam_beta1, cfg.adam_beta2)
         self.actor_optimizer = torch.optim.AdamW(
-            self.actor.parameters(), lr=cfg.actor_lr, weight_decay=cfg.weight_decay, fused=True)
+            self.actor.parameters(), lr=cfg.actor_lr, weight_decay=cfg.weight_decay, betas=betas, fused=True)
         self.critic_optimizer = torch.optim.AdamW(
-            self.critic.parameters(), lr=cfg.critic_lr, weight_decay=cfg.weight_decay, fused=True)
-        self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=cfg.alpha_lr, fused=True)
+            self.critic.parameters(), lr=cfg.critic_lr, weight_decay=cfg.weight_decay, betas=betas, fused=True)
+        # AdamW's default weight decay (0.01) on log(alpha) too, as holosoma's temperature optimiser
+        self.alpha_optimizer = torch.optim.AdamW([self.log_alpha], lr=cfg.alpha_lr, betas=betas, fused=True)
         # skipped-step counters on the device, read on the host only by nonfinite_counts()
         self._nonfinite = torch.zeros(len(NONFINITE_KEYS), dtype=torch.float32, device=self.device)
 
@@ -140,52 +161,61 @@ class FastSAC:
         return actions.to(source_device).clamp_(-1.0, 1.0)
 
     # ---------------------------------------------------------------- learning
+    def sample_action(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Reparameterised sample for normalised ``obs``: (action in [-1, 1], log-prob in the recipe's
+        action space ``b * a``, log-std)."""
+        action, log_prob, log_std = self.actor.sample(obs)
+        return action, log_prob.float() - self.log_bound_sum, log_std
+
     def _critic_loss(self, obs_c: torch.Tensor, actions: torch.Tensor, rewards: torch.Tensor,
                      next_obs: torch.Tensor, next_obs_c: torch.Tensor, bootstrap: torch.Tensor,
-                     discount: torch.Tensor, alpha: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Critic loss, mean online Q and mean target value for one batch."""
+                     discount: torch.Tensor, alpha: torch.Tensor
+                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Critic loss, mean online Q, mean target value and mean next-state log-prob for one batch.
+
+        Each ensemble member regresses onto its own target member's soft
+        target (clipped double-Q: all onto the member with the lowest
+        expected value).
+        """
+        bound = self.action_bound
         with torch.no_grad(), self._autocast():
-            next_actions, next_log_prob, _ = self.actor.sample(next_obs)
-            target_out = self.critic_target(next_obs_c, next_actions)
+            next_actions, next_log_prob, _ = self.sample_action(next_obs)
+            target_out = self.critic_target(next_obs_c, next_actions * bound)
         next_log_prob = next_log_prob.float()
         gamma_k = bootstrap * discount
         with self._autocast():
-            online_out = self.critic(obs_c, actions)
+            online_out = self.critic(obs_c, actions * bound)
         if self.cfg.distributional:
             support = self.critic.support
             with torch.no_grad():
                 target_probs = torch.softmax(target_out.float(), dim=-1)  # (Q, B, A)
                 # soft target atoms: r + gamma^k * mask * (z - alpha * log pi(a'|s'))
                 shifted_rewards = rewards - gamma_k * alpha * next_log_prob
-                projected = project_distribution(target_probs, shifted_rewards, gamma_k, support)
-                target_q = (target_probs * support).sum(-1)  # (Q, B)
+                target = project_distribution(target_probs, shifted_rewards, gamma_k, support)  # (Q, B, A)
                 if self.cfg.use_cdq:
-                    pick = target_q.argmin(dim=0)  # (B,)
-                    target = projected.gather(0, pick.view(1, -1, 1).expand(1, -1, projected.shape[-1]))[0]
-                else:
-                    target = projected.mean(dim=0)
+                    pick = (target_probs * support).sum(-1).argmin(dim=0)  # (B,)
+                    target = target.gather(0, pick.view(1, -1, 1).expand(1, -1, target.shape[-1]))
                 target_value = (target * support).sum(-1)
             log_probs = F.log_softmax(online_out.float(), dim=-1)
-            loss = -(target.unsqueeze(0) * log_probs).sum(-1).mean(-1).sum()
+            loss = -(target * log_probs).sum(-1).mean(-1).sum()
             q_mean = (log_probs.exp() * support).sum(-1).mean()
         else:
             with torch.no_grad():
-                target_q = target_out.float()
-                next_v = target_q.min(dim=0).values if self.cfg.use_cdq else target_q.mean(dim=0)
+                target_q = target_out.float()  # (Q, B)
+                next_v = target_q.min(dim=0, keepdim=True).values if self.cfg.use_cdq else target_q
                 target_value = rewards + gamma_k * (next_v - alpha * next_log_prob)
             online = online_out.float()
-            loss = F.mse_loss(online, target_value.unsqueeze(0).expand_as(online), reduction="none").mean(-1).sum()
+            loss = F.mse_loss(online, target_value.expand_as(online), reduction="none").mean(-1).sum()
             q_mean = online.mean()
-        return loss, q_mean.detach(), target_value.mean()
+        return loss, q_mean.detach(), target_value.mean(), next_log_prob.mean()
 
     def _actor_loss(self, obs: torch.Tensor, obs_c: torch.Tensor,
                     alpha: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Actor loss, per-sample log-probs (detached) and mean log-std."""
+        """Actor loss, per-sample log-probs (recipe space, detached) and mean log-std."""
         with self._autocast():
-            actions, log_prob, log_std = self.actor.sample(obs)
-            q = self.critic.q_values(obs_c, actions).float()
+            actions, log_prob, log_std = self.sample_action(obs)
+            q = self.critic.q_values(obs_c, actions * self.action_bound).float()
         q = q.min(dim=0).values if self.cfg.use_cdq else q.mean(dim=0)
-        log_prob = log_prob.float()
         loss = (alpha * log_prob - q).mean()
         return loss, log_prob.detach(), log_std.float().mean().detach()
 
@@ -215,7 +245,8 @@ class FastSAC:
         this step, targets included. Returns float metrics (``critic_loss,
         q_mean, q_target_mean, critic_grad_norm, actor_loss, alpha_loss, alpha,
         entropy, log_std_mean, actor_grad_norm``; actor-side values are from the
-        latest actor step). With ``return_metrics=False`` it skips the
+        latest actor step; ``entropy_next``: of the next-state actions the temperature
+        step used). With ``return_metrics=False`` it skips the
         device->host sync and returns an empty dict.
         """
         missing = [k for k in BATCH_KEYS if k not in batch]
@@ -231,26 +262,29 @@ class FastSAC:
         next_obs_c = self.critic_obs_normalizer(b["next_critic_obs"])
         alpha = self.log_alpha.detach().exp()
 
-        critic_loss, q_mean, q_target_mean = self._critic_loss_fn(
+        critic_loss, q_mean, q_target_mean, next_log_prob = self._critic_loss_fn(
             obs_c, b["action"], b["rewards"], next_obs, next_obs_c, b["bootstrap"], b["discount"], alpha)
         critic_grad_norm, critic_skipped = self._step(
             self.critic_optimizer, critic_loss, list(self.critic.parameters()))
         actor_skipped = alpha_skipped = torch.zeros((), device=self.device)
+        # temperature at every critic step, on the next-state log-probs of the critic's target (holosoma's
+        # loss: -alpha (log pi(a'|s') + target), so its gradient in log(alpha) scales with alpha)
+        alpha_loss = -(self.log_alpha.exp() * (next_log_prob.detach() + self.target_entropy))
+        if self.cfg.autotune_alpha:
+            _, alpha_skipped = self._step(self.alpha_optimizer, alpha_loss, [self.log_alpha], clip=False)
         metrics = {
             "critic_loss": critic_loss.detach(), "q_mean": q_mean, "q_target_mean": q_target_mean,
-            "critic_grad_norm": critic_grad_norm.detach(),
+            "critic_grad_norm": critic_grad_norm.detach(), "alpha_loss": alpha_loss.detach(),
+            "entropy_next": -next_log_prob.detach(),
         }
 
-        if self.num_updates_done % self.cfg.policy_frequency == 0:
+        # the actor steps on the 2nd, 4th, ... critic step of a run of policy_frequency (holosoma: i % 2 == 1)
+        if self.num_updates_done % self.cfg.policy_frequency == self.cfg.policy_frequency - 1:
             # the critic is not trained by the actor loss; its grads are dropped by the next zero_grad
-            actor_loss, log_prob, log_std_mean = self._actor_loss_fn(obs, obs_c, alpha)
+            actor_loss, log_prob, log_std_mean = self._actor_loss_fn(obs, obs_c, self.log_alpha.detach().exp())
             actor_grad_norm, actor_skipped = self._step(self.actor_optimizer, actor_loss, list(self.actor.parameters()))
-            alpha_loss = -(self.log_alpha * (log_prob + self.target_entropy)).mean()
-            if self.cfg.autotune_alpha:
-                _, alpha_skipped = self._step(self.alpha_optimizer, alpha_loss, [self.log_alpha], clip=False)
             self._last_actor_metrics = {
-                "actor_loss": actor_loss.detach(), "alpha_loss": alpha_loss.detach(),
-                "entropy": -log_prob.mean(), "log_std_mean": log_std_mean,
+                "actor_loss": actor_loss.detach(), "entropy": -log_prob.mean(), "log_std_mean": log_std_mean,
                 "actor_grad_norm": actor_grad_norm.detach(),
             }
 
@@ -297,7 +331,8 @@ class FastSAC:
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to resume learning: networks, optimisers, normalisers, temperature."""
         return {
-            "dims": {"obs_dim": self.obs_dim, "critic_obs_dim": self.critic_obs_dim, "action_dim": self.action_dim},
+            "dims": {"obs_dim": self.obs_dim, "critic_obs_dim": self.critic_obs_dim, "action_dim": self.action_dim,
+                     "action_bound": list(self.action_bound_list)},
             "config": self.cfg.to_dict(),
             "actor": self.actor.state_dict(),
             "critic": self.critic.state_dict(),
@@ -314,7 +349,8 @@ class FastSAC:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a :meth:`state_dict` (from any device); dims must match."""
         dims = state.get("dims", {})
-        mine = {"obs_dim": self.obs_dim, "critic_obs_dim": self.critic_obs_dim, "action_dim": self.action_dim}
+        mine = {"obs_dim": self.obs_dim, "critic_obs_dim": self.critic_obs_dim, "action_dim": self.action_dim,
+                "action_bound": list(self.action_bound_list)}
         if dims and dims != mine:
             raise ValueError(f"checkpoint dims {dims} do not match this agent {mine}")
         self.actor.load_state_dict(state["actor"])

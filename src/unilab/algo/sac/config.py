@@ -14,11 +14,14 @@ where unilab differs and why.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from unilab.dataclass_config import build_dataclass
+
+_DEVICE = re.compile(r"auto|cpu|mps|cuda(:\d+)?")
 
 
 @dataclass
@@ -41,7 +44,8 @@ class SACConfig:
     batch_size: int = 8192
     """Transitions per gradient step."""
     learning_starts: int = 10
-    """Iterations of collection before the first gradient step."""
+    """Iterations of collection before the first gradient step (the policy acts from the first step: a fresh
+    actor holds the default pose with a small spread, as holosoma's)."""
     n_steps: int = 1
     """Length of the n-step return window (cut at the first episode end)."""
     obs_normalization: bool = True
@@ -65,7 +69,12 @@ class SACConfig:
     critic_lr: float = 3e-4
     """AdamW learning rate of the critic ensemble."""
     alpha_lr: float = 3e-4
-    """Adam learning rate of log(alpha)."""
+    """AdamW learning rate of log(alpha) (AdamW's default weight decay 0.01, as holosoma)."""
+    adam_beta1: float = 0.9
+    """First-moment decay of all three AdamW optimisers (holosoma: 0.9)."""
+    adam_beta2: float = 0.95
+    """Second-moment decay of all three AdamW optimisers (holosoma: 0.95; faster than torch's 0.999 default,
+    so the step size follows the critic's moving targets)."""
     weight_decay: float = 0.001
     """AdamW weight decay of actor and critic."""
     max_grad_norm: float = 0.0
@@ -86,12 +95,17 @@ class SACConfig:
     """Lower end of the pre-tanh Gaussian log-std."""
     log_std_max: float = 0.0
     """Upper end of the pre-tanh Gaussian log-std range (squashed smoothly into it)."""
+    init_log_std_at_target: bool = False
+    """false (holosoma): a fresh actor's log-std is the middle of [log_std_min, log_std_max] (-2.5) in every
+    dim; true: the log-std head's bias starts each dim at the entropy target, log-std_j = target / action_dim
+    - 0.5 log(2 pi e) - log b_j (the same noise in every dim of the recipe's action space)."""
 
     # --- critic ---
     num_q: int = 2
     """Critic ensemble size."""
     use_cdq: bool = False
-    """Clipped double-Q: min over the ensemble for targets and actor (else mean, as holosoma's FastSAC)."""
+    """Clipped double-Q: every critic regresses onto the lowest target and the actor uses the minimum; false (as
+    holosoma's FastSAC): each critic onto its own target network, the actor on the critics' mean."""
     distributional: bool = True
     """C51-style categorical critic instead of scalar Q regression."""
     v_min: float = -20.0
@@ -107,9 +121,11 @@ class SACConfig:
     autotune_alpha: bool = True
     """Learn the temperature so that policy entropy tracks target_entropy."""
     target_entropy: float | None = None
-    """Entropy target; None means -action_dim * target_entropy_scale."""
+    """Entropy target in the recipe's action space (b_j x the [-1, 1] action, see EnvSpec.action_bound);
+    None means -action_dim * target_entropy_scale."""
     target_entropy_scale: float = 0.5
-    """Default entropy target per action dimension (target = -action_dim * scale)."""
+    """Default entropy target per action dimension (target = -action_dim * scale, holosoma's
+    target_entropy_ratio)."""
 
     # --- performance (CUDA only; ignored on CPU) ---
     compile: bool = True
@@ -130,17 +146,23 @@ class SACConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"algo.{name} must be a positive int, got {value!r}")
+        if not isinstance(self.device, str) or not _DEVICE.fullmatch(self.device):
+            # checked here, without torch: a typo (gpu) is refused before any process starts
+            raise ValueError(f"algo.device must be auto, cpu, cuda, cuda:N or mps, got {self.device!r}")
         if self.learning_starts < 0:
             raise ValueError(f"algo.learning_starts must be >= 0, got {self.learning_starts}")
         if not 0.0 < self.gamma <= 1.0:
             raise ValueError(f"algo.gamma must be in (0, 1], got {self.gamma}")
+        for name in ("adam_beta1", "adam_beta2"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ValueError(f"algo.{name} must be in [0, 1), got {getattr(self, name)}")
         if not 0.0 < self.tau <= 1.0:
             raise ValueError(f"algo.tau must be in (0, 1], got {self.tau}")
         for name in ("actor_lr", "critic_lr", "alpha_lr", "alpha_init"):
-            if getattr(self, name) <= 0.0:
+            if not getattr(self, name) > 0.0:  # NaN fails too
                 raise ValueError(f"algo.{name} must be > 0, got {getattr(self, name)}")
         for name in ("weight_decay", "max_grad_norm", "obs_norm_eps"):
-            if getattr(self, name) < 0.0:
+            if not getattr(self, name) >= 0.0:  # NaN fails too
                 raise ValueError(f"algo.{name} must be >= 0, got {getattr(self, name)}")
         if self.n_steps > self.buffer_size:
             raise ValueError(

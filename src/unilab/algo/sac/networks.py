@@ -61,6 +61,20 @@ class Actor(nn.Module):
         self.trunk = mlp(obs_dim, hidden_dims, layer_norm=layer_norm, activation=activation)
         self.mean_head = nn.Linear(hidden_dims[-1], action_dim)
         self.log_std_head = nn.Linear(hidden_dims[-1], action_dim)
+        # zero heads: a fresh policy's mean is the default pose (action 0) for every observation, with the
+        # log-std in the middle of its range (-2.5 for [-5, 0]); random heads put the G1's hip-pitch targets
+        # 1.6 rad off on average, and episodes then end in a few steps until the critic has learned anything
+        for head in (self.mean_head, self.log_std_head):
+            nn.init.zeros_(head.weight)
+            nn.init.zeros_(head.bias)
+
+    @torch.no_grad()
+    def set_initial_log_std(self, log_std: Sequence[float]) -> None:
+        """Make the (zero-weight) log-std head output ``log_std`` per dim, clamped inside the open range."""
+        target = torch.as_tensor(log_std, dtype=torch.float32)
+        lo, hi = self.log_std_min, self.log_std_max
+        raw = (2.0 * (target - lo) / (hi - lo) - 1.0).clamp(-0.999, 0.999)
+        self.log_std_head.bias.copy_(torch.atanh(raw).to(self.log_std_head.bias))
 
     def distribution_params(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Pre-tanh Gaussian mean and log-std, log-std squashed into [min, max]."""

@@ -20,8 +20,6 @@ from unilab.sim.spec import FINAL, NEXT, Field
 
 # what ``sample`` returns; the agent trains on these
 BATCH_KEYS = ("obs", "critic_obs", "action", "rewards", "next_obs", "next_critic_obs", "bootstrap", "discount")
-# names a checkpoint's replay state used before the step record named them
-_OLD_STATE_NAMES = {"action": "actions", "reward": "rewards"}
 
 
 def stored_fields(record: Sequence[Field]) -> tuple[Field, ...]:
@@ -51,8 +49,8 @@ class ReplayBuffer:
 
     - ``rewards``: ``sum_{j<k} gamma^j r_{t+j}``
     - ``next_obs`` / ``next_critic_obs``: the next observation of step ``t+k-1``
-    - ``bootstrap``: 0.0 only if step ``t+k-1`` TERMINATED (truncation still
-      bootstraps from its final observation), else 1.0
+    - ``bootstrap``: 0.0 only if step ``t+k-1`` TERMINATED and was not also
+      truncated (truncation bootstraps from its final observation), else 1.0
     - ``discount``: ``gamma^k`` (multiply with ``bootstrap`` for the target)
     """
 
@@ -144,7 +142,12 @@ class ReplayBuffer:
 
     @torch.no_grad()
     def sample(self, batch_size: int) -> dict[str, torch.Tensor]:
-        """Uniformly sample ``batch_size`` n-step transitions (with replacement).
+        """Sample ``batch_size`` n-step transitions, the same number from every env (as holosoma's buffer).
+
+        With ``batch_size >= num_envs`` every env gives ``batch_size // num_envs``
+        uniform start slots (so the batch holds that many times ``num_envs``
+        transitions; the remainder is dropped, as holosoma's global batch is);
+        a smaller batch takes uniform envs.
 
         Returns a dict of tensors on the buffer device: ``obs, critic_obs,
         actions, rewards, next_obs, next_critic_obs, bootstrap, discount``
@@ -155,9 +158,13 @@ class ReplayBuffer:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         g = self._generator
-        env = torch.randint(0, self.num_envs, (batch_size,), generator=g, device=self.device)
+        per_env = batch_size // self.num_envs
+        if per_env >= 1:
+            env = torch.arange(self.num_envs, device=self.device).repeat_interleave(per_env)
+        else:
+            env = torch.randint(0, self.num_envs, (batch_size,), generator=g, device=self.device)
         # start slots: any stored slot; when not full, slots are 0..size-1 == 0..ptr-1
-        start = torch.randint(0, self.size, (batch_size,), generator=g, device=self.device)
+        start = torch.randint(0, self.size, (env.shape[0],), generator=g, device=self.device)
         return self._gather(env, start)
 
     @torch.no_grad()
@@ -193,7 +200,8 @@ class ReplayBuffer:
         batch = {name: t[env, last if name.startswith(NEXT) else start] for name, t in self.storage.items()
                  if name not in ("reward", "terminated", "truncated")}
         batch["rewards"] = returns
-        batch["bootstrap"] = (~self.terminated[env, last]).float()
+        # a step that both fails and times out bootstraps (holosoma: truncations | ~dones)
+        batch["bootstrap"] = (~self.terminated[env, last] | self.truncated[env, last]).float()
         batch["discount"] = self._discount_powers[length]
         batch["n"] = length
         return batch
@@ -205,7 +213,9 @@ class ReplayBuffer:
     def load_state_dict(self, state: dict) -> None:
         """Restore contents saved by :meth:`state_dict` (shapes must match)."""
         for name, dst in self.storage.items():
-            src = state[name] if name in state else state[_OLD_STATE_NAMES[name]]
+            if name not in state:
+                raise ValueError(f"replay state has no {name!r} (it holds {sorted(state)})")
+            src = state[name]
             if tuple(src.shape) != tuple(dst.shape):
                 raise ValueError(f"replay state {name} has shape {tuple(src.shape)}, buffer has {tuple(dst.shape)}")
             dst.copy_(src.to(self.device))

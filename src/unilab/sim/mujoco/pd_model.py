@@ -30,11 +30,20 @@ def actuated_joints(model: mujoco.MjModel, joint_names: list[str]) -> np.ndarray
 
 
 def effort_limits(model: mujoco.MjModel) -> np.ndarray:
-    """Per-actuator torque limit: forcerange if limited, else the motor's ctrlrange x gear (inf if neither)."""
+    """Per-actuator torque limit (inf if none is declared).
+
+    The driven joint's actuatorfrcrange where it has one (MuJoCo clamps the joint's total actuator force to
+    it; the G1 MJCF declares the robot's torque limits there, holosoma's dof_effort_limit_list, while its
+    motors' ctrlrange may be smaller, e.g. 88 for the 139 N m hip roll); else the actuator's forcerange if
+    limited, else the motor's ctrlrange x gain x gear.
+    """
     out = np.full(model.nu, np.inf)
     gear = np.abs(model.actuator_gear[:, 0])
     for a in range(model.nu):
-        if model.actuator_forcelimited[a]:
+        joint = int(model.actuator_trnid[a, 0])
+        if model.actuator_trntype[a] == mujoco.mjtTrn.mjTRN_JOINT and model.jnt_actfrclimited[joint]:
+            out[a] = np.max(np.abs(model.jnt_actfrcrange[joint]))
+        elif model.actuator_forcelimited[a]:
             out[a] = np.max(np.abs(model.actuator_forcerange[a])) * gear[a]
         elif model.actuator_ctrllimited[a] and model.actuator_gaintype[a] == mujoco.mjtGain.mjGAIN_FIXED:
             out[a] = np.max(np.abs(model.actuator_ctrlrange[a])) * abs(model.actuator_gainprm[a, 0]) * gear[a]

@@ -40,12 +40,30 @@ class TrackingTerm:
     """Error scale: term = exp(-error / sigma^2) in [0, 1]; null for a penalty term."""
 
 
+# holosoma's undesired_contacts body regex (config_values/wbt/g1/reward.py): every body but the feet and wrists
+_UNDESIRED_CONTACT_BODIES = ("^(?!left_foot_contact_point$)(?!right_foot_contact_point$)"
+                             "(?!left_wrist_yaw_link$)(?!right_wrist_yaw_link$)"
+                             "(?!left_ankle_roll_link$)(?!right_ankle_roll_link$).+$")
+
+
+@dataclass
+class ContactTerm(TrackingTerm):
+    """The undesired-contacts penalty: how many of the matched bodies touched something (holosoma G1 WBT)."""
+
+    threshold: float = 1.0
+    """A body is in contact when the norm of its net contact force exceeds this (N)."""
+    bodies: str = _UNDESIRED_CONTACT_BODIES
+    """Regex (re.match, as holosoma) over the robot's body names: the bodies whose contacts are penalised."""
+    history_steps: int = 3
+    """A body counts when it was in contact at any of the last this many policy steps since the reset
+    (holosoma's contact_sensor_history_length)."""
+
+
 @dataclass
 class RewardsConfig:
     """Reward = sum of weight x term over these terms (x control_dt with task.reward_times_dt).
 
-    Defaults: holosoma's G1 WBT FastSAC reward (g1_29dof_wbt_fast_sac_reward). Not carried over: its
-    undesired_contacts term (-0.1 per body other than feet/wrists touching with > 1 N).
+    Defaults: holosoma's G1 WBT FastSAC reward (g1_29dof_wbt_fast_sac_reward).
     """
 
     anchor_pos: TrackingTerm = field(default_factory=lambda: TrackingTerm(1.0, 0.3))
@@ -61,10 +79,13 @@ class RewardsConfig:
     body_ang_vel: TrackingTerm = field(default_factory=lambda: TrackingTerm(1.0, 3.14))
     """Tracked body angular velocities (rad/s)."""
     action_rate: TrackingTerm = field(default_factory=lambda: TrackingTerm(-1.0))
-    """Penalty on the sum of squared action changes between policy steps."""
+    """Penalty on the sum of squared action changes between policy steps, in the recipe's action units (the
+    [-1, 1] action times env.action_bound, the action holosoma's env receives)."""
     joint_limit: TrackingTerm = field(default_factory=lambda: TrackingTerm(-10.0))
     """Penalty on the sum of joint excursions past the soft joint range (rad)."""
-
+    undesired_contacts: ContactTerm = field(default_factory=lambda: ContactTerm(-0.1))
+    """Penalty on the number of bodies (task.rewards.undesired_contacts.bodies) touching something; weight 0
+    turns it off, and with it the pool's contact computation (a faster step)."""
 
 
 @dataclass
@@ -92,25 +113,29 @@ class ResetNoiseConfig:
     root_ang_vel: list[float] = field(default_factory=lambda: [0.52, 0.52, 0.78])
     """Root angular velocity noise, x y z (rad/s)."""
     joint_pos: float = 0.1
-    """Joint position noise (rad), clipped to each joint's range."""
+    """Joint position noise (rad); the noisy positions are clipped to the soft joint range below."""
+    joint_pos_limit_factor: float = 0.95
+    """Noisy joint positions are clipped to this fraction of each joint's range, centred (holosoma: the
+    simulator's soft limits, robot soft_dof_pos_limit 0.95)."""
 
 
 @dataclass
 class ResetConfig:
     """Where in the clips episodes start, and how the start state is perturbed."""
 
-    sampling: str = "uniform"
-    """Start-frame sampling: uniform, or adaptive (favours frames where episodes fail)."""
-    adaptive_bin_s: float = 1.0
-    """Adaptive sampling: width of a failure-statistics bin (s)."""
+    sampling: str = "adaptive"
+    """Start-frame sampling: adaptive (holosoma's failure-weighted bins over the concatenated clips, about
+    one second each; see resets.StartFrameSampler), or uniform (every startable frame of every clip alike)."""
     adaptive_ema: float = 0.001
-    """Adaptive sampling: EMA rate of the per-bin failure rate."""
-    adaptive_uniform_ratio: float = 0.1
-    """Adaptive sampling: probability mass mixed in uniformly."""
-    adaptive_kernel_bins: int = 3
-    """Adaptive sampling: a failure also raises this many bins just before it."""
+    """Adaptive: EMA rate, per policy step, of each bin's count of failed episodes (holosoma adaptive_alpha)."""
+    adaptive_uniform_count: float = 0.1
+    """Adaptive: pseudo-failures spread evenly over the bins: this / number of bins is added to every bin's
+    failure EMA before the kernel and normalisation (holosoma adaptive_uniform_ratio)."""
+    adaptive_kernel_size: int = 1
+    """Adaptive: bins in the smoothing kernel, 1 = none: bin i's weight = sum_k decay^k w[i+k] / sum_k decay^k
+    over k < size, the last bin repeated past the end (holosoma adaptive_kernel_size)."""
     adaptive_kernel_decay: float = 0.8
-    """Adaptive sampling: weight of bin k before the failure = decay^k."""
+    """Adaptive: kernel weight of the bin k after a bin = decay^k (holosoma adaptive_lambda)."""
     noise: ResetNoiseConfig = field(default_factory=ResetNoiseConfig)
     """Uniform +-noise added to the reference start state."""
 
@@ -158,7 +183,9 @@ class FrictionRandomization:
     one sliding coefficient where PhysX has a static and a dynamic one: holosoma's static range [0.3, 1.6]
     is used (its dynamic range, [0.3, 1.2], has no counterpart). The value is written to the robot's geoms
     and to the ground's, so that MuJoCo's max-of-the-pair rule makes it the contact's coefficient (as
-    holosoma's MuJoCo backend does: one value per env shared by all geoms)."""
+    holosoma's MuJoCo backend does: one value per env shared by all geoms), and to both sliding columns of
+    every explicit <pair> of a robot geom, whose own friction overrides the geoms' (the G1's feet touch the
+    floor only through such pairs)."""
 
 
 @dataclass
@@ -185,9 +212,9 @@ class JointPosBiasRandomization:
     enabled: bool = True
     """Draw one offset per env and joint when the env is built."""
     range: list[float] = field(default_factory=lambda: [-0.01, 0.01])
-    """[low, high] of the offset (rad), added to the joint positions the observations show (policy and
-    critic); physics, PD targets and rewards use the true positions. (holosoma shifts the default joint
-    positions instead, which moves its PD targets too.)"""
+    """[low, high] of the offset (rad), added to the env's default joint positions, as holosoma's
+    setup_dof_pos_bias does: the observed joint_pos_rel (q - default - offset, policy and critic) and the PD
+    targets (default + offset + scale x action) both move; rewards use the true positions."""
 
 
 @dataclass
@@ -346,6 +373,9 @@ class MotionTrackingConfig:
     """true: actuator ctrlrange = joint range (targets clamped); false: targets unclamped."""
 
     # --- observations, rewards, terminations, resets ---
+    obs_clip: float | None = 100.0
+    """Policy and critic observation entries are clipped to +-this after noise (holosoma's
+    clip_observations); null: no clip."""
     policy_obs: str = "deployable"
     """Actor observation set: deployable (what a real robot computes: reference joints, reference anchor
     orientation in the robot frame, base angular velocity, joints, last action) or privileged (also the
@@ -394,6 +424,15 @@ class MotionTrackingConfig:
         check_preset(self.policy_obs)
         if self.reset.sampling not in ("uniform", "adaptive"):
             raise ValueError(f"task.reset.sampling must be uniform|adaptive, got {self.reset.sampling!r}")
+        r = self.reset
+        if not 0 < r.adaptive_ema <= 1:
+            raise ValueError(f"task.reset.adaptive_ema must be in (0, 1], got {r.adaptive_ema}")
+        if not r.adaptive_uniform_count > 0:
+            raise ValueError(f"task.reset.adaptive_uniform_count must be > 0, got {r.adaptive_uniform_count}")
+        if int(r.adaptive_kernel_size) != r.adaptive_kernel_size or r.adaptive_kernel_size < 1:
+            raise ValueError(f"task.reset.adaptive_kernel_size must be an int >= 1, got {r.adaptive_kernel_size}")
+        if not r.adaptive_kernel_decay > 0:
+            raise ValueError(f"task.reset.adaptive_kernel_decay must be > 0, got {r.adaptive_kernel_decay}")
         if self.anchor_body not in self.tracked_bodies:
             raise ValueError(f"task.anchor_body {self.anchor_body!r} must be one of tracked_bodies")
         missing = [b for b in self.end_effector_bodies if b not in self.tracked_bodies]
@@ -406,6 +445,20 @@ class MotionTrackingConfig:
             term = getattr(self.rewards, name)
             if term.sigma is None or not term.sigma > 0:
                 raise ValueError(f"task.rewards.{name}.sigma must be > 0, got {term.sigma}")
+        contacts = self.rewards.undesired_contacts
+        if not contacts.threshold >= 0 or int(contacts.history_steps) != contacts.history_steps \
+                or contacts.history_steps < 1:
+            raise ValueError("task.rewards.undesired_contacts needs threshold >= 0 and history_steps an int >= 1, "
+                             f"got {contacts.threshold} and {contacts.history_steps}")
+        try:
+            re.compile(contacts.bodies)
+        except re.error as exc:
+            raise ValueError(f"task.rewards.undesired_contacts.bodies: bad regex {contacts.bodies!r}: {exc}") from exc
+        if self.obs_clip is not None and not self.obs_clip > 0:
+            raise ValueError(f"task.obs_clip must be > 0 or null, got {self.obs_clip}")
+        if not 0 < self.reset.noise.joint_pos_limit_factor <= 1:
+            raise ValueError("task.reset.noise.joint_pos_limit_factor must be in (0, 1], "
+                             f"got {self.reset.noise.joint_pos_limit_factor}")
         if not 0 < self.soft_joint_limit_factor <= 1:
             raise ValueError(f"task.soft_joint_limit_factor must be in (0, 1], got {self.soft_joint_limit_factor}")
         if self.max_episode_length_s is not None and not self.max_episode_length_s > 0:

@@ -3,8 +3,9 @@
 One ``step``:
     backend_step  ctrl = default + scale * action (PD targets); one ``pool.step`` of
                   ``decimation`` substeps (the PD loop runs inside MuJoCo)
-    update_state  advance the reference clock; gather robot state; observations,
-                  reward terms, terminations, time-outs
+    update_state  advance the reference clock; gather robot state; reward terms and
+                  terminations against the env's frame, time-outs; observations showing
+                  the next frame (the one the next reward scores, as holosoma)
     reset_done    terminated | truncated | diverged envs restart at a sampled clip
                   frame (reference state written with ``pool.reset``)
 Every per-env computation is a parallel Numba driver over envs (``prange``, whose
@@ -21,6 +22,7 @@ reset_done's restart.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import mujoco
@@ -81,6 +83,35 @@ def task_motion_files(cfg: MotionTrackingConfig) -> list[Path]:
                            include_terrain_clips=cfg.include_terrain_clips)
 
 
+# sensors for which MuJoCo's step computes cfrc_ext (mj_rnePostConstraint)
+_CFRC_EXT_SENSORS = frozenset(int(t) for t in (
+    mujoco.mjtSensor.mjSENS_ACCELEROMETER, mujoco.mjtSensor.mjSENS_FORCE, mujoco.mjtSensor.mjSENS_TORQUE,
+    mujoco.mjtSensor.mjSENS_FRAMELINACC, mujoco.mjtSensor.mjSENS_FRAMEANGACC))
+
+
+def undesired_contact_bodies(model: mujoco.MjModel, cfg: MotionTrackingConfig) -> np.ndarray:
+    """Body ids of the undesired_contacts term: the robot's bodies matching its regex; empty when its weight is 0.
+
+    The robot = the bodies under the anchor body's root. The term reads the bodies' net contact force from
+    cfrc_ext, which MuJoCo computes in a step only for a model with an acceleration-stage sensor
+    (accelerometer, force, torque, frame linear/angular acceleration; the G1 MJCF has an accelerometer).
+    """
+    term = cfg.rewards.undesired_contacts
+    if term.weight == 0:
+        return np.zeros(0, dtype=np.int64)
+    if not any(int(t) in _CFRC_EXT_SENSORS for t in model.sensor_type):
+        raise ValueError("task.rewards.undesired_contacts reads contact forces (cfrc_ext), which MuJoCo computes "
+                         "only for a model with an accelerometer, force, torque or frame acceleration sensor; "
+                         "add one to the MJCF or set the term's weight to 0")
+    anchor = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, cfg.anchor_body)
+    root = model.body_rootid[anchor]
+    rx = re.compile(term.bodies)
+    ids = [b for b in range(1, model.nbody) if model.body_rootid[b] == root and rx.match(model.body(b).name)]
+    if not ids:
+        raise ValueError(f"task.rewards.undesired_contacts.bodies {term.bodies!r} matches no body of the robot")
+    return np.array(ids, dtype=np.int64)
+
+
 class MotionTrackingEnv(PoolEnv):
     """Vectorised motion-tracking env (see ``unilab.tasks.base.VecEnv``).
 
@@ -88,7 +119,7 @@ class MotionTrackingEnv(PoolEnv):
         cfg: task configuration.
         num_envs: number of parallel envs.
         pool_kwargs: extra ``BatchEnvPool`` arguments (``nthread``, ``cpu_ids``, ``persistent``;
-          ``contacts`` is False unless given: no term reads a contact field).
+          ``contacts`` unless given: on only for the undesired_contacts term, the one term reading contacts).
         seed: seed of the start-frame sampling, reset noise and observation noise.
     """
 
@@ -129,12 +160,15 @@ class MotionTrackingEnv(PoolEnv):
         else:
             self.action_scale = np.full(base.nu, float(cfg.action_scale))
         self.action_default = self.default_joint_pos[self.act_joint]
+        self.action_bound = np.ones(base.nu)
+        """(nu,) b_j: the recipe's (holosoma FastSAC's) action is b_j x the env's [-1, 1] action (1: no bound)."""
         if cfg.action_bound_from_joint_range:  # holosoma FastSAC's tanh boundaries, folded into the scale
             lo, hi = jrange[self.act_joint, 0], jrange[self.act_joint, 1]
             if not (np.isfinite(lo).all() and np.isfinite(hi).all()):
                 raise ValueError("task.action_bound_from_joint_range needs every actuated joint to be limited")
             reach = np.maximum(np.abs(lo - self.action_default), np.abs(hi - self.action_default))
-            self.action_scale = self.action_scale * reach / cfg.action_scale
+            self.action_bound = reach / cfg.action_scale
+            self.action_scale = self.action_scale * self.action_bound
         clip_ranges = jrange[self.act_joint] if cfg.clip_targets_to_joint_range else None
         if clip_ranges is not None and not np.isfinite(clip_ranges).all():
             raise ValueError("clip_targets_to_joint_range needs every actuated joint to be limited")
@@ -146,13 +180,23 @@ class MotionTrackingEnv(PoolEnv):
         self.soft_lo = np.where(limited, mid - half, -np.inf)
         self.soft_hi = np.where(limited, mid + half, np.inf)
         self.joint_lo, self.joint_hi = jrange[:, 0].copy(), jrange[:, 1].copy()
+        # reset joint noise is clipped to holosoma's simulator soft limits (robot soft_dof_pos_limit)
+        reset_half = 0.5 * (jrange[:, 1] - jrange[:, 0]) * cfg.reset.noise.joint_pos_limit_factor
+        self.reset_lo = np.where(limited, mid - reset_half, -np.inf)
+        self.reset_hi = np.where(limited, mid + reset_half, np.inf)
 
         kwargs = dict(pool_kwargs or {})
-        outputs = tuple(dict.fromkeys([*kwargs.pop("outputs", ()), *_POOL_OUTPUTS]))
+        self.contact_bodies = undesired_contact_bodies(self.model, cfg)
+        contact_outputs = ("cfrc_ext",) if self.contact_bodies.size else ()
+        outputs = tuple(dict.fromkeys([*kwargs.pop("outputs", ()), *_POOL_OUTPUTS, *contact_outputs]))
         kwargs.setdefault("substeps", cfg.decimation)
-        # no term reads a contact or constraint field (the step driver reads kinematics and velocities only),
-        # so the stage after a step or reset skips collision: restarts' forward ~2.5x cheaper, same values
-        kwargs.setdefault("contacts", False)
+        # without the undesired_contacts term no term reads a contact or constraint field (the step driver reads
+        # kinematics and velocities only), so the stage after a step or reset skips collision: restarts' forward
+        # ~2.5x cheaper, same values; the term reads the bodies' contact forces (cfrc_ext)
+        if self.contact_bodies.size and kwargs.get("contacts") is False:
+            raise ValueError("task.rewards.undesired_contacts needs the pool's contacts; set its weight to 0 "
+                             "or drop contacts=False")
+        kwargs.setdefault("contacts", bool(self.contact_bodies.size))
         self.pool = BatchEnvPool(self.model, self.num_envs, outputs=outputs, **kwargs)
         self.timer = PhaseTimer()
         self.pool.timer = self.timer  # backend_step's sub-phases: physics, check_health
@@ -160,7 +204,10 @@ class MotionTrackingEnv(PoolEnv):
         self.host_thread_ids = numba_threads.configure(self.pool.nthread, self.pool.cpu_ids)
         # domain randomization: per-env model fields, own random streams; None when every term is off
         self.randomizer = make_randomizer(cfg.randomization, self.pool, seed, self.control_dt, cfg.anchor_body,
-                                          nj, kp, kd, self.action_default)
+                                          nj, kp, kd, self.action_default, self.act_joint)
+        # each env's PD targets of a zero action (the default pose, shifted by joint_pos_bias)
+        self.ctrl_default = (np.tile(self.action_default, (self.num_envs, 1)) if self.randomizer is None
+                             else self.randomizer.ctrl_default)
         self.stat_names = () if self.randomizer is None else self.randomizer.stat_names
 
         # kernels' constant inputs
@@ -196,6 +243,12 @@ class MotionTrackingEnv(PoolEnv):
         """True: update_state runs its stages one region each, timed as sub-phases (benchmark; same results)."""
         self.action = np.zeros((n, self.action_dim))
         self.last_action = np.zeros((n, self.action_dim))
+        # steps since each undesired-contact body last touched (a large age: not within the history)
+        self.contact_age = np.full((n, self.contact_bodies.size), 1 << 30, dtype=np.int64)
+        contacts_cfg = cfg.rewards.undesired_contacts
+        self._contacts = (getattr(self.pool, "cfrc_ext", np.zeros((n, 0, 6))), self.contact_bodies,
+                          float(contacts_cfg.threshold), self.contact_age)
+        self._obs_clip = np.inf if cfg.obs_clip is None else float(cfg.obs_clip)
         # robot state buffers (refilled every step)
         self.body_pos = np.zeros((n, nb, 3))
         self.body_quat = np.zeros((n, nb, 4))
@@ -222,8 +275,9 @@ class MotionTrackingEnv(PoolEnv):
             ref_body_pos=lib.body_pos_w, ref_body_quat=lib.body_quat_w, ref_body_lin=lib.body_lin_vel_w,
             ref_body_ang=lib.body_ang_vel_w, ref_joint_pos=lib.joint_pos, ref_joint_vel=lib.joint_vel,
             soft_lo=self.soft_lo, soft_hi=self.soft_hi, default_joint_pos=self.default_joint_pos,
-            action=self.action, last_action=self.last_action,
-            joint_pos_bias=observed_joint_pos_bias(self.randomizer, nj),
+            action=self.action, last_action=self.last_action, action_bound=self.action_bound,
+            joint_pos_bias=observed_joint_pos_bias(self.randomizer, nj), contact_age=self.contact_age,
+            contact_history=int(contacts_cfg.history_steps),
         )
         self._obs_offsets = self.layout.offsets
         self._step_driver = step_driver(self.layout)
@@ -252,7 +306,8 @@ class MotionTrackingEnv(PoolEnv):
             self.obs_noise_streams, self.book.lengths, self.book.returns, float(self.max_episode_steps),
             self._bad if bad is None else bad, self.action, self.last_action, self._terms, self._reward,
             self._conds, self._failed, out["reward"], out["terminated"], out["truncated"], self._done, policy, critic,
-            out.get(FINAL + "obs", policy), out.get(FINAL + "critic_obs", critic), terms_info, conds_info)
+            out.get(FINAL + "obs", policy), out.get(FINAL + "critic_obs", critic), terms_info, conds_info,
+            self._contacts, self._obs_clip)
 
     # ------------------------------------------------------------------
     def reset(self, out: Buffers | None = None) -> Obs:
@@ -295,8 +350,8 @@ class MotionTrackingEnv(PoolEnv):
         starts = self.sampler.sample(rows.shape[0], self.rng)
         # clip, frame, ref_index and last_action of the rows are set in the start-state region too
         qpos, qvel = start_state(self.motion, rows, starts, (self.clip, self.frame, self.ref_index, self.last_action),
-                                 self.cfg.reset.noise, self.reset_noise_streams, self.qpos_adr, self.joint_lo,
-                                 self.joint_hi)
+                                 self.cfg.reset.noise, self.reset_noise_streams, self.qpos_adr, self.reset_lo,
+                                 self.reset_hi)
         self.pool.reset(rows, qpos, qvel)
         if self.randomizer is not None:
             self.randomizer.reset(rows)
@@ -317,7 +372,8 @@ class MotionTrackingEnv(PoolEnv):
         ``unilab.tasks.base.VecEnv`` (written into ``out``).  ``terminated``
         marks failures (including diverged envs, counted in
         ``info["num_bad_envs"]``, whose reward is 0); ``truncated`` marks clip
-        ends and time-outs.  ``info["final_obs"]`` holds the pre-reset
+        ends and time-outs (a failure at a time-out is both: the learner
+        bootstraps it, as holosoma does, and it still counts as a failure).  ``info["final_obs"]`` holds the pre-reset
         observations in done rows only; ``info["reward_terms"]`` the
         unweighted terms, ``info["termination_terms"]`` each failure condition.
         """
@@ -327,10 +383,10 @@ class MotionTrackingEnv(PoolEnv):
         if action.shape != (self.num_envs, self.action_dim):
             raise ValueError(f"action must have shape {(self.num_envs, self.action_dim)}, got {action.shape}")
         with timer.phase("backend_step"):
-            # action = nan_to_num(clip(action, -1, 1)); PD targets = default + scale * action
+            # action = nan_to_num(clip(action, -1, 1)); PD targets = each env's default + scale * action
             # written straight into the pool's controls: no copy region of its own (one fork/join fewer)
             targets = self.pool.ctrl
-            action_to_ctrl(action, self.action_scale, self.action_default, self.action, targets)
+            action_to_ctrl(action, self.action_scale, self.ctrl_default, self.action, targets)
             ctrl = targets if self.randomizer is None else self.randomizer.before_physics(targets)
             bad = self.pool.step(None if ctrl is targets else ctrl, self.cfg.decimation).copy()
 

@@ -87,12 +87,12 @@ def base_ang_vel(s, e, r, row, o):
 
 @njit(cache=True, fastmath=False, inline="always")
 def joint_pos_rel(s, e, r, row, o):
-    if s.joint_pos_bias.shape[0] == 0:  # no encoder offsets: exactly the unrandomized values
+    if s.joint_pos_bias.shape[0] == 0:  # no default-pose offsets: exactly the unrandomized values
         for j in range(s.joint_pos.shape[1]):
             row[o + j] = s.joint_pos[e, j] - s.default_joint_pos[j]
-    else:
+    else:  # relative to the env's shifted default pose, as holosoma's setup_dof_pos_bias
         for j in range(s.joint_pos.shape[1]):
-            row[o + j] = s.joint_pos[e, j] + s.joint_pos_bias[e, j] - s.default_joint_pos[j]
+            row[o + j] = s.joint_pos[e, j] - (s.default_joint_pos[j] + s.joint_pos_bias[e, j])
 
 
 @njit(cache=True, fastmath=False, inline="always")
@@ -103,8 +103,9 @@ def joint_vel(s, e, r, row, o):
 
 @njit(cache=True, fastmath=False, inline="always")
 def last_action(s, e, r, row, o):
-    for j in range(s.joint_pos.shape[1]):
-        row[o + j] = s.last_action[e, j]
+    # in the recipe's units: the action holosoma's env receives (the [-1, 1] action times the bound)
+    for j in range(s.last_action.shape[1]):
+        row[o + j] = s.action_bound[j] * s.last_action[e, j]
 
 
 @njit(cache=True, fastmath=False, inline="always")
@@ -254,22 +255,33 @@ def any_nonzero(x):
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def write_obs(e, row, noise_scale, use_noise, noise_streams, policy_out, critic_out):
-    """Env ``e``'s pieces in ``row`` (critic order) into its float32 policy (plus noise) and critic rows."""
+def write_obs(e, row, noise_scale, use_noise, noise_streams, clip, policy_out, critic_out):
+    """Env ``e``'s pieces in ``row`` (critic order) into its float32 policy (plus noise) and critic rows,
+    each entry clipped to ``+-clip`` (holosoma's clip_observations, after the noise)."""
     # float32 out; a diverged env must not leak NaN/inf into the learner (it is reset this step anyway)
     for m in range(policy_out.shape[1]):
         x = row[m]
         if use_noise:  # every entry draws (scale 0 too): the stream's use does not depend on the scales
             x = row[m] + noise_scale[m] * next_symmetric(noise_streams, e)
         y = np.float32(x)
-        policy_out[e, m] = y if np.isfinite(y) else np.float32(0.0)
+        policy_out[e, m] = _clipped(y, clip) if np.isfinite(y) else np.float32(0.0)
     for m in range(critic_out.shape[1]):
         y = np.float32(row[m])
-        critic_out[e, m] = y if np.isfinite(y) else np.float32(0.0)
+        critic_out[e, m] = _clipped(y, clip) if np.isfinite(y) else np.float32(0.0)
 
 
-# a piece's line in a generated driver: write its values into the env's scratch row at its offset
-OBS_PIECE_CALL = "{f}(s, e, r, row, offs[{i}])"
+@njit(cache=True, fastmath=False, inline="always")
+def _clipped(y, clip):
+    if y > clip:
+        return np.float32(clip)
+    if y < -clip:
+        return np.float32(-clip)
+    return y
+
+
+# a piece's line in a generated driver: write its values into the env's scratch row at its offset; ``ro`` is
+# the reference row the observation shows, the frame the next step's reward scores (:mod:`.step_driver`)
+OBS_PIECE_CALL = "{f}(s, e, ro, row, offs[{i}])"
 
 
 @njit(cache=True, fastmath=False, inline="always")

@@ -15,9 +15,11 @@ model data, not simulation state, so they survive ``BatchEnvPool.reset``
 
 When each term draws (holosoma's G1 WBT recipe, ``config_values/wbt/g1``):
 
-    friction        setup   one sliding coefficient per env, every geom of the robot and the ground
+    friction        setup   one sliding coefficient per env, every geom of the robot and the ground and
+                            every explicit contact pair of a robot geom (the G1's foot-floor pairs)
     base_com        setup   offset of one body's centre of mass (body_ipos; then ``set_const``)
-    joint_pos_bias  setup   per-env, per-joint offset added to the observed joint positions
+    joint_pos_bias  setup   per-env, per-joint offset of the default joint positions (the observed
+                            joint_pos_rel and the PD targets move with it, as holosoma's)
     push            step    per-env timer of U[interval_s] s (redrawn at reset and after each push);
                             when due, a uniform kick is ADDED to the root velocity (world frame)
     pd_gains        reset   per-env, per-joint scales of kp (gainprm, biasprm[1]) and kd (biasprm[2])
@@ -77,6 +79,10 @@ def _uniform(rng: np.random.Generator, pair, size) -> np.ndarray:
 def friction_setup(r: DomainRandomizer, cfg, rng) -> None:
     r.friction = _uniform(rng, cfg.range, r.num_envs)
     r.batch.expand("geom_friction")[:, r.contact_geoms, 0] = r.friction[:, None]
+    if r.contact_pairs.size:  # explicit <pair>s (the G1's foot-floor contacts) carry their own friction
+        pairs = r.batch.expand("pair_friction")
+        for col in (0, 1):  # both sliding directions
+            pairs[:, r.contact_pairs, col] = r.friction[:, None]
 
 
 def friction_stats(r: DomainRandomizer) -> dict[str, float]:
@@ -98,6 +104,7 @@ def base_com_stats(r: DomainRandomizer) -> dict[str, float]:
 # --- joint_pos_bias ---------------------------------------------------------------------------
 def joint_pos_bias_setup(r: DomainRandomizer, cfg, rng) -> None:
     r.joint_pos_bias = _uniform(rng, cfg.range, (r.num_envs, r.num_joints))
+    r.ctrl_default = r.ctrl_default + r.joint_pos_bias[:, r.act_joint]  # the PD targets' default pose moves too
 
 
 def joint_pos_bias_stats(r: DomainRandomizer) -> dict[str, float]:
@@ -173,13 +180,13 @@ def pd_gains_stats(r: DomainRandomizer) -> dict[str, float]:
 def action_delay_setup(r: DomainRandomizer, cfg, rng) -> None:
     r.delay = np.zeros(r.num_envs, dtype=np.int64)
     r.ctrl_queue = np.empty((r.num_envs, int(cfg.steps[1]) + 1, r.num_act))  # [e, k]: the targets of k steps ago
-    r.ctrl_queue[...] = r.ctrl_default
+    r.ctrl_queue[...] = r.ctrl_default[:, None]
     r.delayed_ctrl = np.empty((r.num_envs, r.num_act))
 
 
 def action_delay_reset(r: DomainRandomizer, cfg, rng, rows: np.ndarray) -> None:
     r.delay[rows] = rng.integers(int(cfg.steps[0]), int(cfg.steps[1]) + 1, rows.size)
-    r.ctrl_queue[rows] = r.ctrl_default
+    r.ctrl_queue[rows] = r.ctrl_default[rows, None]
 
 
 def action_delay_step(r: DomainRandomizer, cfg, rng, ctrl: np.ndarray) -> np.ndarray:
@@ -222,11 +229,13 @@ class DomainRandomizer:
         com_body: body id whose centre of mass ``base_com`` moves.
         num_joints: joints in the observation (``joint_pos_bias`` width).
         kp, kd: the actuators' nominal gains ``(nu,)``.
-        ctrl_default: the PD targets of a zero action ``(nu,)`` (an empty delay queue).
+        ctrl_default: the PD targets of a zero action ``(nu,)``; ``self.ctrl_default`` holds each env's
+          ``(num_envs, nu)``, shifted by ``joint_pos_bias`` (an empty delay queue holds them).
+        act_joint: each actuator's joint (index among the ``num_joints``).
     """
 
     def __init__(self, cfg: RandomizationConfig, pool, seed: int, control_dt: float, robot_body: int, com_body: int,
-                 num_joints: int, kp: np.ndarray, kd: np.ndarray, ctrl_default: np.ndarray):
+                 num_joints: int, kp: np.ndarray, kd: np.ndarray, ctrl_default: np.ndarray, act_joint: np.ndarray):
         self.cfg = cfg
         self.pool = pool
         self.batch = pool.batch
@@ -237,13 +246,18 @@ class DomainRandomizer:
         self.num_joints = int(num_joints)
         self.num_act = int(self.model.nu)
         self.kp, self.kd = np.asarray(kp, dtype=np.float64), np.asarray(kd, dtype=np.float64)
-        self.ctrl_default = np.asarray(ctrl_default, dtype=np.float64)
+        self.act_joint = np.asarray(act_joint, dtype=np.int64)
+        self.ctrl_default = np.tile(np.asarray(ctrl_default, dtype=np.float64), (self.num_envs, 1))
         m = self.model
         self.com_body = int(com_body)
         robot = m.body_rootid[robot_body]
         geom_root = m.body_rootid[m.geom_bodyid]
         # the robot's geoms and the ground's (world body): a contact's friction is the max of its pair
         self.contact_geoms = np.flatnonzero((geom_root == robot) | (m.geom_bodyid == 0))
+        # explicit contact pairs with a robot geom: their friction overrides the geoms' (MuJoCo's <pair>)
+        robot_geom = geom_root == robot
+        self.contact_pairs = np.flatnonzero(robot_geom[m.pair_geom1] | robot_geom[m.pair_geom2]) if m.npair \
+            else np.zeros(0, dtype=np.int64)
         free = [j for j in range(m.njnt) if m.jnt_type[j] == mujoco.mjtJoint.mjJNT_FREE and m.jnt_bodyid[j] == robot]
         self.root_dof = int(m.jnt_dofadr[free[0]]) if free else -1
         self.root_qpos = int(m.jnt_qposadr[free[0]]) if free else -1
@@ -286,7 +300,8 @@ class DomainRandomizer:
 
 
 def make_randomizer(cfg: RandomizationConfig, pool, seed: int, control_dt: float, anchor_body: str, num_joints: int,
-                    kp: np.ndarray, kd: np.ndarray, ctrl_default: np.ndarray) -> DomainRandomizer | None:
+                    kp: np.ndarray, kd: np.ndarray, ctrl_default: np.ndarray,
+                    act_joint: np.ndarray) -> DomainRandomizer | None:
     """The env's randomizer, or None when no term is on (the env then runs its plain code path).
 
     ``anchor_body`` names a body of the robot (the task's anchor), and the ``base_com`` body by default.
@@ -298,9 +313,10 @@ def make_randomizer(cfg: RandomizationConfig, pool, seed: int, control_dt: float
     body = mujoco.mj_name2id(pool.model, mujoco.mjtObj.mjOBJ_BODY, name)
     if body < 0 and cfg.active("base_com"):
         raise ValueError(f"task.randomization.base_com.body: {name!r} is not a body of the model")
-    return DomainRandomizer(cfg, pool, seed, control_dt, robot, max(body, 0), num_joints, kp, kd, ctrl_default)
+    return DomainRandomizer(cfg, pool, seed, control_dt, robot, max(body, 0), num_joints, kp, kd, ctrl_default,
+                            act_joint)
 
 
 def observed_joint_pos_bias(randomizer: DomainRandomizer | None, num_joints: int) -> np.ndarray:
-    """The ``(num_envs, J)`` offsets the observations add to the joint positions; ``(0, J)``: none."""
+    """The ``(num_envs, J)`` offsets of the default joint positions; ``(0, J)``: none."""
     return np.zeros((0, num_joints)) if randomizer is None else randomizer.joint_pos_bias

@@ -16,11 +16,25 @@ class StartFrameSampler:
     """Samples (clip, frame) start points over all clips' frames.
 
     ``uniform``: every startable frame (all but a clip's last) equally likely,
-    so longer clips are sampled more.  ``adaptive``: frames are grouped into
-    bins of ``adaptive_bin_s`` seconds per clip; a running (EMA) failure count
-    per bin, spread to the few bins before each failure (so episodes start a
-    little ahead of the hard part), sets the bin probabilities, mixed with
-    ``adaptive_uniform_ratio`` of the uniform distribution.
+    so longer clips are sampled more.
+
+    ``adaptive`` (holosoma's ``AdaptiveTimestepsSampler``, its G1 WBT default):
+    the ``T`` frames of all clips, concatenated in clip order, form one global
+    axis split into ``B = T // fps + 1`` equal bins, ``fps = int(1 / control_dt)``
+    (so a bin is a little under a second, and a bin may straddle two clips, as in
+    holosoma's multi-clip loader). An episode that fails (terminated; a time-out
+    or clip end alone does not count) at global frame ``t`` counts once in bin
+    ``min(t * B // T, B - 1)``.
+    Every policy step the EMA folds in the previous step's counts,
+    ``ema = a * counts + (1 - a) * ema`` (``a = adaptive_ema``), so the starts drawn
+    in a step see the failures up to the step before, as holosoma's restarts do.
+    Bin weights ``w = ema + adaptive_uniform_count / B`` are smoothed by the
+    kernel ``decay^k / sum(decay^k)``, ``k < adaptive_kernel_size``, looking ahead
+    (``w[i + k]``, the last bin repeated past the end) and normalised. A start
+    draws a bin ``b`` from them and ``u`` in [0, 1), takes global frame
+    ``g = floor((b + u) / B * T)``, the clip holding ``g`` and ``g``'s frame in
+    it; a clip's last frame becomes its second-to-last (a start there would end
+    at once).
     """
 
     def __init__(self, library: MotionLibrary, cfg: ResetConfig):
@@ -28,40 +42,38 @@ class StartFrameSampler:
         self.cfg = cfg
         lib = library
         self.library = lib
-        # startable frames: all but the last (a start on the last frame would time out at once)
+        # uniform: startable frames are all but the last (a start on the last frame would time out at once)
         self.start_len = np.maximum(lib.num_frames - 1, 1)
-        self.bin_frames = max(1, int(round(cfg.adaptive_bin_s / lib.control_dt)))
-        nbins = -(-self.start_len // self.bin_frames)
-        self.bin_offsets = np.concatenate([[0], np.cumsum(nbins)[:-1]]).astype(np.int64)
-        self.num_bins = int(nbins.sum())
-        self.bin_clip = np.repeat(np.arange(lib.num_clips), nbins)
-        first = (np.arange(self.num_bins) - self.bin_offsets[self.bin_clip]) * self.bin_frames
-        self.bin_first_frame = first
-        self.bin_size = np.minimum(self.bin_frames, self.start_len[self.bin_clip] - first)
-        self.uniform_p = self.bin_size / self.bin_size.sum()
-        self.fail_ema = np.zeros(self.num_bins)
         self._total_start = int(self.start_len.sum())
         self._start_offsets = np.concatenate([[0], np.cumsum(self.start_len)[:-1]]).astype(np.int64)
+        # adaptive: bins over the concatenated frames
+        self.total_frames = int(lib.num_frames.sum())
+        self.clip_ends = (lib.clip_offsets + lib.num_frames).astype(np.int64)
+        fps = int(1.0 / lib.control_dt)
+        self.num_bins = self.total_frames // max(fps, 1) + 1
+        k = np.arange(int(cfg.adaptive_kernel_size))
+        kernel = float(cfg.adaptive_kernel_decay) ** k
+        self.kernel = kernel / kernel.sum()
+        self.fail_ema = np.zeros(self.num_bins)
+        # failures counted by the last record(), folded into fail_ema by the next one
+        self.step_failures = np.zeros(self.num_bins)
 
     def bin_of(self, clip_ids: np.ndarray, frame_ids: np.ndarray) -> np.ndarray:
-        """Global bin index of (clip, frame) pairs."""
-        last_bin = self.bin_offsets[clip_ids] + (self.start_len[clip_ids] - 1) // self.bin_frames
-        return np.minimum(self.bin_offsets[clip_ids] + frame_ids // self.bin_frames, last_bin)
+        """Adaptive bin of (clip, frame) pairs (frames clamped into their clips)."""
+        lib = self.library
+        frames = np.clip(frame_ids, 0, lib.num_frames[clip_ids] - 1)
+        t = lib.clip_offsets[clip_ids] + frames
+        return np.minimum(t * self.num_bins // max(self.total_frames, 1), self.num_bins - 1).astype(np.int64)
 
     def probabilities(self) -> np.ndarray:
-        """Current per-bin start probabilities."""
-        if self.mode == "uniform":
-            return self.uniform_p
-        f = self.fail_ema
-        w = f.copy()
-        for k in range(1, max(1, int(self.cfg.adaptive_kernel_bins))):
-            same = self.bin_clip[:-k] == self.bin_clip[k:]
-            w[:-k] += np.where(same, (self.cfg.adaptive_kernel_decay ** k) * f[k:], 0.0)
-        total = w.sum()
-        if total <= 0:
-            return self.uniform_p
-        u = float(self.cfg.adaptive_uniform_ratio)
-        return (1.0 - u) * w / total + u * self.uniform_p
+        """Current per-bin start probabilities of the adaptive mode."""
+        w = self.fail_ema + float(self.cfg.adaptive_uniform_count) / float(self.num_bins)
+        size = self.kernel.shape[0]
+        padded = np.concatenate([w, np.full(size - 1, w[-1])])
+        smooth = np.zeros(self.num_bins)
+        for k in range(size):
+            smooth += self.kernel[k] * padded[k:k + self.num_bins]
+        return smooth / smooth.sum()
 
     def sample(self, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """``n`` start points as (clip_ids, frame_ids)."""
@@ -69,30 +81,33 @@ class StartFrameSampler:
             flat = rng.integers(0, self._total_start, size=n)
             clip = np.searchsorted(self._start_offsets, flat, side="right") - 1
             return clip.astype(np.int64), (flat - self._start_offsets[clip]).astype(np.int64)
-        p = self.probabilities()
-        bins = rng.choice(self.num_bins, size=n, p=p)
-        frames = self.bin_first_frame[bins] + (rng.random(n) * self.bin_size[bins]).astype(np.int64)
-        return self.bin_clip[bins].astype(np.int64), frames.astype(np.int64)
+        bins = rng.choice(self.num_bins, size=n, p=self.probabilities())
+        g = np.floor((bins + rng.random(n)) / self.num_bins * self.total_frames).astype(np.int64)
+        g = np.clip(g, 0, self.total_frames - 1)
+        clip = np.minimum(np.searchsorted(self.clip_ends, g, side="right"), self.library.num_clips - 1)
+        frames = g - self.library.clip_offsets[clip]
+        # a start on the last frame moves one back (a one-frame clip starts on its only frame)
+        frames = np.maximum(np.minimum(frames, self.library.num_frames[clip] - 2), 0)
+        return clip.astype(np.int64), frames.astype(np.int64)
 
     def record(self, clip_ids: np.ndarray, frame_ids: np.ndarray, failed: np.ndarray) -> None:
-        """Update failure statistics with this step's episode ends (adaptive mode only)."""
+        """Once per policy step (adaptive mode; a no-op otherwise): fold the previous step's failure counts
+        into the EMA, then count this step's failed episodes, ended at (clip, frame)."""
         if self.mode != "adaptive":
             return
         bins = self.bin_of(clip_ids[failed], frame_ids[failed]) if failed.any() else np.zeros(0, dtype=np.int64)
-        _ema_update(self.fail_ema, bins.astype(np.int64), float(self.cfg.adaptive_ema))
+        _fold_failures(self.fail_ema, self.step_failures, bins, float(self.cfg.adaptive_ema))
 
 
 @njit(cache=True, parallel=True, fastmath=False)
-def _ema_update(fail_ema, bins, a):
-    """``fail_ema = fail_ema * (1 - a) + a * counts`` with ``counts`` the failures per bin."""
-    counts = np.empty(fail_ema.shape[0])
-    for b in range(counts.shape[0]):  # a loop: np.zeros would be a parallel loop of its own
-        counts[b] = 0.0
-    for i in range(bins.shape[0]):  # whole counts: the order of the additions does not matter
-        counts[bins[i]] += 1.0
+def _fold_failures(fail_ema, step_failures, bins, a):
+    """``fail_ema = a * step_failures + (1 - a) * fail_ema``, then ``step_failures`` = the failures per bin."""
     keep = 1.0 - a
     for b in prange(fail_ema.shape[0]):
-        fail_ema[b] = fail_ema[b] * keep + a * counts[b]
+        fail_ema[b] = a * step_failures[b] + keep * fail_ema[b]
+        step_failures[b] = 0.0
+    for i in range(bins.shape[0]):  # whole counts: the order of the additions does not matter
+        step_failures[bins[i]] += 1.0
 
 
 def start_state(library: MotionLibrary, rows: np.ndarray, starts: tuple[np.ndarray, np.ndarray],

@@ -11,8 +11,10 @@ on the reference):
     body_lin_vel   mean squared world linear-velocity error
     body_ang_vel   mean squared world angular-velocity error
 Penalties (``kind="penalty"``; positive magnitudes, the configured weights are negative):
-    action_rate    sum of squared action changes
+    action_rate    sum of squared action changes, in the recipe's units (action x action_bound)
     joint_limit    sum of joint excursions beyond the soft joint range
+    undesired_contacts  number of the configured bodies with a net contact force over the
+                   threshold in one of the last ``history_steps`` policy steps
 
 Each term is ``f(s, e, r, p)`` (see :mod:`.terms`): ``p`` is ``1 / sigma^2``
 of a tracking term (unused by a penalty); weight and sigma come from
@@ -111,10 +113,20 @@ def body_ang_vel(s, e, r, p):
 
 @njit(cache=True, fastmath=False, inline="always")
 def action_rate(s, e, r, p):
+    # holosoma penalises the action its env receives: the [-1, 1] action times the FastSAC bound
     out = 0.0
     for j in range(s.action.shape[1]):
-        x = s.action[e, j] - s.last_action[e, j]
+        x = s.action_bound[j] * (s.action[e, j] - s.last_action[e, j])
         out += x * x
+    return out
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def undesired_contacts(s, e, r, p):
+    out = 0.0
+    for k in range(s.contact_age.shape[1]):
+        if s.contact_age[e, k] < s.contact_history:
+            out += 1.0
     return out
 
 
@@ -141,6 +153,7 @@ REWARD_TERMS = (
     Term("body_ang_vel", body_ang_vel, "exp"),
     Term("action_rate", action_rate, "penalty"),
     Term("joint_limit", joint_limit, "penalty"),
+    Term("undesired_contacts", undesired_contacts, "penalty"),
 )
 TERM_NAMES = tuple(t.name for t in REWARD_TERMS)
 TRACKING_TERMS = tuple(t.name for t in REWARD_TERMS if t.kind == "exp")
@@ -158,6 +171,30 @@ def weighted_sum(terms, e, weights):
     for k in range(weights.shape[0]):
         out += terms[e, k] * weights[k]
     return out
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def update_contact_age(e, cfrc_ext, body_ids, threshold, contact_age):
+    """Env ``e``'s contact ages after a step: 0 for a body whose net contact force norm exceeds ``threshold``.
+
+    ``cfrc_ext[e, b, 3:6]`` is body ``b``'s net external (here: contact) force of the step's last
+    substep, the force holosoma's MuJoCo backend samples after a policy step; the age saturates.
+    """
+    for k in range(body_ids.shape[0]):
+        b = body_ids[k]
+        f = cfrc_ext[e, b, 3] * cfrc_ext[e, b, 3] + cfrc_ext[e, b, 4] * cfrc_ext[e, b, 4] \
+            + cfrc_ext[e, b, 5] * cfrc_ext[e, b, 5]
+        if np.sqrt(f) > threshold:
+            contact_age[e, k] = 0
+        elif contact_age[e, k] < 1 << 30:
+            contact_age[e, k] += 1
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def clear_contact_age(e, contact_age):
+    """Env ``e`` restarted: no contact in its history (holosoma clears the contact-force history)."""
+    for k in range(contact_age.shape[1]):
+        contact_age[e, k] = 1 << 30
 
 
 # a term's line in a generated driver

@@ -6,18 +6,26 @@ the ``stages`` bit mask; threads claim chunks of envs as they come free
 (:mod:`unilab.sim.work_claims`: a late worker takes fewer, none waits for it):
 
     GATHER     its reference row and robot state (``observations.gather_env``)
-    REWARDS    its reward terms (``REWARD_TERMS``) and their weighted sum
+    CLEAR      (a restart) its contact history emptied
+    REWARDS    its contact history updated from the step's contact forces, its reward
+               terms (``REWARD_TERMS``) and their weighted sum
     TERMINATE  its conditions (``TERMINATIONS``), time-out, done semantics and
                last_action (``terminations.step_tail``), and its info columns
-    OBSERVE    its observation pieces (the layout's), noise, float32 rows
+    OBSERVE    its observation pieces (the layout's), noise, clip, float32 rows
     FINALS     if it is done: its observations into the ``final_*`` rows, before
                its restart overwrites them
 
-``update_state`` runs all five in one region; a restart runs GATHER | OBSERVE on
-the restarted rows. Why one region: each parallel region wakes the sleeping
-workers (passive OpenMP, :mod:`unilab.sim.numba_threads`) and ends waiting for
-the slowest, and every region between two physics steps is a fork/join whose
-cost grows with the thread count while the work per thread shrinks; the
+``update_state`` runs every stage but CLEAR in one region; a restart runs GATHER |
+CLEAR | OBSERVE on the restarted rows.
+
+Which reference frame: rewards and terminations score the robot against the env's
+frame (``ref_index``), the observation shows the next one (``ro``, clamped to the
+clip's last frame): the frame the next step's reward scores, as holosoma's motion
+command advances its clock after the reward and before the observation.
+
+Why one region: each parallel region wakes the sleeping workers (passive OpenMP,
+:mod:`unilab.sim.numba_threads`) and ends waiting for the slowest, and every region
+between two physics steps is a fork/join whose cost grows with the thread count while the work per thread shrinks; the
 separate gather, rewards, terminations/tail, observations, info-column and two
 final-observation regions of a step are one here. Running the stages one at a
 time (the benchmark's sub-phase breakdown) is the same code on the same arrays,
@@ -37,17 +45,18 @@ from unilab.tasks.g1_motion_tracking.rewards import REWARD_TERM_CALL, REWARD_TER
 from unilab.tasks.g1_motion_tracking.terminations import CONDITION_CALL, TERMINATIONS
 from unilab.tasks.g1_motion_tracking.terms import generate_driver
 
-GATHER, REWARDS, TERMINATE, OBSERVE, FINALS = 1, 2, 4, 8, 16
+GATHER, REWARDS, TERMINATE, OBSERVE, FINALS, CLEAR = 1, 2, 4, 8, 16, 32
 STEP = GATHER | REWARDS | TERMINATE | OBSERVE | FINALS
-RESTART = GATHER | OBSERVE
+RESTART = GATHER | CLEAR | OBSERVE
 # the benchmark's sub-phases: one stage each, in step order (FINALS goes with the observations)
 SPLIT = (("gather", GATHER), ("rewards", REWARDS), ("terminations", TERMINATE), ("observations", OBSERVE | FINALS))
 
 _TEMPLATE = '''
 from unilab.sim.work_claims import claim, new_counter, num_chunks
 from unilab.tasks.g1_motion_tracking.observations import any_nonzero, gather_env, write_obs
-from unilab.tasks.g1_motion_tracking.rewards import weighted_sum
-from unilab.tasks.g1_motion_tracking.step_driver import FINALS, GATHER, OBSERVE, REWARDS, TERMINATE
+from unilab.tasks.g1_motion_tracking.motion import library_row
+from unilab.tasks.g1_motion_tracking.rewards import clear_contact_age, update_contact_age, weighted_sum
+from unilab.tasks.g1_motion_tracking.step_driver import CLEAR, FINALS, GATHER, OBSERVE, REWARDS, TERMINATE
 from unilab.tasks.g1_motion_tracking.terminations import any_condition, step_tail
 
 
@@ -55,8 +64,9 @@ from unilab.tasks.g1_motion_tracking.terminations import any_condition, step_tai
 def step_driver(stages, s, rows, lookup, pool_state, index, gathered, params, weights, thresholds, offs, noise_scale,
                 noise_streams, lengths, returns, max_steps, bad, action, last_action, terms, reward, conds, failed,
                 out_reward, out_terminated, out_truncated, done, policy, critic, final_policy, final_critic,
-                terms_info, conds_info):
+                terms_info, conds_info, contacts, obs_clip):
     clip, frame, clip_offsets, num_frames = lookup
+    cfrc_ext, contact_ids, contact_threshold, contact_age = contacts
     n = rows.shape[0]
     use_noise = any_nonzero(noise_scale)
     # chunks are claimed, not split statically (unilab.sim.work_claims); at least 64 envs, as the info rows
@@ -72,8 +82,11 @@ def step_driver(stages, s, rows, lookup, pool_state, index, gathered, params, we
                 e = rows[i]
                 if stages & GATHER:
                     gather_env(e, clip, frame, clip_offsets, num_frames, pool_state, index, gathered)
+                if stages & CLEAR:
+                    clear_contact_age(e, contact_age)
                 r = s.ref_index[e]
                 if stages & REWARDS:
+                    update_contact_age(e, cfrc_ext, contact_ids, contact_threshold, contact_age)
                     {terms}
                     reward[e] = weighted_sum(terms, e, weights)
                 if stages & TERMINATE:
@@ -87,8 +100,9 @@ def step_driver(stages, s, rows, lookup, pool_state, index, gathered, params, we
                     for k in range(conds.shape[1]):
                         conds_info[k, e] = conds[e, k]
                 if stages & OBSERVE:
+                    ro = library_row(clip_offsets, num_frames, clip[e], frame[e] + 1)
                     {pieces}
-                    write_obs(e, row, noise_scale, use_noise, noise_streams, policy, critic)
+                    write_obs(e, row, noise_scale, use_noise, noise_streams, obs_clip, policy, critic)
                 if stages & FINALS and done[e]:
                     for m in range(policy.shape[1]):
                         final_policy[e, m] = policy[e, m]

@@ -18,7 +18,8 @@ from unilab.sim.work_claims import claim, new_counter, num_chunks
 
 @njit(cache=True, parallel=True, fastmath=False)
 def action_to_ctrl(action_in, scale, default, action, ctrl):
-    """``action = nan_to_num(clip(action_in, -1, 1))`` and ``ctrl = action * scale + default``, per env.
+    """``action = nan_to_num(clip(action_in, -1, 1))`` and ``ctrl = action * scale + default``, per env
+    (``default``: ``(num_envs, nu)``, each env's default pose, which joint_pos_bias shifts).
 
     The NumPy it replaced: ``np.clip`` into ``action``, ``np.nan_to_num(nan=0)`` (a NaN
     stays NaN through the clip), ``np.multiply`` then ``+=`` (two roundings, no fused
@@ -41,4 +42,4 @@ def action_to_ctrl(action_in, scale, default, action, ctrl):
                     elif a > 1.0:
                         a = 1.0
                     action[e, j] = a
-                    ctrl[e, j] = a * scale[j] + default[j]
+                    ctrl[e, j] = a * scale[j] + default[e, j]

@@ -74,9 +74,16 @@ def step_tail(e, failed, frame, clip, num_frames, lengths, max_steps, bad, rewar
     (:func:`unilab.tasks.base.settle_env`), a bad env's reward terms zeroed,
     ``last_action = action``. Elementwise per env, so bit-identical to the NumPy
     passes over envs it replaced.
+
+    A failure in the step that times out is both terminated and truncated: the
+    learner bootstraps it (``~terminated | truncated``, holosoma's ``truncations |
+    ~dones``: the time-out wins) while failure counts (evaluation, the adaptive
+    sampler) still see it. A diverged (bad) env is terminated only.
     """
     timeout = frame[e] >= num_frames[clip[e]] - 1 or lengths[e] >= max_steps
     done = settle_env(e, failed, timeout, bad, reward, returns, out_reward, out_terminated, out_truncated)
+    if timeout and failed and not bad[e]:
+        out_truncated[e] = True
     if bad[e]:
         for k in range(terms.shape[1]):
             terms[e, k] = 0.0

@@ -49,8 +49,11 @@ TaskArrays = namedtuple("TaskArrays", [
     "ref_body_pos", "ref_body_quat", "ref_body_lin", "ref_body_ang",  # (F, B, .) library arrays
     "ref_joint_pos", "ref_joint_vel",                 # (F, J)
     "soft_lo", "soft_hi", "default_joint_pos",        # (J,)
-    "action", "last_action",                          # (n, A)
-    "joint_pos_bias",  # (n, J) encoder offsets the observations add (domain randomization); (0, J): none
+    "action", "last_action",                          # (n, A) in [-1, 1]
+    "action_bound",    # (A,) factors from the [-1, 1] action to the recipe's (holosoma's) action
+    "joint_pos_bias",  # (n, J) offsets of the default joint positions (domain randomization); (0, J): none
+    "contact_age",     # (n, K) policy steps since each undesired-contact body last touched (K = 0: term off)
+    "contact_history", # int: a body counts while its contact_age is below this
 ])
 
 
