@@ -430,6 +430,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--motion-files", nargs="*", default=None, help="clips to use (default: the built-in G1 clips)")
     p.add_argument("--randomization", choices=("on", "off"), default=None,
                    help="domain randomization (task.randomization.enabled); default: the task's default (on)")
+    p.add_argument("--undesired-contacts", choices=("on", "off"), default=None,
+                   help="the undesired_contacts reward term, and with it the pool's contact stage "
+                        "(off: task.rewards.undesired_contacts.weight=0); default: the task's default (on)")
     args = p.parse_args(argv)
     if args.cpu_ids and args.compare_cpu_ids:
         p.error("--cpu-ids and --compare-cpu-ids are exclusive")
@@ -439,6 +442,8 @@ def main(argv: list[str] | None = None) -> int:
         cfg.motion_files = list(args.motion_files)
     if args.randomization is not None:
         cfg.randomization.enabled = args.randomization == "on"
+    if args.undesired_contacts == "off":
+        cfg.rewards.undesired_contacts.weight = 0.0
     runs: list[tuple[list[int] | None, int | None]] = []
     if args.compare_cpu_ids:
         runs = [(None, args.nthread), (cpu.parse_cpu_ids(args.compare_cpu_ids), None)]
