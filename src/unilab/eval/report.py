@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from unilab import paths
 from unilab.eval.metrics import ERROR_NAMES, METRIC_NAMES, UNITS
 from unilab.eval.rollout import EvalResult
 
@@ -29,21 +30,8 @@ def default_json_path(checkpoint: Path | None, iteration: int | str | None, poli
 
 
 def check_writable(path: str | os.PathLike) -> Path:
-    """Make ``path``'s folder and write a scratch file in it, so a report path fails before a long rollout.
-
-    Raises OSError naming ``path`` when that is impossible.
-    """
-    path = Path(path)
-    if path.is_dir():
-        raise IsADirectoryError(f"cannot write the report to {path}: it is a directory")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        probe = path.with_name(f".{path.name}.{os.getpid()}.probe")
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as err:
-        raise OSError(f"cannot write the report to {path} ({type(err).__name__}: {err.strerror or err})") from err
-    return path
+    """The report path, writable (see :func:`unilab.paths.check_writable`)."""
+    return paths.check_writable(path, "report")
 
 
 def format_random_starts(overall: Mapping[str, float]) -> str:

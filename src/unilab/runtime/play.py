@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ import torch
 
 from unilab.algo.sac.agent import FastSAC
 from unilab.dataclass_config import build_dataclass
+from unilab.paths import check_writable
 from unilab.runtime.checkpoint import load_checkpoint
 from unilab.runtime.config import PlayConfig, SimConfig
 from unilab.tasks.registry import make_env, task_config
@@ -56,7 +56,7 @@ def play(checkpoint: str | Path, options: PlayConfig | None = None, **changes: A
         kw["nthread"] = None
     target = Path(out) if out else path.parent / "videos" / f"play_{payload['iteration']}.mp4"
     if video:  # an unwritable video path fails now, not after the rollout
-        check_video_path(target)
+        check_writable(target, "video")
     agent = FastSAC.from_checkpoint(payload["agent"], device=device or "cpu")
     env = make_env(name, task_cfg, num_envs, pool_kwargs=kw, seed=seed)
     obs = env.reset()
@@ -100,17 +100,6 @@ def play(checkpoint: str | Path, options: PlayConfig | None = None, **changes: A
     return res
 
 
-def check_video_path(path: Path) -> None:
-    """Make ``path``'s folder and write a scratch file in it; OSError naming ``path`` when that is impossible."""
-    if path.is_dir():
-        raise IsADirectoryError(f"cannot write the video to {path}: it is a directory")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        probe = path.with_name(f".{path.name}.{os.getpid()}.probe")
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as err:
-        raise OSError(f"cannot write the video to {path} ({type(err).__name__}: {err.strerror or err})") from err
 
 
 class _Film:
