@@ -28,9 +28,9 @@ def _pendulum_run(run_dir, iteration=7):
     g = torch.Generator().manual_seed(0)
     agent.obs_normalizer.update(torch.randn(512, 3, generator=g, dtype=torch.float64) * torch.tensor([0.5, 3.0, 8.0])
                                 + torch.tensor([0.2, -1.0, 4.0]))
-    with torch.no_grad():  # a trained-looking actor: weights large enough to reach the tanh's tails
+    with torch.no_grad():  # a trained-looking actor (a fresh one has zero heads): reaches the tanh's tails
         for p in agent.actor.parameters():
-            p.mul_(3.0)
+            p.copy_(torch.randn(p.shape, generator=g) * 10.0 / max(1, p.shape[-1]) ** 0.5)
     payload = {"iteration": iteration, "agent": agent.state_dict(), "config": spec.raw, "task": spec.task_name}
     save_checkpoint(checkpoint_path(run_dir, iteration), payload)
     return agent
@@ -145,7 +145,8 @@ def test_g1_export_matches_torch_and_describes_the_task(g1_short_run, tmp_path):
     meta = read_metadata(out)
     assert set(METADATA_KEYS) | set(MOTION_TRACKING_KEYS) <= set(meta)
     nj = agent.action_dim
-    for key in ("joint_names", "obs_joint_names", "default_joint_pos", "action_scale", "kp", "kd", "effort_limit"):
+    for key in ("joint_names", "obs_joint_names", "default_joint_pos", "action_scale", "action_bound", "kp", "kd",
+                "effort_limit"):
         assert len(meta[key]) == nj, key
     assert sorted(meta["joint_names"]) == sorted(meta["obs_joint_names"])
     assert all(k > 0 for k in meta["kp"]) and all(s > 0 for s in meta["action_scale"])

@@ -321,7 +321,8 @@ def _good_meta() -> dict:
     joints = ["hip", "knee"]
     return {
         "obs_dim": 5, "action_dim": 2, "joint_names": joints, "obs_joint_names": joints,
-        "default_joint_pos": [0.0, 0.1], "action_scale": [0.5, 0.5], "kp": [40.0, 40.0], "kd": [1.0, 1.0],
+        "default_joint_pos": [0.0, 0.1], "action_scale": [0.5, 0.5], "action_bound": [2.0, 4.0], "kp": [40.0, 40.0],
+        "kd": [1.0, 1.0],
         "effort_limit": [80.0, None], "pd_target_range": None, "control_dt": 0.02, "sim_dt": 0.005,
         "decimation": 4, "integrator": "implicitfast",
         "obs_layout": [{"name": "base_ang_vel", "offset": 0, "width": 3},

@@ -21,8 +21,10 @@ and runs one robot in one ``MjData``, as a deploy stack would:
   (``mj_kinematics``), as unilab's motion library does;
 - start: the clip's first frame (reference qpos/qvel), no noise;
 - each control step: observation pieces in the metadata's order (each piece
-  name below is the contract; an unknown name is an error), action = policy,
-  ctrl = default + scale * action, ``decimation`` physics substeps;
+  name below is the contract; an unknown name is an error; the reference
+  pieces show the frame the coming step is scored against, the last action
+  is ``action_bound * action``), action = policy, ctrl = default + scale *
+  action, ``decimation`` physics substeps;
 - metrics (the definitions of ``unilab-eval``, src/unilab/eval/metrics.py;
   keep both in step): frames t = 0 .. N, frame 0 the start state and frame
   t the state after the t-th control step, each against the reference at
@@ -55,7 +57,8 @@ _INTEGRATORS = {
     "implicitfast": mujoco.mjtIntegrator.mjINT_IMPLICITFAST,
     "rk4": mujoco.mjtIntegrator.mjINT_RK4,
 }
-_REQUIRED = ("obs_dim", "action_dim", "joint_names", "obs_joint_names", "default_joint_pos", "action_scale", "kp",
+_REQUIRED = ("obs_dim", "action_dim", "joint_names", "obs_joint_names", "default_joint_pos", "action_scale",
+             "action_bound", "kp",
              "kd", "effort_limit", "control_dt", "sim_dt", "decimation", "obs_layout", "anchor_body",
              "tracked_bodies", "end_effector_bodies", "termination_thresholds", "model_xml", "motion_files")
 
@@ -165,7 +168,7 @@ def check_metadata(meta: dict) -> None:
     n = len(meta["joint_names"])
     if n != meta["action_dim"]:
         raise bad("joint_names", f"action_dim={meta['action_dim']} names")
-    for key in ("default_joint_pos", "action_scale", "kp", "kd"):
+    for key in ("default_joint_pos", "action_scale", "action_bound", "kp", "kd"):
         v = meta[key]
         if not isinstance(v, list) or len(v) != n or not all(_number(x) and math.isfinite(x) for x in v):
             raise bad(key, f"a list of {n} finite numbers (one per joint_names entry)")
@@ -377,7 +380,8 @@ def piece_joint_vel(s: State) -> np.ndarray:
 
 
 def piece_last_action(s: State) -> np.ndarray:
-    return s.last_action[s.ctx["obs_from_action"]]
+    # the observation shows the action in the recipe's units: b_j x the [-1, 1] action
+    return (s.ctx["action_bound"] * s.last_action)[s.ctx["obs_from_action"]]
 
 
 # the contract: piece name -> its values (width checked against the metadata)
@@ -446,7 +450,7 @@ def run(policy: Path, clip: Path | None = None, model_xml: Path | None = None, s
         "anchor_id": int(bodies[tracked.index(meta["anchor_body"])]),
         "anchor_index": tracked.index(meta["anchor_body"]),
         "obs_qadr": obs_qadr, "obs_dadr": obs_dadr, "obs_default": default[obs_from_action],
-        "obs_from_action": obs_from_action,
+        "obs_from_action": obs_from_action, "action_bound": np.asarray(meta["action_bound"], float),
     }
     layout = check_layout(meta)
     ee = np.array([tracked.index(b) for b in meta["end_effector_bodies"]], dtype=np.int64)
@@ -471,7 +475,8 @@ def run(policy: Path, clip: Path | None = None, model_xml: Path | None = None, s
     failed_at = None
     for t in range(n_steps + 1):
         if t > 0:
-            observe(layout, State(ctx, data, ref, t - 1, last_action), obs64)
+            # the observation shows the reference frame the coming step is scored against (t), as the trainer's
+            observe(layout, State(ctx, data, ref, t, last_action), obs64)
             obs[0] = obs64  # float32, as the trainer's observation buffers
             action = np.clip(sess.run(None, {input_name: obs})[0][0].astype(np.float64), -1.0, 1.0)
             data.ctrl[:] = (default + scale * action)[action_index]

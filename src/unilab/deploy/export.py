@@ -42,7 +42,7 @@ METADATA_KEYS = (
     "output_name", "action_clip", "control_dt",
 )
 MOTION_TRACKING_KEYS = (
-    "joint_names", "obs_joint_names", "default_joint_pos", "action_scale", "kp", "kd", "effort_limit",
+    "joint_names", "obs_joint_names", "default_joint_pos", "action_scale", "action_bound", "kp", "kd", "effort_limit",
     "pd_target_range", "sim_dt", "decimation", "integrator", "obs_layout", "anchor_body", "tracked_bodies",
     "end_effector_bodies", "termination_thresholds", "model_xml", "motion_files",
 )
@@ -130,6 +130,7 @@ def motion_tracking_metadata(env: Any) -> dict[str, Any]:
         "obs_joint_names": list(env.joint_names),
         "default_joint_pos": [float(v) for v in env.action_default],
         "action_scale": [float(v) for v in env.action_scale],
+        "action_bound": [float(v) for v in env.action_bound],
         "kp": [float(v) for v in env.kp],
         "kd": [float(v) for v in env.kd],
         "effort_limit": _finite_or_none(env.effort),
