@@ -98,17 +98,11 @@ def overlap_summary(timing: dict[str, float | None]) -> float | None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     prog = "unilab-bench gpu: error:"
-    if not args.minutes > 0:
-        print(f"{prog} --minutes must be > 0, got {args.minutes}", file=sys.stderr)
-        return 2
-    for flag, value, low in (("--num-envs", args.num_envs, 1), ("--iterations", args.iterations, 1),
-                             ("--random-episodes", args.random_episodes, 0)):
-        if value < low:
-            print(f"{prog} {flag} must be >= {low}, got {value}", file=sys.stderr)
-            return 2
-    bad = [o for o in args.overrides if "=" not in o]
-    if bad:
-        print(f"{prog} overrides must be KEY=VALUE, got {bad}", file=sys.stderr)
+    error = learn.usage_error(args, (("--minutes", args.minutes, 0, True), ("--num-envs", args.num_envs, 1, False),
+                                     ("--iterations", args.iterations, 1, False),
+                                     ("--random-episodes", args.random_episodes, 0, False)))
+    if error:
+        print(f"{prog} {error}", file=sys.stderr)
         return 2
     from unilab.cli.config import cuda_available  # noqa: PLC0415 - probes without torch
 

@@ -658,26 +658,26 @@ def _fmt(v: Any) -> Any:
     return v
 
 
+def usage_error(args: argparse.Namespace, bounds: Sequence[tuple[str, float | None, float, bool]]) -> str | None:
+    """The first flag out of its range (``(flag, value, low, strict)``; a None value is unset) or a pass-through
+    override that is not KEY=VALUE, as a message; None when all is well."""
+    for flag, value, low, strict in bounds:
+        if value is not None and not (value > low if strict else value >= low):  # NaN fails too
+            return f"{flag} must be {'>' if strict else '>='} {low:g}, got {value}"
+    bad = [o for o in args.overrides if "=" not in o]
+    return f"overrides must be KEY=VALUE, got {bad}" if bad else None
+
+
 def compare_main(args: argparse.Namespace) -> int:
     """``--arm`` / ``--seeds`` / ``--env-steps`` / ``--parallel``: every arm x seed, one JSON and one PNG."""
     from unilab.sim.cpu import usable_cpus  # noqa: PLC0415
 
     prog = "unilab-bench learn: error:"
-    if not args.minutes > 0:
-        print(f"{prog} --minutes must be > 0, got {args.minutes}", file=sys.stderr)
-        return 2
-    if args.env_steps is not None and args.env_steps < 1:
-        print(f"{prog} --env-steps must be >= 1, got {args.env_steps}", file=sys.stderr)
-        return 2
-    if args.parallel < 1:
-        print(f"{prog} --parallel must be >= 1, got {args.parallel}", file=sys.stderr)
-        return 2
-    if args.random_episodes < 0:
-        print(f"{prog} --random-episodes must be >= 0, got {args.random_episodes}", file=sys.stderr)
-        return 2
-    bad = [o for o in args.overrides if "=" not in o]
-    if bad:
-        print(f"{prog} overrides must be KEY=VALUE, got {bad}", file=sys.stderr)
+    error = usage_error(args, (("--minutes", args.minutes, 0, True), ("--env-steps", args.env_steps, 1, False),
+                               ("--parallel", args.parallel, 1, False),
+                               ("--random-episodes", args.random_episodes, 0, False)))
+    if error:
+        print(f"{prog} {error}", file=sys.stderr)
         return 2
     try:
         arms = with_sources(parse_arms(args.arm), args.arm_src)

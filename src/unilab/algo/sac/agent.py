@@ -75,7 +75,6 @@ class FastSAC:
         bound = [1.0] * self.action_dim if action_bound is None else [float(b) for b in action_bound]
         if len(bound) != self.action_dim or not all(math.isfinite(b) and b > 0 for b in bound):
             raise ValueError(f"action_bound needs {self.action_dim} finite positive factors, got {bound}")
-        self.action_bound_list = bound
         self.action_bound = torch.tensor(bound, dtype=torch.float32, device=self.device)
         # log|det| of a -> b * a: subtracted from every [-1, 1] log-density (a constant per robot; -55.06 nats
         # for the G1 29-DoF bounds)
@@ -332,7 +331,7 @@ class FastSAC:
         """Everything needed to resume learning: networks, optimisers, normalisers, temperature."""
         return {
             "dims": {"obs_dim": self.obs_dim, "critic_obs_dim": self.critic_obs_dim, "action_dim": self.action_dim,
-                     "action_bound": list(self.action_bound_list)},
+                     "action_bound": self.action_bound.tolist()},
             "config": self.cfg.to_dict(),
             "actor": self.actor.state_dict(),
             "critic": self.critic.state_dict(),
@@ -350,7 +349,7 @@ class FastSAC:
         """Restore a :meth:`state_dict` (from any device); dims must match."""
         dims = state.get("dims", {})
         mine = {"obs_dim": self.obs_dim, "critic_obs_dim": self.critic_obs_dim, "action_dim": self.action_dim,
-                "action_bound": list(self.action_bound_list)}
+                "action_bound": self.action_bound.tolist()}
         if dims and dims != mine:
             raise ValueError(f"checkpoint dims {dims} do not match this agent {mine}")
         self.actor.load_state_dict(state["actor"])
