@@ -78,3 +78,11 @@ def gl_backend():
             os.environ.pop("MUJOCO_GL", None)
         else:
             os.environ["MUJOCO_GL"] = saved
+
+
+@pytest.fixture
+def tiny_cfg(tmp_path):
+    """Motion tracking on the tiny self-made robot (tests/tiny_robot.py): no download."""
+    from tiny_robot import tiny_task_config
+
+    return tiny_task_config(tmp_path)

@@ -165,7 +165,6 @@ def test_eval_of_a_task_that_is_not_motion_tracking_is_refused():
 
 
 # ------------------------------------------------------------------ baselines and random starts (tiny robot)
-from test_g1_task import tiny_cfg  # noqa: E402, F401 - the fixture
 
 
 def _tiny_env(cfg, n, **cfg_changes):
@@ -192,7 +191,7 @@ def _first_steps_joint_error(cfg, kind, frames=(10, 20, 30, 40), steps=4):
         env.close()
 
 
-def test_reference_action_targets_the_frame_the_next_reward_scores(tiny_cfg):  # noqa: F811
+def test_reference_action_targets_the_frame_the_next_reward_scores(tiny_cfg):
     from unilab.eval.rollout import next_scored_rows, reference_action, scored_rows
 
     env = _tiny_env(tiny_cfg, 3)
@@ -216,14 +215,14 @@ def test_reference_action_targets_the_frame_the_next_reward_scores(tiny_cfg):  #
         env.close()
 
 
-def test_reference_policy_tracks_the_first_steps_far_better_than_zero(tiny_cfg):  # noqa: F811
+def test_reference_policy_tracks_the_first_steps_far_better_than_zero(tiny_cfg):
     zero = _first_steps_joint_error(tiny_cfg, "zero")
     reference = _first_steps_joint_error(tiny_cfg, "reference")
     assert zero > 0.1  # the clip's joints swing 0.2-0.6 rad away from the default pose
     assert reference < 0.3 * zero, (reference, zero)
 
 
-def test_baseline_policy_shapes_and_unknown_kind(tiny_cfg):  # noqa: F811
+def test_baseline_policy_shapes_and_unknown_kind(tiny_cfg):
     from unilab.eval.rollout import baseline_policy
 
     env = _tiny_env(tiny_cfg, 5)
@@ -239,7 +238,7 @@ def test_baseline_policy_shapes_and_unknown_kind(tiny_cfg):  # noqa: F811
 
 
 @pytest.mark.parametrize("kind", ["zero", "reference"])
-def test_random_start_metrics_count_the_asked_episodes(tiny_cfg, kind):  # noqa: F811
+def test_random_start_metrics_count_the_asked_episodes(tiny_cfg, kind):
     from unilab.eval.rollout import RANDOM_START_KEYS, baseline_policy, random_start_metrics
 
     env = _tiny_env(tiny_cfg, 4)
@@ -258,7 +257,7 @@ def test_random_start_metrics_count_the_asked_episodes(tiny_cfg, kind):  # noqa:
         env.close()
 
 
-def test_random_start_episode_lengths_follow_the_time_limit(tiny_cfg):  # noqa: F811
+def test_random_start_episode_lengths_follow_the_time_limit(tiny_cfg):
     """With failures off and a 5-step time limit, no episode fails and none lasts more than 5 steps."""
     from unilab.eval.rollout import baseline_policy, random_start_metrics
     from unilab.tasks.g1_motion_tracking.config import TerminationsConfig
@@ -276,7 +275,7 @@ def test_random_start_episode_lengths_follow_the_time_limit(tiny_cfg):  # noqa: 
         env.close()
 
 
-def test_agent_policy_feeds_the_actor_observations_and_asks_for_the_mean(tiny_cfg):  # noqa: F811
+def test_agent_policy_feeds_the_actor_observations_and_asks_for_the_mean(tiny_cfg):
     import torch
 
     from unilab.eval.rollout import agent_policy, random_start_metrics

@@ -8,10 +8,11 @@ import copy
 import mujoco
 import numpy as np
 import pytest
-from test_g1_task import ROBOT_XML, teleport, tiny_cfg  # noqa: F401 - the fixture
+from tiny_robot import ROBOT_XML, teleport
 
 from unilab.tasks.g1_motion_tracking.config import (
     ContactTerm,
+    MotionTrackingConfig,
     RandomizationConfig,
     ResetNoiseConfig,
     RewardsConfig,
@@ -62,7 +63,7 @@ def _holosoma_bound(env, action_scale):
     return np.maximum(np.abs(lo - d), np.abs(hi - d)) / action_scale
 
 
-def test_action_rate_and_last_action_in_the_recipes_action_units(tiny_cfg):  # noqa: F811
+def test_action_rate_and_last_action_in_the_recipes_action_units(tiny_cfg):
     """holosoma's penalty_action_rate = sum((prev_action - action)^2) and its `actions` observation = action,
     both of the action its env receives: FastSAC's b_j x the [-1, 1] action."""
     env = MotionTrackingEnv(_bounded(tiny_cfg), 4)
@@ -82,7 +83,7 @@ def test_action_rate_and_last_action_in_the_recipes_action_units(tiny_cfg):  # n
         np.testing.assert_allclose(obs[part][:, env.layout.slices["last_action"]], holo_a2, rtol=1e-6)
 
 
-def test_observation_shows_the_frame_the_next_reward_scores(tiny_cfg):  # noqa: F811
+def test_observation_shows_the_frame_the_next_reward_scores(tiny_cfg):
     """holosoma computes reward and terminations, then advances the motion clock (MotionCommand.step), then the
     observation: the observation after step k shows reference frame k + 1, which step k + 1's reward scores."""
     env = MotionTrackingEnv(tiny_cfg, 4)
@@ -119,6 +120,60 @@ def test_g1_effort_limits_are_holosomas():
         assert effort[a] == np.abs(m.jnt_actfrcrange[j]).max()
 
 
+def _robot_pairs_in_contact(model, data, robot):
+    """Contacts whose two geoms both belong to the robot's bodies, and those with one on the world body."""
+    own = world = 0
+    for c in data.contact[: data.ncon]:
+        b1, b2 = model.geom_bodyid[c.geom1], model.geom_bodyid[c.geom2]
+        own += b1 in robot and b2 in robot
+        world += (b1 == 0) != (b2 == 0)
+    return own, world
+
+
+@pytest.mark.g1
+def test_g1_self_collisions_are_off_as_in_holosoma():
+    """holosoma's G1 asset has enable_self_collisions=False; its MuJoCo scene gives every robot geom of
+    contype 1 / conaffinity 1 the conaffinity 2 ("environment only"; 3 would be "self + environment")."""
+    from unilab.assets import g1
+    from unilab.tasks.core.collisions import ROBOT_CONAFFINITY, disable_self_collisions, robot_bodies
+    from unilab.tasks.g1_motion_tracking.motion import MotionLibrary
+
+    def holosoma_robot_conaffinity(enable_self_collisions):  # scene_manager._configure_robot_collisions
+        return 3 if enable_self_collisions else 2
+
+    assert ROBOT_CONAFFINITY == holosoma_robot_conaffinity(enable_self_collisions=False)  # the G1's asset value
+    on, off = g1.load_model(), g1.load_model()
+    changed = disable_self_collisions(off, "torso_link")
+    robot = set(robot_bodies(off, "torso_link").tolist())
+    assert changed == sum(1 for g in range(on.ngeom) if on.geom_bodyid[g] in robot
+                          and (on.geom_contype[g], on.geom_conaffinity[g]) == (1, 1))
+    cfg = MotionTrackingConfig()
+    lib = MotionLibrary(on, g1.motion_paths(), 0.02, cfg.tracked_bodies, cfg.anchor_body)
+    frames_with_self_contact = 0
+    for k in range(0, lib.qpos.shape[0], 10):
+        counts = []
+        for model in (on, off):
+            data = mujoco.MjData(model)
+            data.qpos[:] = lib.qpos[k]
+            data.qpos[2] -= 0.02  # a little into the floor: the world contacts must stay
+            mujoco.mj_forward(model, data)
+            counts.append(_robot_pairs_in_contact(model, data, robot))
+        (own_on, world_on), (own_off, world_off) = counts
+        frames_with_self_contact += own_on > 0
+        assert own_off == 0 and world_off == world_on
+    assert frames_with_self_contact > 0  # the G1 MJCF's geoms do overlap on the clip: the setting matters
+
+
+@pytest.mark.parametrize("self_collisions", [False, True])
+def test_the_env_model_has_self_collisions_as_configured(tiny_cfg, self_collisions):
+    tiny_cfg.self_collisions = self_collisions
+    env = MotionTrackingEnv(tiny_cfg, 1)
+    m = env.model
+    robot_geoms = [g for g in range(m.ngeom) if m.geom_bodyid[g] != 0 and m.geom_contype[g] == 1]
+    assert robot_geoms and {int(m.geom_conaffinity[g]) for g in robot_geoms} == {1 if self_collisions else 2}
+    assert all(m.geom_conaffinity[g] == 1 for g in range(m.ngeom) if m.geom_bodyid[g] == 0)  # the floor
+
+
 _PAIR_XML = ROBOT_XML.replace(
     '<geom type="box" size="0.1 0.1 0.1" mass="1"/>',
     '<geom name="base_box" type="box" size="0.1 0.1 0.1" mass="1" contype="0" conaffinity="0"/>',
@@ -144,7 +199,7 @@ def _sink_base(env, depth=0.02):
     env.pool.reset(np.arange(env.num_envs), qpos, np.zeros_like(env.pool.qvel))
 
 
-def test_friction_randomization_reaches_explicit_contact_pairs(tiny_cfg, tmp_path):  # noqa: F811
+def test_friction_randomization_reaches_explicit_contact_pairs(tiny_cfg, tmp_path):
     """The G1's feet touch the floor only through <pair>s, whose friction (0.8) overrides the geoms': the
     sampled coefficient must be the friction of each such contact."""
     cfg = _only_friction(_model_cfg(tiny_cfg, tmp_path, _PAIR_XML))
@@ -193,7 +248,7 @@ def _holosoma_touching(model, state, ctrl, decimation, bodies, threshold):
     return np.linalg.norm(force[bodies], axis=1) > threshold
 
 
-def test_undesired_contacts_counts_bodies_touching_with_more_than_the_threshold(tiny_cfg, tmp_path):  # noqa: F811
+def test_undesired_contacts_counts_bodies_touching_with_more_than_the_threshold(tiny_cfg, tmp_path):
     """holosoma's UndesiredContacts (weight -0.1, threshold 1 N): the matched bodies whose net contact force
     exceeded the threshold at any of the last 3 policy steps since the reset."""
     cfg = _model_cfg(tiny_cfg, tmp_path, _SENSOR_XML)
@@ -224,20 +279,20 @@ def test_undesired_contacts_counts_bodies_touching_with_more_than_the_threshold(
     assert w == pytest.approx(-0.1 * (env.control_dt if cfg.reward_times_dt else 1.0))
 
 
-def test_undesired_contacts_off_keeps_the_contact_free_pool(tiny_cfg):  # noqa: F811
+def test_undesired_contacts_off_keeps_the_contact_free_pool(tiny_cfg):
     env = MotionTrackingEnv(tiny_cfg, 2)
     assert tiny_cfg.rewards.undesired_contacts.weight == 0 and not env.pool.contacts
     assert env.contact_bodies.size == 0
 
 
-def test_undesired_contacts_need_a_force_sensor(tiny_cfg):  # noqa: F811
+def test_undesired_contacts_need_a_force_sensor(tiny_cfg):
     cfg = copy.deepcopy(tiny_cfg)
     cfg.rewards = RewardsConfig(undesired_contacts=ContactTerm(-0.1))
     with pytest.raises(ValueError, match="task.rewards.undesired_contacts"):
         MotionTrackingEnv(cfg, 2)
 
 
-def test_observations_are_clipped_to_100(tiny_cfg):  # noqa: F811
+def test_observations_are_clipped_to_100(tiny_cfg):
     """holosoma's BaseTask._clip_observations: every observation group clipped to +-clip_observations (100)."""
     env = MotionTrackingEnv(_bounded(tiny_cfg, action_scale=0.01), 2)  # bounds of 200+: last_action overflows
     _start(env)
@@ -252,7 +307,7 @@ def test_observations_are_clipped_to_100(tiny_cfg):  # noqa: F811
         assert np.abs(obs[part]).max() <= 100
 
 
-def test_reset_joint_noise_is_clipped_to_the_soft_limits(tiny_cfg):  # noqa: F811
+def test_reset_joint_noise_is_clipped_to_the_soft_limits(tiny_cfg):
     """holosoma's MotionCommand.reset clips the noisy joint positions to the simulator's soft limits:
     m +- 0.5 r soft_dof_pos_limit (robot config default 0.95) with m, r the hard range's centre and width."""
     cfg = copy.deepcopy(tiny_cfg)
@@ -268,7 +323,7 @@ def test_reset_joint_noise_is_clipped_to_the_soft_limits(tiny_cfg):  # noqa: F81
     assert np.isclose(q, soft_lo).any() and np.isclose(q, soft_hi).any()
 
 
-def test_failure_at_a_time_out_bootstraps_and_still_counts_as_a_failure(tiny_cfg):  # noqa: F811
+def test_failure_at_a_time_out_bootstraps_and_still_counts_as_a_failure(tiny_cfg):
     """holosoma's FastSAC bootstraps truncations | ~dones: a step that fails and times out bootstraps. The env
     reports it terminated and truncated: the replay's bootstrap (~terminated | truncated) is 1 and failure
     counts (evaluation, the adaptive sampler: terminated) still see it."""

@@ -5,105 +5,17 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 import pytest
+from tiny_robot import ZERO_NOISE, teleport
 
 from unilab.sim.quat import quat_mul, quat_normalize, quat_rotate_inv
 from unilab.tasks.g1_motion_tracking.config import (
-    ContactTerm,
     MotionTrackingConfig,
-    ObsNoiseConfig,
-    RandomizationConfig,
     ResetConfig,
-    ResetNoiseConfig,
-    RewardsConfig,
-    TerminationsConfig,
 )
 from unilab.tasks.g1_motion_tracking.env import SUBPHASES, MotionTrackingEnv
 from unilab.tasks.g1_motion_tracking.observations import policy_obs_slices
 from unilab.tasks.g1_motion_tracking.resets import StartFrameSampler
 from unilab.tasks.g1_motion_tracking.rewards import TRACKING_TERMS
-
-ROBOT_XML = """
-<mujoco model="tiny_tracker">
-  <compiler angle="radian"/>
-  <option timestep="0.002"/>
-  <worldbody>
-    <geom name="floor" type="plane" size="0 0 0.05"/>
-    <body name="base" pos="0 0 1">
-      <freejoint name="root"/>
-      <geom type="box" size="0.1 0.1 0.1" mass="1"/>
-      <body name="upper" pos="0 0 0.2">
-        <joint name="j_a" type="hinge" axis="0 1 0" range="-2 2"/>
-        <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03" mass="0.5"/>
-        <body name="tip" pos="0.3 0 0">
-          <joint name="j_b" type="hinge" axis="0 0 1" range="-2 2"/>
-          <geom type="sphere" size="0.05" mass="0.2"/>
-        </body>
-      </body>
-    </body>
-  </worldbody>
-  <actuator>
-    <motor name="m_a" joint="j_a" ctrlrange="-20 20"/>
-    <motor name="m_b" joint="j_b" ctrlrange="-10 10"/>
-  </actuator>
-</mujoco>
-"""
-ZERO_NOISE = ResetNoiseConfig(root_pos=[0, 0, 0], root_rpy=[0, 0, 0], root_lin_vel=[0, 0, 0],
-                              root_ang_vel=[0, 0, 0], joint_pos=0.0)
-
-
-def _clip(T=60, fps=50):
-    t = np.arange(T) / fps
-    jp = np.zeros((T, 9))
-    jp[:, 0] = 0.2 * t
-    jp[:, 2] = 1.0
-    yaw = 0.5 * t
-    jp[:, 3] = np.cos(yaw / 2)
-    jp[:, 6] = np.sin(yaw / 2)
-    jp[:, 7] = 0.6 * np.sin(2 * t)
-    jp[:, 8] = 0.4 * np.cos(3 * t)
-    jv = np.zeros((T, 8))
-    jv[:, 0] = 0.2
-    jv[:, 5] = 0.5
-    jv[:, 6] = 1.2 * np.cos(2 * t)
-    jv[:, 7] = -1.2 * np.sin(3 * t)
-    return dict(fps=np.array([fps]), joint_pos=jp, joint_vel=jv, joint_names=np.array(["j_a", "j_b"]))
-
-
-@pytest.fixture
-def tiny_cfg(tmp_path):
-    xml = tmp_path / "robot.xml"
-    xml.write_text(ROBOT_XML)
-    clips = []
-    for i, T in enumerate((60, 45)):
-        path = tmp_path / f"clip{i}.npz"
-        np.savez(path, **_clip(T))
-        clips.append(str(path))
-    return MotionTrackingConfig(
-        model_xml=str(xml), motion_files=clips, tracked_bodies=["base", "upper", "tip"], anchor_body="base",
-        end_effector_bodies=["tip"], default_joint_pos={"j_a": 0.1}, kp={".*": 20.0}, kd={".*": 1.0},
-        max_episode_length_s=None, reset=ResetConfig(noise=ZERO_NOISE),
-        # the settings these tests were written for (the task's defaults before the holosoma FastSAC recipe)
-        policy_obs="privileged", obs_noise=ObsNoiseConfig(0.0, 0.0, 0.0, 0.0, 0.0, 0.0), action_scale=1.0,
-        action_bound_from_joint_range=False, reward_times_dt=False,
-        terminations=TerminationsConfig(anchor_height=0.25),
-        randomization=RandomizationConfig(enabled=False),  # exact reference states (tests/test_randomization.py)
-        # the tiny robot has no sensor that makes MuJoCo compute contact forces (tests/test_g1_recipe.py)
-        rewards=RewardsConfig(undesired_contacts=ContactTerm(0.0)),
-    )
-
-
-def teleport(env, modify=None):
-    """Replace physics by writing the next reference frame (optionally modified) into the pool."""
-
-    def fake_step(ctrl, substeps=1):
-        ref = env.motion.lookup(env.clip, env.frame + 1)
-        qpos, qvel = ref.qpos.copy(), ref.qvel.copy()
-        if modify is not None:
-            modify(qpos, qvel)
-        env.pool.reset(np.arange(env.num_envs), qpos, qvel)
-        return env.pool.bad_envs
-
-    env.pool.step = fake_step
 
 
 def test_pd_actuators_and_dimensions(tiny_cfg):
@@ -376,79 +288,6 @@ def test_g1_outputs_with_randomization_do_not_depend_on_the_pools_contact_fields
     assert cfg.randomization.enabled
     ended, contacts = _same_outputs_with_and_without_contacts(cfg, 16, steps=12, seed=4)
     assert ended > 0 and contacts > 0  # restarts and feet on the ground were compared
-
-
-@pytest.mark.g1
-@pytest.mark.slow
-def test_benchmark_script_smoke(tmp_path):
-    import json
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    script = Path(__file__).resolve().parents[1] / "scripts/benchmark/env/benchmark_env_step_phase_cpu.py"
-    out = tmp_path / "bench.json"
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1] / "src") + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.run([sys.executable, str(script), "--num-envs", "8", "--steps", "4", "--warmup", "1",
-                           "--block", "2", "--json", str(out)], capture_output=True, text=True, env=env, timeout=600)
-    assert proc.returncode == 0, proc.stderr
-    assert "backend_step" in proc.stdout and "env / raw steps/s" in proc.stdout
-    data = json.loads(out.read_text())
-    (run,) = data["runs"]
-    assert set(run["phases"]) == {"backend_step", "update_state", "reset_done", "env.step"}
-    assert run["phases"]["env.step"]["count"] == 4
-    assert run["env_steps_per_sec"] > 0 and run["raw_steps_per_sec"] > 0
-    assert 0.0 <= run["steal_share"] < 1.0 and "steal time" in proc.stdout
-    threads = run["threads"]  # per thread group, steps of their own
-    assert {"backend_step", "update_state", "reset_done"} <= set(threads)
-    for row in threads.values():
-        assert 0.0 <= row["main_alone_ms"] <= row["main_ms"] + 1e-9
-    assert set(run["projection_main_alone"]) == set(run["projection"])
-
-
-def test_main_alone_is_the_calling_threads_cpu_beyond_its_share_of_each_pool():
-    import threading
-    import time
-
-    from unilab.bench.env_step_phase_cpu import ThreadPhaseTimer
-    from unilab.sim import cpu
-
-    stop = threading.Event()
-    tids = []
-
-    def spin():
-        tids.append(cpu.current_tid())
-        stop.wait()
-
-    worker = threading.Thread(target=spin)
-    worker.start()
-    while not tids:
-        time.sleep(0.001)
-    timer = ThreadPhaseTimer({"parked": tids, "none": []})
-    with timer.phase("serial"):
-        t0 = time.thread_time()
-        while time.thread_time() - t0 < 0.02:  # 20 ms of the calling thread alone
-            pass
-    stop.set()
-    worker.join()
-    row = timer.breakdown(steps=2)["serial"]
-    assert row["parked_ms"] < 1.0 and row["none_ms"] == 0.0
-    assert row["main_ms"] == pytest.approx(10.0, abs=2.0)  # per step
-    assert row["main_alone_ms"] == pytest.approx(row["main_ms"] - row["parked_ms"])
-
-
-def test_steal_share_is_steal_over_the_machines_time_without_guest():
-    from collections import namedtuple
-
-    from unilab.bench.env_step_phase_cpu import steal_share
-
-    times = namedtuple("times", "user nice system idle steal guest guest_nice")
-    before = times(10, 0, 5, 100, 1, 2, 0)
-    after = times(16, 0, 6, 102, 2, 5, 0)  # +3 guest seconds, already inside user's +6
-    assert steal_share(before, after) == pytest.approx(1 / 10)
-    assert steal_share(after, after) == 0.0
 
 
 def test_policy_noise_only_on_policy_obs(tiny_cfg):

@@ -115,6 +115,10 @@ def test_joint_name_mismatch_lists_missing_and_extra(tiny_model, tmp_path):
         ("vel_shape", "'joint_vel' must be"),
         ("nan", "NaN"),
         ("fps", "'fps'"),
+        ("fps_tiny", "'fps' must be one number in"),
+        ("scaled_angles", "joint j_. is at .* rad at frame .* outside its range .*radians"),
+        ("scaled_root", "root position .* over 1000 m"),
+        ("scaled_rates", "'joint_vel' reaches"),
         ("absent", "does not exist"),
     ],
 )
@@ -132,6 +136,15 @@ def test_bad_files_raise_motion_file_error(tiny_model, tmp_path, damage, expect)
         path = save(tmp_path, "c.npz", dict(data, joint_pos=jp))
     elif damage == "fps":
         path = save(tmp_path, "c.npz", dict(data, fps=np.array([0])))
+    elif damage == "fps_tiny":  # would resample to 118 TiB of frames
+        path = save(tmp_path, "c.npz", dict(data, fps=np.array([1e-9])))
+    elif damage in ("scaled_angles", "scaled_root"):  # the same clip in micro-units
+        jp = data["joint_pos"].copy()
+        jp[:, 7:] *= 1e6 if damage == "scaled_angles" else 1
+        jp[:, :3] *= 1e6 if damage == "scaled_root" else 1
+        path = save(tmp_path, "c.npz", dict(data, joint_pos=jp))
+    elif damage == "scaled_rates":
+        path = save(tmp_path, "c.npz", dict(data, joint_vel=data["joint_vel"] * 1e6))
     elif damage == "absent":
         path = tmp_path / "c.npz"
     else:

@@ -6,7 +6,6 @@ import dataclasses
 
 import numpy as np
 import pytest
-from test_g1_task import tiny_cfg  # noqa: F401 - the fixture
 
 from unilab.tasks.g1_motion_tracking.config import MotionTrackingConfig, ObsNoiseConfig
 from unilab.tasks.g1_motion_tracking.env import MotionTrackingEnv
@@ -60,7 +59,7 @@ def _env(cfg, preset, noise, n=64):
     return env, env.reset()
 
 
-def test_deployable_env_noise_only_on_policy_and_critic_unchanged(tiny_cfg):  # noqa: F811
+def test_deployable_env_noise_only_on_policy_and_critic_unchanged(tiny_cfg):
     noise = ObsNoiseConfig(anchor_pos=0.25, anchor_ori=0.05, base_lin_vel=0.3, base_ang_vel=0.2, joint_pos=0.01,
                            joint_vel=0.5)
     dep, obs = _env(tiny_cfg, "deployable", noise)

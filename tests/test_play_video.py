@@ -7,7 +7,7 @@ import dataclasses
 import imageio.v3 as iio
 import numpy as np
 import pytest
-from test_g1_task import teleport, tiny_cfg  # noqa: F401 - tiny_cfg is a fixture
+from tiny_robot import teleport
 
 from unilab.algo.sac.agent import FastSAC
 from unilab.algo.sac.config import SACConfig
@@ -22,7 +22,7 @@ from unilab.tasks.registry import make_env
 W, H = 160, 120
 
 
-def test_tracking_env_reference_and_text(tiny_cfg):  # noqa: F811 - the fixture
+def test_tracking_env_reference_and_text(tiny_cfg):
     env = MotionTrackingEnv(tiny_cfg, 2, seed=4)
     env.reset()
     ref = env.reference_qpos(1)
@@ -70,7 +70,7 @@ def _text_box(frames: np.ndarray) -> np.ndarray:
     return ((corner.max(axis=-1) < 90).mean(axis=(1, 2)) > 0.3) & ((corner.min(axis=-1) > 150).any(axis=(1, 2)))
 
 
-def test_play_films_the_tracking_ghost_and_text(tiny_cfg, gl_backend, tmp_path, monkeypatch):  # noqa: F811
+def test_play_films_the_tracking_ghost_and_text(tiny_cfg, gl_backend, tmp_path, monkeypatch):
     monkeypatch.setenv("MUJOCO_GL", gl_backend)
     # the tiny robot's config as is (a stored dict would be merged into the G1 defaults' joint tables)
     monkeypatch.setattr(play_module, "task_config", lambda name, values: tiny_cfg)

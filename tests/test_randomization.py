@@ -8,7 +8,6 @@ import mujoco
 import numpy as np
 import pytest
 from mujoco import batch as mjbatch
-from test_g1_task import tiny_cfg  # noqa: F401 - the fixture
 
 from unilab.runtime.collector import _count
 from unilab.runtime.metrics import MetricsLogger
@@ -87,7 +86,7 @@ def _neutral(cfg: MotionTrackingConfig) -> MotionTrackingConfig:
     return cfg
 
 
-def test_disabled_means_no_randomizer_and_identical_rollouts(tiny_cfg):  # noqa: F811
+def test_disabled_means_no_randomizer_and_identical_rollouts(tiny_cfg):
     master_off = MotionTrackingEnv(_off(tiny_cfg), 16, seed=4)
     terms_off = MotionTrackingEnv(_only(tiny_cfg), 16, seed=4)
     assert master_off.randomizer is None and terms_off.randomizer is None
@@ -97,7 +96,7 @@ def test_disabled_means_no_randomizer_and_identical_rollouts(tiny_cfg):  # noqa:
     _assert_same(_rollout(master_off, 12), _rollout(terms_off, 12))
 
 
-def test_neutral_randomization_is_bit_identical_and_leaves_the_env_rng_alone(tiny_cfg):  # noqa: F811
+def test_neutral_randomization_is_bit_identical_and_leaves_the_env_rng_alone(tiny_cfg):
     """Every hook runs (per-env fields, set_const, pushes, delay queue, bias rows) with zero effect."""
     plain = MotionTrackingEnv(_off(tiny_cfg), 16, seed=7)
     neutral = MotionTrackingEnv(_neutral(tiny_cfg), 16, seed=7)
@@ -112,7 +111,7 @@ def test_neutral_randomization_is_bit_identical_and_leaves_the_env_rng_alone(tin
     np.testing.assert_array_equal(plain.obs_noise_streams, neutral.obs_noise_streams)
 
 
-def test_every_term_on_leaves_the_env_rng_stream_alone(tiny_cfg):  # noqa: F811
+def test_every_term_on_leaves_the_env_rng_stream_alone(tiny_cfg):
     plain = MotionTrackingEnv(_off(tiny_cfg), 16, seed=9)
     rand = MotionTrackingEnv(_only(tiny_cfg, *TERM_NAMES), 16, seed=9)
     plain.reset()
@@ -123,7 +122,7 @@ def test_every_term_on_leaves_the_env_rng_stream_alone(tiny_cfg):  # noqa: F811
     np.testing.assert_array_equal(plain.reset_noise_streams, rand.reset_noise_streams)
 
 
-def test_friction_per_env_in_range_on_robot_and_ground_only(tiny_cfg):  # noqa: F811
+def test_friction_per_env_in_range_on_robot_and_ground_only(tiny_cfg):
     env = MotionTrackingEnv(_only(tiny_cfg, "friction"), 32, seed=1)
     env.reset()
     changed = _changed_model_fields(env)
@@ -139,7 +138,7 @@ def test_friction_per_env_in_range_on_robot_and_ground_only(tiny_cfg):  # noqa: 
     assert env.pool.batch.get_model(5).geom_friction[0, 0] == f[5, 0]
 
 
-def test_friction_changes_contact_physics(tiny_cfg):  # noqa: F811
+def test_friction_changes_contact_physics(tiny_cfg):
     """Same states, same actions: only the friction differs, and so does the motion on the ground."""
     cfg = _only(tiny_cfg, "friction")
     cfg.terminations = TerminationsConfig(anchor_height=100.0, anchor_orientation=2.0, end_effector_height=100.0)
@@ -151,7 +150,7 @@ def test_friction_changes_contact_physics(tiny_cfg):  # noqa: F811
     assert not np.array_equal(a[-1][0], b[-1][0])
 
 
-def test_base_com_offsets_one_body_per_env_in_range(tiny_cfg):  # noqa: F811
+def test_base_com_offsets_one_body_per_env_in_range(tiny_cfg):
     env = MotionTrackingEnv(_only(tiny_cfg, "base_com"), 32, seed=1)
     env.reset()
     changed = _changed_model_fields(env)
@@ -166,14 +165,14 @@ def test_base_com_offsets_one_body_per_env_in_range(tiny_cfg):  # noqa: F811
         assert np.all((off[:, axis] >= lo) & (off[:, axis] <= hi)) and np.unique(off[:, axis]).size == 32
 
 
-def test_base_com_names_a_missing_body(tiny_cfg):  # noqa: F811
+def test_base_com_names_a_missing_body(tiny_cfg):
     cfg = _only(tiny_cfg, "base_com")
     cfg.randomization.base_com.body = "torso_link"
     with pytest.raises(ValueError, match=r"task.randomization.base_com.body: 'torso_link'"):
         MotionTrackingEnv(cfg, 2)
 
 
-def test_pd_gains_scale_kp_and_kd_per_env_and_joint_at_reset(tiny_cfg):  # noqa: F811
+def test_pd_gains_scale_kp_and_kd_per_env_and_joint_at_reset(tiny_cfg):
     env = MotionTrackingEnv(_only(tiny_cfg, "pd_gains"), 32, seed=1)
     env.reset()
     assert set(_changed_model_fields(env)) == {"actuator_gainprm", "actuator_biasprm"}
@@ -191,7 +190,7 @@ def test_pd_gains_scale_kp_and_kd_per_env_and_joint_at_reset(tiny_cfg):  # noqa:
     assert moved.tolist() == [i in (3, 7) for i in range(32)]
 
 
-def test_joint_pos_bias_shifts_the_default_pose_of_observations_and_targets(tiny_cfg):  # noqa: F811
+def test_joint_pos_bias_shifts_the_default_pose_of_observations_and_targets(tiny_cfg):
     """holosoma's setup_dof_pos_bias: default_dof_pos = default + bias, which its PD targets
     (default_dof_pos + scale x action) and its joint_pos_rel observation (q - default_dof_pos) both use."""
     biased = MotionTrackingEnv(_only(tiny_cfg, "joint_pos_bias"), 16, seed=2)
@@ -221,7 +220,7 @@ def _push_cfg(cfg):
     return cfg
 
 
-def test_push_adds_the_sampled_kick_to_the_root_velocity(tiny_cfg):  # noqa: F811
+def test_push_adds_the_sampled_kick_to_the_root_velocity(tiny_cfg):
     cfg = _push_cfg(tiny_cfg)
     cfg.randomization.push.interval_s = [0.1, 0.2]  # 5..10 policy steps of 0.02 s
     cfg.reset.sampling = "uniform"  # start frames far enough from the clip ends for every env to be pushed
@@ -258,7 +257,7 @@ def test_push_adds_the_sampled_kick_to_the_root_velocity(tiny_cfg):  # noqa: F81
     assert pushed.min() >= 1  # every env was pushed at least once in 12 steps
 
 
-def test_push_timer_restarts_at_reset(tiny_cfg):  # noqa: F811
+def test_push_timer_restarts_at_reset(tiny_cfg):
     env = MotionTrackingEnv(_push_cfg(tiny_cfg), 8, seed=3)
     r = env.randomizer
     env.reset()
@@ -272,7 +271,7 @@ def test_push_timer_restarts_at_reset(tiny_cfg):  # noqa: F811
     assert np.all((r.push_steps >= 50) & (r.push_steps <= 150))  # U[1, 3] s at 0.02 s per step
 
 
-def test_action_delay_applies_the_targets_of_the_drawn_step(tiny_cfg):  # noqa: F811
+def test_action_delay_applies_the_targets_of_the_drawn_step(tiny_cfg):
     env = MotionTrackingEnv(_only(tiny_cfg, "action_delay"), 16, seed=5)
     r = env.randomizer
     env.reset()
@@ -290,7 +289,7 @@ def test_action_delay_applies_the_targets_of_the_drawn_step(tiny_cfg):  # noqa: 
 
 
 @pytest.mark.parametrize("persistent", [False, True])
-def test_randomized_model_fields_survive_resets(tiny_cfg, persistent):  # noqa: F811
+def test_randomized_model_fields_survive_resets(tiny_cfg, persistent):
     env = MotionTrackingEnv(_only(tiny_cfg, "friction", "base_com", "pd_gains"), 8, seed=6,
                             pool_kwargs={"persistent": persistent, "nthread": 1})
     env.reset()
@@ -313,7 +312,7 @@ def _values(env):
     return (r.friction, r.com_offset, r.joint_pos_bias, r.push_steps, r.kp_scale, r.kd_scale, r.delay)
 
 
-def test_values_are_reproducible_from_the_seed(tiny_cfg):  # noqa: F811
+def test_values_are_reproducible_from_the_seed(tiny_cfg):
     cfg = _only(tiny_cfg, *TERM_NAMES)
     envs = [MotionTrackingEnv(cfg, 16, seed=s) for s in (11, 11, 12)]
     for e in envs:
@@ -348,7 +347,7 @@ def test_holosoma_defaults():
     assert r.pd_gains.kp_scale == r.pd_gains.kd_scale == [0.9, 1.1] and r.action_delay.steps == [0, 1]
 
 
-def test_stats_reach_the_metrics_as_randomization_tags(tiny_cfg, tmp_path):  # noqa: F811
+def test_stats_reach_the_metrics_as_randomization_tags(tiny_cfg, tmp_path):
     env = MotionTrackingEnv(_only(tiny_cfg, *TERM_NAMES), 8, seed=1)
     out = env.buffers()
     env.reset(out=out)

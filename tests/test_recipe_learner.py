@@ -171,7 +171,10 @@ def test_a_step_that_fails_and_times_out_bootstraps():
     from unilab.sim.spec import step_record
 
     buf = ReplayBuffer(2, 4, step_record(OBS, COBS, ACT), gamma=0.9)
-    z = lambda *s: np.zeros(s, dtype=np.float32)  # noqa: E731 - a short helper for one test
+
+    def z(*shape):
+        return np.zeros(shape, dtype=np.float32)
+
     before = {"obs": z(2, OBS), "critic_obs": z(2, COBS), "action": z(2, ACT)}
     after = {"obs": z(2, OBS), "critic_obs": z(2, COBS), "reward": z(2), "terminated": np.array([True, True]),
              "truncated": np.array([True, False]), "final_obs": z(2, OBS), "final_critic_obs": z(2, COBS)}

@@ -232,36 +232,3 @@ def test_play_writes_a_video(tmp_path):
     if "no video" in out.stdout:
         pytest.skip("no offscreen OpenGL on this machine: " + out.stdout)
     assert len(videos) == 1 and videos[0].stat().st_size > 1000
-
-
-def test_two_ranks_with_gloo_share_cpus_and_weights(tmp_path):
-    """torchrun, 2 ranks on CPU: disjoint pinned collectors, identical networks after training."""
-    import sys
-
-    import torch
-
-    from unilab.sim import cpu
-
-    if not cpu.affinity_supported() or cpu.usable_cpu_count() < 2:
-        pytest.skip("needs thread affinity and 2 usable CPUs")
-    cmd = [
-        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29517",
-        "-m", "unilab.cli.train", *train_cmd(tmp_path, "algo.max_iterations=12")[3:],
-    ]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    assert out.returncode == 0, out.stdout + out.stderr
-    from unilab.runtime.distributed import cpu_partition
-
-    pinned = sorted(
-        line.split("cpu_ids=")[1].split(", learner")[0] for line in out.stdout.splitlines() if "pinned to" in line)
-    expected = sorted(str(cpu_partition(cpu.usable_cpus(), r, 2)) for r in range(2))
-    assert pinned == expected
-    runs = run_dirs(tmp_path) + sorted((tmp_path / "fast_sac").glob("*/*_mujoco_rank1"))
-    assert len(runs) == 2
-    actors = [load_checkpoint(r)[0]["agent"]["actor"] for r in runs]
-    for key in actors[0]:
-        assert torch.equal(actors[0][key], actors[1][key]), key
-    norms = [load_checkpoint(r)[0]["agent"]["obs_normalizer"] for r in runs]
-    for key in norms[0]:
-        assert torch.equal(norms[0][key], norms[1][key]), key
-

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 import pytest
 import torch
 
 from unilab.algo.sac import FastSAC, ReplayBuffer, SACConfig
+from unilab.runtime.iteration import LearnerIteration
 from unilab.sim.spec import step_record
 
 ARENA = 2.0
@@ -77,26 +79,38 @@ def evaluate(policy, num_envs: int = 64, seed: int = 123) -> float:
     return float(total.mean())
 
 
+class PointMassSource:
+    """The point mass as the trainer's step source: the step mapping the collector would write, in process."""
+
+    def __init__(self, env: PointMassReach):
+        self.env = env
+        self.action: torch.Tensor | None = None
+
+    def reset(self) -> dict[str, np.ndarray]:
+        obs = self.env.reset()
+        return {"obs": obs["policy"].numpy(), "critic_obs": obs["critic"].numpy()}
+
+    def send_action(self, action: np.ndarray) -> None:
+        self.action = torch.from_numpy(action)
+
+    def wait_step(self) -> dict[str, np.ndarray]:
+        obs, reward, terminated, truncated, info = self.env.step(self.action)
+        return {"obs": obs["policy"].numpy(), "critic_obs": obs["critic"].numpy(), "reward": reward.numpy(),
+                "terminated": terminated.numpy(), "truncated": truncated.numpy(),
+                "final_obs": info["final_obs"]["policy"].numpy(),
+                "final_critic_obs": info["final_obs"]["critic"].numpy()}
+
+
 def train(cfg: SACConfig) -> FastSAC:
-    """Collect-and-update loop shaped like the unilab trainer (one env step per iteration)."""
-    env = PointMassReach(cfg.num_envs, seed=cfg.seed)
-    obs = env.reset()
-    agent = FastSAC(cfg, obs_dim=obs["policy"].shape[1], critic_obs_dim=obs["critic"].shape[1], action_dim=2)
+    """The trainer's own iteration (act, send, store, update, receive) on the point mass."""
+    source = PointMassSource(PointMassReach(cfg.num_envs, seed=cfg.seed))
+    step = source.reset()
+    agent = FastSAC(cfg, obs_dim=step["obs"].shape[1], critic_obs_dim=step["critic_obs"].shape[1], action_dim=2)
     replay = ReplayBuffer(cfg.num_envs, cfg.buffer_size, step_record(agent.obs_dim, agent.critic_obs_dim, 2),
                           n_steps=cfg.n_steps, gamma=cfg.gamma, device=agent.device, seed=cfg.seed)
+    loop = LearnerIteration(agent, replay, cfg, observations=("obs", "critic_obs"))
     for it in range(cfg.max_iterations):
-        action = agent.act(obs["policy"])
-        next_obs, reward, terminated, truncated, info = env.step(action)
-        replay.extend(
-            {"obs": obs["policy"], "critic_obs": obs["critic"], "action": action},
-            {"obs": next_obs["policy"], "critic_obs": next_obs["critic"], "reward": reward,
-             "terminated": terminated, "truncated": truncated,
-             "final_obs": info["final_obs"]["policy"], "final_critic_obs": info["final_obs"]["critic"]},
-        )
-        obs = next_obs
-        if it >= cfg.learning_starts:
-            for _ in range(cfg.num_updates):
-                agent.update(replay.sample(cfg.batch_size), return_metrics=False)
+        step, _ = loop.run(it, step, source)
     return agent
 
 

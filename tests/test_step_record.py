@@ -11,14 +11,13 @@ from runtime_helpers import run_dirs, train_cmd
 
 from unilab.algo.sac.replay import ReplayBuffer
 from unilab.runtime.shm import SLOTS, SharedArrays, step_slot, transport_spec
-from unilab.sim.spec import EnvSpec, Field, env_outputs
+from unilab.sim.spec import EnvSpec, env_outputs
 from unilab.tasks.base import EpisodeBook
 from unilab.tasks.registry import make_env, task_config
 
 
 def test_transport_arrays_are_the_step_record():
-    spec = EnvSpec(obs_dim=3, critic_obs_dim=5, action_dim=2, control_dt=0.02,
-                   extra_fields=(Field("phase", (2,), "float32"), Field("clip_id", (), "int64", writer="learner")))
+    spec = EnvSpec(obs_dim=3, critic_obs_dim=5, action_dim=2, control_dt=0.02)
     layout = transport_spec(4, spec, ["iterations"])
     shm = SharedArrays.create(layout)
     try:
@@ -27,10 +26,11 @@ def test_transport_arrays_are_the_step_record():
         got = {name: (tuple(a.shape), a.dtype.name) for name, a in shm.arrays.items() if name != "counters"}
         assert got == {k: (s, np.dtype(d).name) for k, (s, d) in expected.items()}
         assert {"obs", "critic_obs", "final_obs", "final_critic_obs", "reward", "terminated", "truncated",
-                "action", "phase", "clip_id"} == set(got)
-        # the added fields reach the replay too, with no other edit
+                "action"} == set(got)
+        # the replay stores what the record declares, in its shapes
         replay = ReplayBuffer(4, 3, spec.record)
-        assert tuple(replay.storage["phase"].shape) == (4, 3, 2) and "clip_id" in replay.storage
+        assert {f.name: tuple(replay.storage[f.name].shape) for f in spec.record} == {
+            f.name: (4, 3, *f.shape) for f in spec.record}
         # slots alternate: step k and step k + 1 never share memory
         assert not np.shares_memory(step_slot(shm, spec, 0)["obs"], step_slot(shm, spec, 1)["obs"])
         assert np.shares_memory(step_slot(shm, spec, 0)["obs"], step_slot(shm, spec, SLOTS)["obs"])

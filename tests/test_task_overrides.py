@@ -6,13 +6,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_g1_task import ROBOT_XML, ZERO_NOISE, _clip
+from tiny_robot import ROBOT_XML, ZERO_NOISE, tiny_clip
 
 from unilab.cli.config import ConfigError, compose_config, to_run_spec
+from unilab.tasks.core.joints import match_joint_values
 from unilab.tasks.g1_motion_tracking.config import (
     MotionTrackingConfig,
     ResetConfig,
-    match_joint_values,
 )
 from unilab.tasks.g1_motion_tracking.env import MotionTrackingEnv, task_motion_files
 
@@ -32,7 +32,7 @@ def tiny(tmp_path):
     xml = tmp_path / "robot.xml"
     xml.write_text(ROBOT_XML)
     clip = tmp_path / "clip.npz"
-    np.savez(clip, **_clip(60))
+    np.savez(clip, **tiny_clip(60))
     cfg = MotionTrackingConfig(
         model_xml=str(xml), motion_files=[str(clip)], tracked_bodies=["base", "upper", "tip"], anchor_body="base",
         end_effector_bodies=["tip"], default_joint_pos={"j_a": 0.1}, kp={".*": 20.0}, kd={".*": 1.0},
@@ -145,6 +145,11 @@ def test_a_missing_motion_file_on_the_command_line_is_a_config_error(tmp_path):
 def test_bad_motion_files_name_the_key(value, where):
     with pytest.raises(ValueError, match=where + r" must be a path"):
         MotionTrackingConfig.from_dict({"motion_files": value})
+
+
+def test_an_empty_motion_files_list_is_refused_not_replaced_by_the_builtin_clips():
+    with pytest.raises(ConfigError, match=r"task.motion_files=\[\] lists no clips"):
+        to_run_spec(compose_config(["task=g1_motion_tracking", "task.motion_files=[]"]))
 
 
 def test_bad_motion_files_on_the_command_line_is_a_config_error():

@@ -324,7 +324,7 @@ def _good_meta() -> dict:
         "default_joint_pos": [0.0, 0.1], "action_scale": [0.5, 0.5], "action_bound": [2.0, 4.0], "kp": [40.0, 40.0],
         "kd": [1.0, 1.0],
         "effort_limit": [80.0, None], "pd_target_range": None, "control_dt": 0.02, "sim_dt": 0.005,
-        "decimation": 4, "integrator": "implicitfast",
+        "decimation": 4, "integrator": "implicitfast", "self_collisions": False,
         "obs_layout": [{"name": "base_ang_vel", "offset": 0, "width": 3},
                        {"name": "last_action", "offset": 3, "width": 2}],
         "anchor_body": "torso", "tracked_bodies": ["pelvis", "torso", "foot"], "end_effector_bodies": ["foot"],
@@ -346,6 +346,7 @@ def _good_meta() -> dict:
     ("effort_limit", [80.0, -1.0], "metadata effort_limit="),
     ("end_effector_bodies", ["hand"], "metadata end_effector_bodies="),
     ("integrator", "leapfrog", "metadata integrator=\"leapfrog\""),
+    ("self_collisions", "no", "metadata self_collisions=\"no\": expected true or false"),
 ])
 def test_sim2sim_refuses_bad_metadata_naming_the_key(key, value, needle):
     mod = _sim2sim()

@@ -59,7 +59,8 @@ _INTEGRATORS = {
 }
 _REQUIRED = ("obs_dim", "action_dim", "joint_names", "obs_joint_names", "default_joint_pos", "action_scale",
              "action_bound", "kp",
-             "kd", "effort_limit", "control_dt", "sim_dt", "decimation", "obs_layout", "anchor_body",
+             "kd", "effort_limit", "control_dt", "sim_dt", "decimation", "self_collisions", "obs_layout",
+             "anchor_body",
              "tracked_bodies", "end_effector_bodies", "termination_thresholds", "model_xml", "motion_files")
 
 
@@ -182,6 +183,8 @@ def check_metadata(meta: dict) -> None:
     if v is not None and not (isinstance(v, list) and len(v) == n and all(
             isinstance(r, list) and len(r) == 2 and all(_number(x) for x in r) and r[0] <= r[1] for r in v)):
         raise bad("pd_target_range", f"null or a list of {n} [low, high] pairs")
+    if not isinstance(meta["self_collisions"], bool):
+        raise bad("self_collisions", "true or false")
     v = meta["obs_layout"]
     if not isinstance(v, list) or not v:
         raise bad("obs_layout", "a non-empty list of pieces {name, offset, width}")
@@ -224,6 +227,14 @@ def load_pd_model(path: Path, meta: dict) -> tuple[mujoco.MjModel, np.ndarray]:
         if meta["integrator"] not in _INTEGRATORS:
             raise Sim2SimError(f"metadata integrator {meta['integrator']!r} is not one of {sorted(_INTEGRATORS)}")
         model.opt.integrator = _INTEGRATORS[meta["integrator"]]
+    if not meta["self_collisions"]:  # as in training: robot geoms of conaffinity 1 get 2 (environment only)
+        anchor = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, meta["anchor_body"])
+        if anchor < 0:
+            raise Sim2SimError(f"metadata anchor_body {meta['anchor_body']!r} is not a body of {path}")
+        robot = np.flatnonzero(np.asarray(model.body_rootid) == model.body_rootid[anchor])
+        geoms = np.flatnonzero(np.isin(np.asarray(model.geom_bodyid), robot))
+        geoms = geoms[(model.geom_contype[geoms] == 1) & (model.geom_conaffinity[geoms] == 1)]
+        model.geom_conaffinity[geoms] = 2
     names = list(meta["joint_names"])
     if model.nu != len(names):
         raise Sim2SimError(f"model {path} has {model.nu} actuators, the policy drives {len(names)} joints")

@@ -17,15 +17,15 @@ import typing
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
+from omegaconf import OmegaConf
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
+
 T = TypeVar("T")
 NO_VALUE = object()  # describe_config_error: the refused value is not known
 
 
 def build_dataclass(cls: type[T], data: Mapping[str, Any], where: str) -> T:
     """A checked ``cls`` instance from ``data`` (errors name ``where.<key>``)."""
-    from omegaconf import OmegaConf  # noqa: PLC0415 - lazy: config modules import this one; omegaconf only to build
-    from omegaconf.errors import OmegaConfBaseException  # noqa: PLC0415 - lazy: omegaconf only to build
-
     if not isinstance(data, Mapping):
         raise ValueError(f"{where} must be a mapping, got {data!r}")
     check_strict_bools(cls, data, where)
@@ -75,9 +75,6 @@ def describe_config_error(err: Any, where: str = "", value: Any = NO_VALUE) -> s
 
     ``value``: the refused value when the caller knows it (OmegaConf's errors do not keep it).
     """
-    # lazy: omegaconf only on an error
-    from omegaconf.errors import ConfigAttributeError, ConfigKeyError  # noqa: PLC0415
-
     key = str(getattr(err, "full_key", "") or "")
     full = f"{where}.{key}" if where and key else (key or where)
     obj = getattr(err, "object_type", None)

@@ -34,6 +34,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tqdm import tqdm
+
 from unilab import cache as unilab_cache
 
 HOLOSOMA_VERSION = "0.0.3"
@@ -295,10 +297,6 @@ class _NullBar:
 
 def _progress_bar(total: int, desc: str, enabled: bool):
     if not enabled:
-        return _NullBar()
-    try:
-        from tqdm import tqdm  # noqa: PLC0415 - optional: no progress bar without it
-    except ImportError:  # tqdm is a dependency, but a progress line is not worth failing over
         return _NullBar()
     return tqdm(total=total, desc=f"unilab: {desc}", unit="B", unit_scale=True, file=sys.stderr, leave=False)
 

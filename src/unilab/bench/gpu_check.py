@@ -72,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def device_facts(cuda: bool) -> dict[str, Any]:
-    import torch  # noqa: PLC0415 - heavy, only here
+    import torch  # heavy, only here
 
     return {"torch": torch.__version__,
             "device_name": torch.cuda.get_device_name(0) if cuda and torch.cuda.is_available() else "cpu"}
@@ -104,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if error:
         print(f"{prog} {error}", file=sys.stderr)
         return 2
-    from unilab.cli.config import cuda_available  # noqa: PLC0415 - probes without torch
+    from unilab.cli.config import cuda_available  # probes without torch
 
     cuda = cuda_available()
     tiny = args.tiny or not cuda
@@ -122,7 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                   train_returncode=rc, train_process_wall_s=wall_s, eval=dict.fromkeys(METRIC_NAMES),
                   machine=learn.machine_facts(), **device_facts(cuda and not tiny))
     if run_dir is not None and (run_dir / "config.yaml").is_file():
-        import yaml  # noqa: PLC0415
+        import yaml
 
         algo = yaml.safe_load((run_dir / "config.yaml").read_text())["algo"]
         report["num_envs"], report["num_updates"] = int(algo["num_envs"]), int(algo["num_updates"])

@@ -164,7 +164,7 @@ def run_eval(cmd: list[str], cpus: Sequence[int] | None = None, env: dict[str, s
 
 def read_curves(run_dir: str | Path) -> dict[str, list[tuple[int, float, float]]]:
     """``{tag: [(step, wall_time, value), ...]}`` of every scalar in the run's event files."""
-    from tensorboard.backend.event_processing import event_accumulator as ea  # noqa: PLC0415 - heavy, only here
+    from tensorboard.backend.event_processing import event_accumulator as ea  # heavy, only here
 
     acc = ea.EventAccumulator(str(run_dir), size_guidance={ea.SCALARS: 0})
     acc.Reload()
@@ -381,7 +381,7 @@ def parse_seeds(text: str | None) -> list[int]:
 
 def cpu_slots(parallel: int, usable: Sequence[int]) -> list[list[int] | None]:
     """The CPU set of each of ``parallel`` concurrent runs: disjoint shares of ``usable`` (None: unpinned)."""
-    from unilab.runtime.distributed import cpu_partition  # noqa: PLC0415 - imports torch; only here
+    from unilab.runtime.distributed import cpu_partition  # imports torch; only here
 
     if parallel == 1:
         return [None]
@@ -393,7 +393,7 @@ def cpu_slots(parallel: int, usable: Sequence[int]) -> list[list[int] | None]:
 
 def resolved_config(cmd: list[str]) -> Any:
     """The composed and validated train config of ``cmd`` (ValueError with the config's message)."""
-    from unilab.cli.config import ConfigError, choose_recipe, compose_config, split_argv, to_run_spec  # noqa: PLC0415
+    from unilab.cli.config import ConfigError, choose_recipe, compose_config, split_argv, to_run_spec
 
     try:
         overrides, _ = split_argv(cmd[3:])  # after "python -m unilab.cli.train"
@@ -592,17 +592,17 @@ def lscpu_model_name() -> str | None:
 
 
 def machine_facts() -> dict[str, Any]:
-    from unilab.sim.cpu import usable_cpus  # noqa: PLC0415
+    from unilab.sim.cpu import usable_cpus
 
     return {"lscpu_model_name": lscpu_model_name(), "cpu_count": os.cpu_count(), "usable_cpus": usable_cpus()}
 
 
 def plot_runs(report: dict[str, Any], path: Path) -> Path:
     """One PNG: episode length vs env steps of every arm (colour) and seed (line style), baselines dashed."""
-    import matplotlib  # noqa: PLC0415 - only when plotting
+    import matplotlib  # only when plotting
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
+    import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(9, 5.5))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -670,7 +670,7 @@ def usage_error(args: argparse.Namespace, bounds: Sequence[tuple[str, float | No
 
 def compare_main(args: argparse.Namespace) -> int:
     """``--arm`` / ``--seeds`` / ``--env-steps`` / ``--parallel``: every arm x seed, one JSON and one PNG."""
-    from unilab.sim.cpu import usable_cpus  # noqa: PLC0415
+    from unilab.sim.cpu import usable_cpus
 
     prog = "unilab-bench learn: error:"
     error = usage_error(args, (("--minutes", args.minutes, 0, True), ("--env-steps", args.env_steps, 1, False),

@@ -36,7 +36,7 @@ class ConfigError(ValueError):
 
 def register_schemas() -> None:
     """Store the config dataclasses in Hydra's ConfigStore (the presets' ``defaults``)."""
-    from hydra.core.config_store import ConfigStore  # noqa: PLC0415 - lazy: hydra only to compose
+    from hydra.core.config_store import ConfigStore  # lazy: hydra only to compose
 
     cs = ConfigStore.instance()
     cs.store(group="algo", name="base_sac", node=SACConfig)
@@ -131,10 +131,10 @@ def cuda_device_count() -> int:
     which honour ``CUDA_VISIBLE_DEVICES`` as torch does). A ROCm build, whose
     driver is not NVIDIA's, asks torch itself.
     """
-    import ctypes  # noqa: PLC0415 - only when the recipe is chosen
-    import importlib.util  # noqa: PLC0415 - only when the recipe is chosen
-    import sys  # noqa: PLC0415 - only when the recipe is chosen
-    from pathlib import Path  # noqa: PLC0415 - only when the recipe is chosen
+    import ctypes  # only when the recipe is chosen
+    import importlib.util  # only when the recipe is chosen
+    import sys  # only when the recipe is chosen
+    from pathlib import Path  # only when the recipe is chosen
 
     spec = importlib.util.find_spec("torch")
     if spec is None or not spec.submodule_search_locations:
@@ -149,7 +149,7 @@ def cuda_device_count() -> int:
     except (OSError, SyntaxError):
         build = {"cuda": "unknown"}
     if build.get("hip"):
-        import torch  # noqa: PLC0415 - ROCm: no cheap probe
+        import torch  # ROCm: no cheap probe
 
         return int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
     if not build.get("cuda"):
@@ -191,9 +191,9 @@ def _example(group: str) -> str:
 
 def compose_config(overrides: Sequence[str], config_name: str = "train") -> Any:
     """Compose ``unilab/config/<config_name>.yaml`` with Hydra overrides (types checked, bools strict)."""
-    from hydra import compose, initialize_config_module  # noqa: PLC0415 - lazy: hydra only to compose
-    from hydra.errors import HydraException, MissingConfigException  # noqa: PLC0415 - lazy: hydra only to compose
-    from omegaconf.errors import OmegaConfBaseException  # noqa: PLC0415 - lazy: hydra only to compose
+    from hydra import compose, initialize_config_module  # lazy: hydra only to compose
+    from hydra.errors import HydraException, MissingConfigException  # lazy: hydra only to compose
+    from omegaconf.errors import OmegaConfBaseException  # lazy: hydra only to compose
 
     register_schemas()
     try:
@@ -223,10 +223,10 @@ def _quoting_hint(overrides: Sequence[str]) -> str:
     A path with a space, quote or parenthesis (``training.resume=/runs/my run (2)``) is not an
     unquoted Hydra value; quoted, it is taken as it is.
     """
-    import shlex  # noqa: PLC0415 - only on this error path
+    import shlex  # only on this error path
 
-    from hydra.core.override_parser.overrides_parser import OverridesParser  # noqa: PLC0415 - lazy: hydra
-    from hydra.errors import HydraException  # noqa: PLC0415 - lazy: hydra only to compose
+    from hydra.core.override_parser.overrides_parser import OverridesParser  # lazy: hydra
+    from hydra.errors import HydraException  # lazy: hydra only to compose
 
     parser = OverridesParser.create()
     for ov in overrides:
@@ -259,8 +259,8 @@ def _override_value(overrides: Sequence[str], key: str) -> Any:
 def _check_bool_overrides(cfg: Any, overrides: Sequence[str]) -> None:
     """A bool key takes only true or false: OmegaConf alone would read ``no``, ``off`` or ``0`` as false."""
     # lazy: hydra only to compose
-    from hydra.core.override_parser.overrides_parser import OverridesParser  # noqa: PLC0415
-    from omegaconf import BooleanNode, OmegaConf  # noqa: PLC0415 - lazy: hydra only to compose
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import BooleanNode, OmegaConf  # lazy: hydra only to compose
 
     for ov in OverridesParser.create().parse_overrides(list(overrides)):
         if ov.is_delete() or "." not in ov.key_or_group:
@@ -355,7 +355,7 @@ def help_entries(node: Any, prefix: str, prefix_doc: str = "") -> list[tuple[str
     several fields of a config share one dataclass type (the reward terms), a
     leaf's description starts with its parent field's.
     """
-    from omegaconf import OmegaConf  # noqa: PLC0415 - lazy: hydra only to compose
+    from omegaconf import OmegaConf  # lazy: hydra only to compose
 
     cls = OmegaConf.get_type(node)
     docs = field_docs(cls) if dataclasses.is_dataclass(cls) else {}

@@ -8,6 +8,7 @@ import re
 import sys
 from collections.abc import Sequence
 
+from unilab.cli import task_overrides
 from unilab.gl_env import gl_disabled
 
 DESCRIPTION = """\
@@ -36,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("targets", nargs="*", metavar="RUN_DIR_OR_CHECKPOINT|task.KEY=VALUE",
                    help="a run directory (its latest model_<iter>.pt) or a model_<iter>.pt file (optional for a "
-                        "baseline --policy), then task config changes as task.KEY=VALUE (YAML values)")
+                        "baseline --policy), then " + task_overrides.HELP)
     p.add_argument("--policy", choices=("checkpoint", "zero", "reference", "random"), default="checkpoint",
                    help="checkpoint: the checkpoint's mean action; zero: action 0 (the default pose); reference: "
                         "the reference joint positions as PD targets, open loop; random: uniform actions in "
@@ -84,31 +85,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 130
 
 
-def split_targets(targets: Sequence[str]) -> tuple[str | None, dict[str, object]]:
-    """``(checkpoint or None, {dotted key: value})`` from the positional arguments; ValueError naming a bad one."""
-    import yaml  # noqa: PLC0415 - lazy: only overrides need it
-
-    checkpoint, overrides = None, {}
-    for tok in targets:
-        key, eq, value = tok.partition("=")
-        if eq:
-            if not key.startswith("task.") or key == "task.":
-                raise ValueError(f"override {tok!r} must look like task.KEY=VALUE")
-            overrides[key] = yaml.safe_load(value) if value else None
-        elif checkpoint is None:
-            checkpoint = tok
-        else:
-            raise ValueError(f"one RUN_DIR_OR_CHECKPOINT at most, got {checkpoint!r} and {tok!r}")
-    return checkpoint, overrides
-
-
 def _main(args: argparse.Namespace) -> int:
     if args.nice > 0 and hasattr(os, "nice"):
         os.nice(args.nice)
     # lazy: --help and usage errors without torch or mujoco
-    from pathlib import Path  # noqa: PLC0415
+    from pathlib import Path
 
-    from unilab.eval.report import (  # noqa: PLC0415
+    from unilab.eval.report import (
         check_writable,
         default_json_path,
         format_random_starts,
@@ -116,11 +99,11 @@ def _main(args: argparse.Namespace) -> int:
         plot_errors,
         write_json,
     )
-    from unilab.eval.rollout import EvalOptions, evaluate  # noqa: PLC0415
-    from unilab.runtime.checkpoint import resolve_checkpoint  # noqa: PLC0415
+    from unilab.eval.rollout import EvalOptions, evaluate
+    from unilab.runtime.checkpoint import resolve_checkpoint
 
     try:
-        checkpoint, overrides = split_targets(args.targets)
+        checkpoint, overrides = task_overrides.split_targets(args.targets)
         opts = EvalOptions(clips=args.clips, max_frames=args.max_frames, randomization=args.randomization == "on",
                            envs_per_clip=args.envs_per_clip, device=args.device, threads=args.threads,
                            seed=args.seed, progress=not args.no_progress, policy=args.policy, starts=args.starts,

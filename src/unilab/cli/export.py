@@ -34,7 +34,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(args: argparse.Namespace) -> int:
-    from unilab.deploy.export import export_policy  # noqa: PLC0415 - lazy: --help and usage errors without torch
+    from unilab.deploy.export import export_policy  # lazy: --help and usage errors without torch
 
     try:
         res = export_policy(args.checkpoint, args.out)

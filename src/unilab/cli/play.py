@@ -6,6 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from unilab.cli import task_overrides
 from unilab.gl_env import gl_disabled
 from unilab.render.video import GHOST_MODES
 from unilab.runtime.config import PlayConfig
@@ -21,6 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("checkpoint", help="a run directory (its latest model_<iter>.pt) or a model_<iter>.pt file")
+    p.add_argument("overrides", nargs="*", metavar="task.KEY=VALUE", help=task_overrides.HELP)
     d = PlayConfig()  # play's defaults, declared once
     p.add_argument("--num-envs", type=int, default=d.num_envs, help="envs stepped (env 0 is filmed)")
     p.add_argument("--steps", type=int, default=d.steps, help="control steps to roll out")
@@ -52,11 +54,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(args: argparse.Namespace) -> int:
-    from unilab.runtime.play import play  # noqa: PLC0415 - lazy: --help and usage errors without torch
+    from unilab.runtime.play import play  # lazy: --help and usage errors without torch
 
     try:
-        play(args.checkpoint, PlayConfig(num_envs=args.num_envs, steps=args.steps, seed=args.seed,
-                                         video=not args.no_video, out=args.out, device=args.device,
+        overrides = dict(task_overrides.parse_override(tok) for tok in args.overrides)
+        play(args.checkpoint, PlayConfig(task_overrides=overrides, num_envs=args.num_envs, steps=args.steps,
+                                         seed=args.seed, video=not args.no_video, out=args.out, device=args.device,
                                          width=args.width, height=args.height, ghost=args.ghost,
                                          text=not args.no_text))
     except (FileNotFoundError, ValueError) as err:

@@ -52,11 +52,11 @@ def _main(argv: Sequence[str] | None) -> int:
     if os.environ.get("RANK", "0") == "0":  # torchrun: one banner
         print(recipe, flush=True)
     # imported here, not at the top: --help, --cfg and a config error (exit 2) never load torch
-    from unilab.runtime import distributed  # noqa: PLC0415
-    from unilab.runtime.checkpoint import CheckpointWriteError  # noqa: PLC0415
-    from unilab.runtime.collector_client import CollectorStartupError  # noqa: PLC0415
-    from unilab.runtime.metrics import TrainingDiverged  # noqa: PLC0415
-    from unilab.runtime.trainer import CollectorDied, NonFiniteTraining, Trainer, line_buffered_stdout  # noqa: PLC0415
+    from unilab.runtime import distributed
+    from unilab.runtime.checkpoint import CheckpointWriteError
+    from unilab.runtime.collector_client import CollectorStartupError
+    from unilab.runtime.metrics import TrainingDiverged
+    from unilab.runtime.trainer import CollectorDied, NonFiniteTraining, Trainer, line_buffered_stdout
 
     line_buffered_stdout()
 
@@ -66,7 +66,7 @@ def _main(argv: Sequence[str] | None) -> int:
     except CollectorStartupError as err:  # the env could not be built: a config or asset problem
         print(f"train: error: {err}", file=sys.stderr, flush=True)
         return 2
-    except (CollectorDied, TrainingDiverged, NonFiniteTraining) as err:
+    except (CollectorDied, TrainingDiverged, NonFiniteTraining, distributed.RankLost) as err:
         print(f"train: error: {err}", file=sys.stderr, flush=True)
         return 1
     except CheckpointWriteError as err:  # the final checkpoint could not be written (disk full, read-only)
@@ -81,8 +81,8 @@ def _main(argv: Sequence[str] | None) -> int:
     finally:
         distributed.shutdown()
     if trainer.dist.rank == 0 and not spec.training.no_play and result.checkpoint is not None:
-        from unilab.runtime.config import PlayConfig  # noqa: PLC0415 - lazy: only when play follows training
-        from unilab.runtime.play import play  # noqa: PLC0415 - lazy: only when play follows training
+        from unilab.runtime.config import PlayConfig  # lazy: only when play follows training
+        from unilab.runtime.play import play  # lazy: only when play follows training
 
         try:
             play(result.checkpoint, PlayConfig(num_envs=spec.training.play_num_envs, steps=spec.training.play_steps))

@@ -43,8 +43,8 @@ METADATA_KEYS = (
 )
 MOTION_TRACKING_KEYS = (
     "joint_names", "obs_joint_names", "default_joint_pos", "action_scale", "action_bound", "kp", "kd", "effort_limit",
-    "pd_target_range", "sim_dt", "decimation", "integrator", "obs_layout", "anchor_body", "tracked_bodies",
-    "end_effector_bodies", "termination_thresholds", "model_xml", "motion_files",
+    "pd_target_range", "sim_dt", "decimation", "integrator", "self_collisions", "obs_layout", "anchor_body",
+    "tracked_bodies", "end_effector_bodies", "termination_thresholds", "model_xml", "motion_files",
 )
 
 
@@ -138,6 +138,7 @@ def motion_tracking_metadata(env: Any) -> dict[str, Any]:
         "sim_dt": float(cfg.sim_dt),
         "decimation": int(cfg.decimation),
         "integrator": cfg.integrator,
+        "self_collisions": bool(cfg.self_collisions),
         "obs_layout": layout,
         "anchor_body": cfg.anchor_body,
         "tracked_bodies": list(cfg.tracked_bodies),

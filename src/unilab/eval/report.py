@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -115,7 +115,3 @@ def plot_errors(result: EvalResult, json_path: str | os.PathLike) -> list[Path]:
 def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
 
-
-def eval_scalars(overall: Mapping[str, float], names: Sequence[str] = METRIC_NAMES) -> dict[str, float]:
-    """TensorBoard tags ``eval/<metric>`` of an overall summary."""
-    return {f"eval/{m}": float(overall[m]) for m in names if m in overall}

@@ -28,11 +28,12 @@ from typing import Any
 
 import numpy as np
 import torch
+from tqdm import tqdm
 
 from unilab.algo.sac.agent import FastSAC
 from unilab.dataclass_config import build_dataclass
 from unilab.eval.metrics import ERROR_NAMES, TrackingAccumulator, frame_errors, summarize
-from unilab.runtime.checkpoint import load_checkpoint
+from unilab.runtime.checkpoint import apply_task_overrides, load_checkpoint, stored_run_config
 from unilab.runtime.config import SimConfig
 from unilab.tasks.registry import make_env, task_config
 
@@ -226,20 +227,6 @@ def eval_task_config(task_raw: dict[str, Any], randomization: bool, start_noise:
     return dataclasses.replace(cfg, **changes)
 
 
-def apply_overrides(task_raw: dict[str, Any], overrides: dict[str, Any] | None) -> dict[str, Any]:
-    """A copy of ``task_raw`` with ``{"a.b": v}`` overrides set as nested keys (``task.`` prefix optional)."""
-    out = dict(task_raw)
-    for key, value in (overrides or {}).items():
-        parts = key.removeprefix("task.").split(".")
-        node = out
-        for part in parts[:-1]:
-            child = node.get(part)
-            node[part] = child = dict(child) if isinstance(child, dict) else {}
-            node = child
-        node[parts[-1]] = value
-    return out
-
-
 def load_policy_config(checkpoint: str | Path | None, opts: EvalOptions
                        ) -> tuple[dict[str, Any], dict[str, Any] | None, Path | None]:
     """``(run config, checkpoint payload or None, checkpoint path or None)`` of an evaluation.
@@ -255,11 +242,8 @@ def load_policy_config(checkpoint: str | Path | None, opts: EvalOptions
         payload, path = None, None
     else:
         payload, path = load_checkpoint(checkpoint)
-        raw = payload.get("config")
-        if not isinstance(raw, dict) or not isinstance(raw.get("task"), dict):
-            raise ValueError(f"checkpoint {path} stores no task config")
-    raw = {**raw, "task": apply_overrides(raw["task"], opts.task_overrides)}
-    raw["task"].setdefault("name", DEFAULT_TASK)
+        return stored_run_config(payload, path, opts.task_overrides), payload, path
+    raw = {**raw, "task": apply_task_overrides(raw["task"], opts.task_overrides)}
     return raw, payload, path
 
 
@@ -315,7 +299,6 @@ def evaluate(checkpoint: str | Path | None, options: EvalOptions | None = None, 
         acc = TrackingAccumulator(clip_frames[env_clip])
         obs = env.start_at(env_clip, np.zeros_like(env_clip))
         acc.add(0, _errors(env), np.zeros(env.num_envs, dtype=bool))
-        from tqdm import tqdm  # noqa: PLC0415 - lazy: only a rollout shows progress
 
         with tqdm(total=acc.num_frames - 1, desc=f"eval {label}", unit="step", file=sys.stderr,
                   disable=not opts.progress, leave=False) as bar:
@@ -423,7 +406,6 @@ def random_start_metrics(env: Any, policy: PolicyFn, episodes: int, progress: bo
     measured = total = 0
     saved = env.auto_reset
     env.auto_reset = True
-    from tqdm import tqdm  # noqa: PLC0415 - lazy: only a rollout shows progress
 
     try:
         obs = env.reset()

@@ -151,7 +151,7 @@ def _loaded_gl_backend() -> str | None:
     """Backend of this process's mujoco OpenGL layer; None if not imported yet."""
     if "mujoco" not in sys.modules:
         return None
-    import mujoco  # noqa: PLC0415 - mujoco picks its GL layer at first import (see above)
+    import mujoco  # mujoco picks its GL layer at first import (see above)
 
     # mujoco exports the context class of the backend it loaded, e.g.
     # mujoco.egl.GLContext; a placeholder lives in gl_context when it failed
@@ -162,7 +162,7 @@ def _loaded_gl_backend() -> str | None:
 
 def _track_body_id(model: mujoco.MjModel, track_body: str | None) -> int | None:
     """Body id to follow; the default name falls back to the first body."""
-    import mujoco  # noqa: PLC0415 - mujoco picks its GL layer at first import (see above)
+    import mujoco  # mujoco picks its GL layer at first import (see above)
 
     if track_body is None:
         return None
@@ -221,7 +221,7 @@ def _check_extras(qpos: np.ndarray, ghost_qpos: np.ndarray | None, ghost: str,
 
 def _ghost_model(model: mujoco.MjModel) -> mujoco.MjModel:
     """A copy of ``model`` whose group 0 holds exactly the ghost's geoms, coloured ``GHOST_RGBA``."""
-    import mujoco  # noqa: PLC0415 - mujoco picks its GL layer at first import (see above)
+    import mujoco  # mujoco picks its GL layer at first import (see above)
 
     gm = copy.copy(model)
     moving = np.asarray(model.body_weldid)[np.asarray(model.geom_bodyid)] != 0
@@ -240,7 +240,7 @@ class _Ghost:
     """Appends the geoms of a second pose to a rendered scene: translucent, casting no shadow."""
 
     def __init__(self, model: mujoco.MjModel, mode: str):
-        import mujoco  # noqa: PLC0415 - mujoco picks its GL layer at first import (see above)
+        import mujoco  # mujoco picks its GL layer at first import (see above)
 
         self.model = _ghost_model(model)
         self.data = mujoco.MjData(self.model)
@@ -251,7 +251,7 @@ class _Ghost:
         self.side = mode == "side"
 
     def add(self, scene: mujoco.MjvScene, qpos: np.ndarray) -> None:
-        import mujoco  # noqa: PLC0415 - mujoco picks its GL layer at first import (see above)
+        import mujoco  # mujoco picks its GL layer at first import (see above)
 
         self.data.qpos[:] = qpos
         mujoco.mj_kinematics(self.model, self.data)  # geom poses are all the scene needs
@@ -277,7 +277,7 @@ class _TextOverlay:
     """Draws a few lines of text in the top-left corner of a frame, on a darkened box."""
 
     def __init__(self, height: int):
-        from PIL import ImageFont  # noqa: PLC0415 - lazy: only with text
+        from PIL import ImageFont  # lazy: only with text
 
         size = max(9, round(height / 20))
         try:
@@ -289,7 +289,7 @@ class _TextOverlay:
     def draw(self, frame: np.ndarray, text: str) -> np.ndarray:
         if not text:
             return frame
-        from PIL import Image, ImageDraw  # noqa: PLC0415 - lazy: only with text
+        from PIL import Image, ImageDraw  # lazy: only with text
 
         m = self.margin
         img = Image.fromarray(frame)
@@ -318,8 +318,8 @@ def _render_here(
     labels: Sequence[str] | None = None,
 ) -> Path:
     """Render and encode in this process (its OpenGL layer must work)."""
-    import imageio_ffmpeg  # noqa: PLC0415 - lazy: only to encode
-    import mujoco  # noqa: PLC0415 - mujoco picks its GL layer at first import (see above)
+    import imageio_ffmpeg  # lazy: only to encode
+    import mujoco  # mujoco picks its GL layer at first import (see above)
 
     if model.vis.global_.offwidth < width or model.vis.global_.offheight < height:
         model = copy.copy(model)  # grow the offscreen buffer without touching the caller's model
@@ -379,7 +379,7 @@ def _render_here(
 
 def _render_in_subprocess(model: mujoco.MjModel, qpos: np.ndarray, path: Path, backend: str, **kw) -> Path:
     """Render in a fresh Python process whose mujoco loads ``backend``."""
-    import mujoco  # noqa: PLC0415 - mujoco picks its GL layer at first import (see above)
+    import mujoco  # mujoco picks its GL layer at first import (see above)
 
     with tempfile.TemporaryDirectory(prefix="unilab_render_") as td:
         mjb = Path(td) / "model.mjb"
@@ -487,7 +487,7 @@ def _worker_main(argv: list[str]) -> None:
     p.add_argument("--ghost-qpos", default=None)
     p.add_argument("--labels", default=None)
     a = p.parse_args(argv)
-    import mujoco  # noqa: PLC0415 - mujoco picks its GL layer at first import (see above)
+    import mujoco  # mujoco picks its GL layer at first import (see above)
 
     model = mujoco.MjModel.from_binary_path(a.model)
     _render_here(

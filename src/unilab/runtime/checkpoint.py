@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from omegaconf import OmegaConf
 
 from unilab.runtime.shm import pid_alive
 
@@ -103,8 +104,6 @@ def to_plain(obj: Any, key: str = "payload") -> Any:
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return to_plain(dataclasses.asdict(obj), key)
     if type(obj).__module__.startswith("omegaconf"):
-        from omegaconf import OmegaConf  # noqa: PLC0415 - only configs that are still OmegaConf objects need it
-
         return to_plain(OmegaConf.to_container(obj, resolve=True), key)
     if isinstance(obj, tuple):  # a namedtuple: its fields, as a plain tuple
         return tuple(to_plain(v, f"{key}[{i}]") for i, v in enumerate(obj))
@@ -379,3 +378,30 @@ def load_checkpoint(spec: str | Path, map_location: str | torch.device = "cpu") 
         raise ValueError(f"{path} is not a unilab checkpoint (no 'agent'/'iteration' entries)")
     return payload, path
 
+
+
+def stored_run_config(payload: dict[str, Any], path: Path,
+                      task_overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The run config a checkpoint was trained with, ``task.*`` overrides applied (a moved clip or model).
+
+    A checkpoint without a ``config`` mapping holding a ``task`` mapping is a
+    ValueError naming the file.
+    """
+    raw = payload.get("config")
+    if not isinstance(raw, dict) or not isinstance(raw.get("task"), dict) or "name" not in raw["task"]:
+        raise ValueError(f"checkpoint {path} stores no run config (config.task.name): it cannot rebuild its task")
+    return {**raw, "task": apply_task_overrides(raw["task"], task_overrides)}
+
+
+def apply_task_overrides(task_raw: dict[str, Any], overrides: dict[str, Any] | None) -> dict[str, Any]:
+    """A copy of ``task_raw`` with ``{"task.a.b": v}`` overrides set as nested keys (``task.`` prefix optional)."""
+    out = dict(task_raw)
+    for key, value in (overrides or {}).items():
+        parts = key.removeprefix("task.").split(".")
+        node = out
+        for part in parts[:-1]:
+            child = node.get(part)
+            node[part] = child = dict(child) if isinstance(child, dict) else {}
+            node = child
+        node[parts[-1]] = value
+    return out

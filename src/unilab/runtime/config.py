@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from omegaconf import DictConfig, OmegaConf
+
 from unilab.algo.sac.config import SACConfig
 from unilab.dataclass_config import build_dataclass
 from unilab.render.video import GHOST_MODES
@@ -43,6 +45,8 @@ class PlayConfig:
     tracks), side (shifted to its right on screen), off. Tasks without a reference (pendulum) draw none."""
     text: bool = True
     """Write the task's text on each frame (motion tracking: clip, frame, mean tracked-body error in mm)."""
+    task_overrides: dict[str, Any] | None = None
+    """``{"task.KEY": value}`` changes to the checkpoint's stored task config (a clip or model that moved)."""
 
     def __post_init__(self) -> None:
         if self.num_envs < 1 or self.steps < 1:
@@ -173,12 +177,12 @@ class SimConfig:
                 raise ValueError(f"sim.cpu_ids={c}: expected a CPU list such as \"0-7\" or [0, 1], or null") from None
 
     def pool_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments of BatchEnvPool."""
+        """Options of the physics pool (``unilab.sim.physics.make_pool``)."""
         cpu_ids = self.cpu_ids
         if isinstance(cpu_ids, list):
             cpu_ids = list(cpu_ids)
-        return {"nthread": self.nthread, "cpu_ids": cpu_ids, "persistent": bool(self.persistent),
-                "max_qvel": self.max_qvel}
+        return {"backend": self.backend, "nthread": self.nthread, "cpu_ids": cpu_ids,
+                "persistent": bool(self.persistent), "max_qvel": self.max_qvel}
 
 
 @dataclass
@@ -205,8 +209,6 @@ class RunSpec:
         range checks run; errors are ValueErrors naming the key. This is the
         one place a config is validated: the collector and play get its objects.
         """
-        from omegaconf import DictConfig, OmegaConf  # noqa: PLC0415 - lazy: only validation needs omegaconf
-
         from unilab.tasks import registry  # noqa: PLC0415 - lazy: the task registry pulls in numpy
 
         if isinstance(raw, DictConfig):

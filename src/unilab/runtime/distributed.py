@@ -3,13 +3,22 @@
 Each rank runs its own learner and collector; ranks average gradients
 (all-reduce) so every rank holds the same networks. Only rank 0 writes logs
 and checkpoints. On CPU the gloo backend runs the same code (that is how it is
-tested here).
+tested here, also as two nodes on one machine).
+
+A rank that dies (a node lost, a process killed) makes the others' next
+collective fail: they raise :class:`RankLost` naming the lost rank(s), and a
+rank that hangs makes them fail after the process group's timeout.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -23,8 +32,19 @@ class DistInfo:
     local_world_size: int = 1
 
 
-def from_env() -> DistInfo:
-    """Join the process group torchrun describes in the environment (if any)."""
+class RankLost(RuntimeError):
+    """A collective failed: another rank died, hung past the timeout or lost its network."""
+
+
+SURVIVOR_WAIT_S = 3.0  # how long survivors of a failed collective wait for each other to report in
+
+
+def from_env(timeout_s: float | None = None) -> DistInfo:
+    """Join the process group torchrun describes in the environment (if any).
+
+    ``timeout_s`` bounds every collective: a rank that hangs (not only one
+    that dies) stops the others after it.
+    """
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         return DistInfo()
@@ -38,8 +58,43 @@ def from_env() -> DistInfo:
         use_cuda = torch.cuda.is_available() and torch.cuda.device_count() >= info.local_world_size
         if use_cuda:
             torch.cuda.set_device(info.local_rank)
-        dist.init_process_group(backend="nccl" if use_cuda else "gloo")
+        kw = {} if timeout_s is None else {"timeout": timedelta(seconds=timeout_s)}
+        dist.init_process_group(backend="nccl" if use_cuda else "gloo", **kw)
     return info
+
+
+def lost_ranks() -> list[int] | None:
+    """Ranks that did not report in after a failed collective (None: the rendezvous store is gone too).
+
+    Every survivor writes its rank into the process group's store and waits
+    :data:`SURVIVOR_WAIT_S` for the others; who never writes is lost.
+    """
+    rank, world = dist.get_rank(), dist.get_world_size()
+    try:
+        store = dist.distributed_c10d._get_default_store()  # noqa: SLF001 - the group's own store, no second one
+        store.set(f"unilab/survivor/{rank}", "1")
+        keys = [f"unilab/survivor/{r}" for r in range(world)]
+        deadline = time.monotonic() + SURVIVOR_WAIT_S
+        while time.monotonic() < deadline and not store.check(keys):
+            time.sleep(0.1)
+        return [r for r, key in enumerate(keys) if not store.check([key])]
+    except Exception:  # noqa: BLE001 - the store lived on the lost node: we cannot tell who is alive
+        return None
+
+
+def _collective(what: str, call: Callable[[], Any]) -> Any:
+    """Run one collective; a failure becomes RankLost naming the lost rank(s)."""
+    try:
+        return call()
+    except RuntimeError as err:  # gloo and NCCL raise RuntimeError (DistBackendError) on a lost peer or timeout
+        rank, world = dist.get_rank(), dist.get_world_size()
+        lost = lost_ranks()
+        if lost is None:
+            who = f"rank {1 - rank}" if world == 2 else "another rank (the rendezvous store is unreachable too)"
+        else:
+            who = ", ".join(f"rank {r}" for r in lost) or "no rank (every rank is alive: a network fault?)"
+        detail = str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__
+        raise RankLost(f"rank {rank} of {world} lost contact with {who} during {what} ({detail})") from err
 
 
 def cpu_partition(cpus: list[int], local_rank: int, local_world_size: int) -> list[int]:
@@ -59,7 +114,7 @@ def average_gradients(params: list[torch.nn.Parameter]) -> None:
     if not grads:
         return
     flat = torch.cat([g.reshape(-1) for g in grads])
-    dist.all_reduce(flat)
+    _collective("the gradient all-reduce", lambda: dist.all_reduce(flat))
     flat /= dist.get_world_size()
     offset = 0
     for g in grads:
@@ -70,7 +125,7 @@ def average_gradients(params: list[torch.nn.Parameter]) -> None:
 
 def all_reduce_sum(t: torch.Tensor) -> None:
     """In-place sum of ``t`` over ranks (keeps observation normalisers equal)."""
-    dist.all_reduce(t)
+    _collective("the normaliser all-reduce", lambda: dist.all_reduce(t))
 
 
 def broadcast_parameters(agent) -> None:
@@ -79,16 +134,27 @@ def broadcast_parameters(agent) -> None:
         for module in (agent.actor, agent.critic, agent.critic_target,
                        agent.obs_normalizer, agent.critic_obs_normalizer):
             for t in (*module.parameters(), *module.buffers()):
-                dist.broadcast(t.data, src=0)
-        dist.broadcast(agent.log_alpha.data, src=0)
+                _collective("the start-up broadcast", lambda t=t: dist.broadcast(t.data, src=0))
+        _collective("the start-up broadcast", lambda: dist.broadcast(agent.log_alpha.data, src=0))
 
 
 def any_rank(flag: bool) -> bool:
     """True on every rank if ``flag`` is true on any rank."""
     device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else "cpu"
     t = torch.tensor([1.0 if flag else 0.0], device=device)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    _collective("the stop vote", lambda: dist.all_reduce(t, op=dist.ReduceOp.MAX))
     return bool(t.item() > 0)
+
+
+def weights_fingerprint(agent) -> str:
+    """A short hash of the networks and normalisers: equal on every rank while training is in sync."""
+    h = hashlib.sha256()
+    for module in (agent.actor, agent.critic, agent.obs_normalizer, agent.critic_obs_normalizer):
+        for name, t in module.state_dict().items():
+            h.update(name.encode())
+            h.update(t.detach().cpu().contiguous().numpy().tobytes())
+    h.update(agent.log_alpha.detach().cpu().numpy().tobytes())
+    return h.hexdigest()[:16]
 
 
 def shutdown() -> None:

@@ -13,7 +13,7 @@ import torch
 from unilab.algo.sac.agent import FastSAC
 from unilab.dataclass_config import build_dataclass
 from unilab.paths import check_writable
-from unilab.runtime.checkpoint import load_checkpoint
+from unilab.runtime.checkpoint import load_checkpoint, stored_run_config
 from unilab.runtime.config import PlayConfig, SimConfig
 from unilab.tasks.registry import make_env, task_config
 
@@ -46,7 +46,7 @@ def play(checkpoint: str | Path, options: PlayConfig | None = None, **changes: A
     num_envs, steps, seed, out, video = opts.num_envs, opts.steps, opts.seed, opts.out, opts.video
     device, width, height = opts.device, opts.width, opts.height
     payload, path = load_checkpoint(checkpoint)
-    raw = payload["config"]
+    raw = stored_run_config(payload, path, opts.task_overrides)
     name = raw["task"]["name"]
     task_cfg = task_config(name, raw["task"])
     sim = build_dataclass(SimConfig, raw["sim"], "sim")

@@ -18,11 +18,11 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 import yaml
 
@@ -39,6 +39,7 @@ from unilab.runtime.checkpoint import (
 from unilab.runtime.collector import CollectorArgs
 from unilab.runtime.collector_client import CollectorClient, CollectorDied
 from unilab.runtime.config import RunSpec, TrainingConfig
+from unilab.runtime.iteration import LearnerIteration
 from unilab.runtime.metrics import MetricsLogger, TrainingDiverged
 from unilab.runtime.periodic_eval import FINAL_WAIT_S, PeriodicEval
 from unilab.runtime.signals import StopSignals
@@ -70,7 +71,11 @@ def make_run_dir(training: TrainingConfig, task_name: str, rank: int = 0) -> Pat
     stamp = time.strftime("%Y-%m-%d_%H-%M-%S")
     base = Path(training.log_root) / "fast_sac" / exp
     suffix = "_mujoco" if rank == 0 else f"_mujoco_rank{rank}"
-    base.mkdir(parents=True, exist_ok=True)
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+    except OSError as err:  # read-only, not a directory, no permission: a config problem, not a crash
+        raise ValueError(f"training.log_root={training.log_root}: cannot create {base} "
+                         f"({type(err).__name__}: {err.strerror or err})") from err
     # mkdir itself is the claim (no exists() check first): two runs started in the same second never share
     # a directory nor fail; the later one takes the next free -<k>
     for k in range(10_000):
@@ -79,6 +84,9 @@ def make_run_dir(training: TrainingConfig, task_name: str, rank: int = 0) -> Pat
             run.mkdir()
         except FileExistsError:
             continue
+        except OSError as err:
+            raise ValueError(f"training.log_root={training.log_root}: cannot create {run} "
+                             f"({type(err).__name__}: {err.strerror or err})") from err
         return run
     raise FileExistsError(f"no free run directory name {stamp}-<k>{suffix} under {base}")
 
@@ -105,7 +113,8 @@ class Trainer:
 
     def __init__(self, spec: RunSpec, run_dir: Path | None = None):
         self.spec = spec
-        self.dist = distributed.from_env()
+        # a collective waits for a slow rank's start-up (Numba compile) or its collector's step, no longer
+        self.dist = distributed.from_env(max(spec.training.startup_timeout_s, spec.training.collector_timeout_s))
         self.run_dir = run_dir or make_run_dir(spec.training, spec.task_name, self.dist.rank)
         trace = TraceRecorder("learner", spec.training.trace_max_events) if spec.training.trace_enabled else None
         self.timer = PhaseTimer(trace=trace)
@@ -219,16 +228,7 @@ class Trainer:
             self.evaluator = PeriodicEval(self.run_dir, tr.eval_interval, lambda i: {
                 "iteration": i, "agent": agent.state_dict(), "config": self.spec.raw, "task": self.spec.task_name,
             }, a.num_envs)
-        observations = [f.name for f in env.record if f.observation]
-        # a received step not yet in the replay: (what the action was chosen on + the action, the step)
-        pending: tuple[dict[str, torch.Tensor], dict[str, np.ndarray]] | None = None
-
-        def store_pending() -> None:
-            nonlocal pending
-            if pending is not None:
-                before, after = pending
-                pending = None
-                replay.extend(before, after)
+        loop = LearnerIteration(agent, replay, a, [f.name for f in env.record if f.observation], self.timer)
 
         t_start = time.monotonic()
         try:
@@ -236,37 +236,15 @@ class Trainer:
             metrics.start(self.iteration, col["counters"])
             while self.iteration < a.max_iterations:
                 it = self.iteration
-                # the collector waits only for actions: act on the new step and send first; store the
-                # previous step and train while the env steps
-                with self.timer.phase("learner_act"):
-                    action = agent.act(torch.from_numpy(step["obs"]))
-                    col.send_action(action.numpy())
-                with self.timer.phase("learner_replay_write"):
-                    store_pending()
-                    # the collector writes the next step into the other shared-memory slot; this one stays
-                    # until the next send, so copy what the replay needs of it one iteration later
-                    before = {name: observation_copy(step[name]) for name in observations}
-                    before["action"] = action
-                train_metrics: dict[str, float] = {}
-                with self.timer.phase("learner_train"):
-                    if it >= a.learning_starts and replay.size > 0:
-                        log_now = metrics.due(it + 1)
-                        for k in range(a.num_updates):
-                            batch = replay.sample(a.batch_size)
-                            m = agent.update(batch, return_metrics=log_now and k == a.num_updates - 1)
-                            train_metrics.update(m)
-                        if log_now:  # metrics read the device anyway: no extra sync
-                            train_metrics["nonfinite_updates"] = self._check_finite(agent)
-                if self.evaluator is not None:  # a due snapshot is written while the collector steps
-                    with self.timer.phase("learner_eval"):
-                        self.evaluator.step(it + 1, metrics.writer)
-                with self.timer.phase("learner_collector_wait"):
-                    step = col.wait_step()
-                pending = (before, step)
+                log_now = metrics.due(it + 1)
+                step, train_metrics = loop.run(it, step, col, log_metrics=log_now,
+                                               while_env_steps=self._eval_step(it + 1, metrics))
+                if train_metrics:  # metrics read the device anyway: no extra sync
+                    train_metrics["nonfinite_updates"] = self._check_finite(agent)
                 self.iteration += 1
                 metrics.step(self.iteration, self.timer, train_metrics)
                 if tr.save_interval and self.iteration % tr.save_interval == 0:
-                    store_pending()  # a checkpoint holds every step up to its iteration
+                    loop.store_pending()  # a checkpoint holds every step up to its iteration
                     self.save(agent, replay)
                 out_of_time = tr.time_limit_s is not None and time.monotonic() - t_start >= tr.time_limit_s
                 if self.dist.world_size > 1:
@@ -276,18 +254,18 @@ class Trainer:
                     print(f"unilab: training.time_limit_s={tr.time_limit_s} reached at iteration {self.iteration}",
                           flush=True)
                     break
-            store_pending()
+            loop.store_pending()
         except KeyboardInterrupt as err:
             self.stop_signal = getattr(err, "signum", signal.SIGINT)
-            store_pending()  # a step that arrived is kept (the collector wrote it completely)
+            loop.store_pending()  # a step that arrived is kept (the collector wrote it completely)
             print(f"\nunilab: interrupted at iteration {self.iteration}; saving a checkpoint", flush=True)
         except NonFiniteTraining:
             col.close()
             metrics.close()
             raise
-        except (CollectorDied, TrainingDiverged):
+        except (CollectorDied, TrainingDiverged, distributed.RankLost):
             self.signals.stopping()
-            store_pending()  # before col.close(): the step is a view of the shared memory it unmaps
+            loop.store_pending()  # before col.close(): the step is a view of the shared memory it unmaps
             col.close()
             if self.iteration > start_iter:  # keep what was learned before the failure (and for a diagnosis)
                 try:
@@ -295,7 +273,8 @@ class Trainer:
                 except NonFiniteTraining as err:  # never a checkpoint with NaN/inf weights
                     print(f"unilab: {err}", file=sys.stderr, flush=True)
                 else:
-                    print(f"unilab: saved {path} before stopping", file=sys.stderr, flush=True)
+                    if path is not None:
+                        print(f"unilab: saved {path} before stopping", file=sys.stderr, flush=True)
             metrics.close()
             raise
         self.signals.stopping()  # from here on a signal cannot abandon the final checkpoint
@@ -307,8 +286,27 @@ class Trainer:
             self.evaluator.finish(metrics.writer, wait_s=0.0 if self.stop_signal else FINAL_WAIT_S)
         metrics.close()
         self._finish_trace()
+        if self.dist.world_size > 1:  # equal on every rank: the ranks trained in sync
+            print(f"unilab[rank {self.dist.rank}/{self.dist.world_size}]: final weights fingerprint "
+                  f"{distributed.weights_fingerprint(agent)} at iteration {self.iteration}", flush=True)
+        if self.dist.rank != 0:  # checkpoints and logs are rank 0's
+            remove_unused_run_dir(self.run_dir)
+            print(f"unilab[rank {self.dist.rank}/{self.dist.world_size}]: done (rank 0 keeps the checkpoints)",
+                  flush=True)
+            return TrainResult(None, self.stop_signal)
         print(f"unilab: run directory {self.run_dir}; checkpoint {last_ckpt}", flush=True)
         return TrainResult(last_ckpt, self.stop_signal)
+
+    def _eval_step(self, iteration: int, metrics: MetricsLogger) -> Callable[[], None] | None:
+        """The periodic evaluation's turn while the collector steps (None: no evaluation in this run)."""
+        if self.evaluator is None:
+            return None
+
+        def step() -> None:
+            with self.timer.phase("learner_eval"):  # a due snapshot is written while the collector steps
+                self.evaluator.step(iteration, metrics.writer)
+
+        return step
 
     def _check_finite(self, agent: FastSAC) -> int:
         """Stop with NonFiniteTraining after algo.max_nonfinite_updates skipped updates in a row."""
@@ -328,8 +326,8 @@ class Trainer:
 
     # ------------------------------------------------------------ persistence
     def save(self, agent: FastSAC, replay: ReplayBuffer, final: bool = False) -> Path | None:
-        """Atomically write model_<iteration>.pt (other ranks: only the final one, in their own dir)."""
-        if self.dist.rank != 0 and not final:
+        """Atomically write model_<iteration>.pt (rank 0 only: every rank holds the same networks)."""
+        if self.dist.rank != 0:
             return None
         bad = agent.nonfinite_parameters()
         if bad:  # a checkpoint with NaN/inf weights is never written
@@ -397,6 +395,11 @@ class Trainer:
                 print(f"unilab: resume takes from {path.name}: "
                       + ", ".join(f"algo.{k}={merged[k]}" for k in taken), flush=True)
             mine = merged
+        done, limit = int(payload["iteration"]), int(mine["max_iterations"])
+        if done >= limit:
+            raise ValueError(
+                f"checkpoint {path} is at iteration {done} and algo.max_iterations={limit}: nothing is left to "
+                f"train. Set algo.max_iterations above {done} to continue it.")
         clash = [k for k in RESUME_SHAPE_KEYS if k in saved and saved[k] != mine[k]]
         if clash:
             raise ValueError(
@@ -424,8 +427,3 @@ def line_buffered_stdout() -> None:
             stream.reconfigure(line_buffering=True)  # type: ignore[union-attr]
         except (AttributeError, ValueError):
             pass
-
-
-def observation_copy(array: np.ndarray) -> torch.Tensor:
-    """A torch copy of a shared array (the collector overwrites it next step)."""
-    return torch.from_numpy(array.copy())

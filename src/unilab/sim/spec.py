@@ -21,8 +21,8 @@ field (``X`` of the next step, or ``final_X`` where that step was done).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -56,8 +56,6 @@ class EnvSpec:
     nthread: int | None = None
     cpu_ids: tuple[int, ...] | None = None
     persistent: bool = False
-    extra_fields: tuple[Field, ...] = field(default=())
-    """Task-specific record fields beyond the standard ones (declared by the task)."""
     stats: tuple[str, ...] = ()
     """TensorBoard tags of the task's per-step scalars (``env.stats()``), e.g. ``randomization/friction``."""
     action_bound: tuple[float, ...] | None = None
@@ -67,11 +65,10 @@ class EnvSpec:
 
     @property
     def record(self) -> tuple[Field, ...]:
-        return step_record(self.obs_dim, self.critic_obs_dim, self.action_dim, self.extra_fields)
+        return step_record(self.obs_dim, self.critic_obs_dim, self.action_dim)
 
 
-def step_record(obs_dim: int, critic_obs_dim: int, action_dim: int,
-                extra: Sequence[Field] = ()) -> tuple[Field, ...]:
+def step_record(obs_dim: int, critic_obs_dim: int, action_dim: int) -> tuple[Field, ...]:
     """The step record of an env with these widths."""
     return (
         Field("obs", (int(obs_dim),), "float32", observation=True),
@@ -80,7 +77,6 @@ def step_record(obs_dim: int, critic_obs_dim: int, action_dim: int,
         Field("reward", (), "float32"),
         Field("terminated", (), "bool"),
         Field("truncated", (), "bool"),
-        *extra,
     )
 
 

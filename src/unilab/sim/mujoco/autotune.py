@@ -26,7 +26,7 @@ from mujoco import batch as mjbatch
 
 from unilab.cache import cache_dir
 from unilab.sim import cpu
-from unilab.sim.mujoco.pool import forward_without_contacts
+from unilab.sim.mujoco.contacts import forward_without_contacts
 
 # a candidate within this fraction of the fastest counts as a tie; ties go to
 # the sizing rule's choice, so that noise does not flip the configuration

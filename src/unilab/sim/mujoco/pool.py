@@ -23,6 +23,8 @@ from mujoco import batch as mjbatch
 from numba import njit, prange
 
 from unilab.sim import cpu, numba_threads
+from unilab.sim.mujoco.autotune import autotune
+from unilab.sim.mujoco.contacts import forward_without_contacts
 from unilab.sim.work_claims import chunk_size, claim, new_counter, num_chunks
 from unilab.telemetry.phase_timer import PhaseTimer
 
@@ -54,8 +56,6 @@ _NOT_THIN = frozenset({
     "qacc", "qacc_smooth", "qfrc_actuator", "actuator_force", "qfrc_smooth", "qfrc_constraint", "qfrc_inverse",
     "cacc", "cfrc_int", "cfrc_ext", "contact", "ncon", "nefc", "efc_force", "efc_J", "efc_pos", "efc_vel",
 })
-# disable bits of the stage a contacts=False pool computes after a step or reset: no collision, no constraints
-NO_CONTACT = int(mujoco.mjtDisableBit.mjDSBL_CONSTRAINT) | int(mujoco.mjtDisableBit.mjDSBL_CONTACT)
 
 
 def silence_mujoco_warnings() -> None:
@@ -137,8 +137,6 @@ class BatchEnvPool:
         if nthread == "auto":
             if self.cpu_ids is not None:
                 raise ValueError("nthread='auto' and cpu_ids are exclusive: pinning fixes one thread per cpu id")
-            from unilab.sim.mujoco.autotune import autotune  # noqa: PLC0415 - autotune imports this module
-
             self.autotune_result = autotune(model, num_envs, substeps, contacts=contacts)
             nthread, persistent = self.autotune_result.nthread, self.autotune_result.persistent
         elif isinstance(nthread, str):
@@ -214,6 +212,14 @@ class BatchEnvPool:
     def bind(self, name: str) -> np.ndarray:
         """Live ``(num_envs, ...)`` array of any MjData field (outputs read-only)."""
         return self._batch.bind(name)
+
+    def expand(self, name: str) -> np.ndarray:
+        """Live ``(num_envs, ...)`` per-env values of MjModel field ``name`` (``opt.<name>`` for options)."""
+        return self._batch.expand(name)
+
+    def set_const(self) -> None:
+        """``mj_setConst`` per env: call after writing fields it reads (e.g. ``body_ipos``) through expand."""
+        self._batch.set_const()
 
     # -- pinning ------------------------------------------------------------
     def _pin(self) -> None:
@@ -363,22 +369,6 @@ class BatchEnvPool:
             f"BatchEnvPool(num_envs={self.num_envs}, nthread={self.nthread}, "
             f"persistent={self.persistent}, cpu_ids={self.cpu_ids})"
         )
-
-
-def forward_without_contacts(batch: mjbatch.Batch, flags: np.ndarray, ids: np.ndarray | None, stage: int) -> None:
-    """``batch.forward(ids, stage)`` with :data:`NO_CONTACT` raised in ``flags[ids]`` (all when None) for the call.
-
-    ``flags``: the batch's expanded ``opt.disableflags``; each env's own bits come back, errors included.
-    NumPy, not a prange region: a few microseconds for a restart's rows, less than one region's fork/join
-    (which on a VM includes waking a parked vCPU).
-    """
-    sel = slice(None) if ids is None else ids
-    kept = flags[sel].copy()
-    flags[sel] = kept | NO_CONTACT
-    try:
-        batch.forward(ids, stage)
-    finally:
-        flags[sel] = kept
 
 
 @njit(cache=True, parallel=True, fastmath=False)

@@ -16,8 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from unilab.dataclass_config import build_dataclass
 
 _TRACKED = [
@@ -86,6 +84,12 @@ class RewardsConfig:
     undesired_contacts: ContactTerm = field(default_factory=lambda: ContactTerm(-0.1))
     """Penalty on the number of bodies (task.rewards.undesired_contacts.bodies) touching something; weight 0
     turns it off, and with it the pool's contact computation (a faster step)."""
+
+
+def tracking_term_names() -> tuple[str, ...]:
+    """The exp(-error / sigma^2) terms: those whose default has a sigma (penalties have none)."""
+    defaults = RewardsConfig()
+    return tuple(name for name in RewardsConfig.__dataclass_fields__ if getattr(defaults, name).sigma is not None)
 
 
 @dataclass
@@ -322,6 +326,10 @@ class MotionTrackingConfig:
     """Physics substeps per policy step (0.005 s x 4 = 50 Hz control)."""
     integrator: str | None = "implicitfast"
     """MuJoCo integrator: euler, implicit, implicitfast or rk4; null keeps the model's."""
+    self_collisions: bool = False
+    """Robot bodies collide with each other. holosoma's G1 has them off (robot asset enable_self_collisions;
+    its MuJoCo scene gives robot geoms conaffinity 2): robot geoms then touch the environment only. With them
+    on, the G1 MJCF's pelvis and hip geoms overlap in about half of the built-in clip's frames."""
     max_episode_length_s: float | None = 10.0
     """Time-out (truncation) even before the clip ends (s); null: only the clip's end."""
 
@@ -438,10 +446,7 @@ class MotionTrackingConfig:
         missing = [b for b in self.end_effector_bodies if b not in self.tracked_bodies]
         if missing:
             raise ValueError(f"task.end_effector_bodies must be tracked bodies; not tracked: {missing}")
-        # the term table imports this module
-        from unilab.tasks.g1_motion_tracking.rewards import TRACKING_TERMS  # noqa: PLC0415
-
-        for name in TRACKING_TERMS:
+        for name in tracking_term_names():
             term = getattr(self.rewards, name)
             if term.sigma is None or not term.sigma > 0:
                 raise ValueError(f"task.rewards.{name}.sigma must be > 0, got {term.sigma}")
@@ -496,73 +501,12 @@ def motion_file_list(value: Any, key: str = "task.motion_files") -> list[str] | 
         raise ValueError(
             f"{key} must be a path or a list of paths to npz clips, got {type(value).__name__} {value!r}"
         )
+    if not value:
+        raise ValueError(f"{key}=[] lists no clips: give at least one npz path, or leave {key} unset "
+                         "(null) for the built-in G1 clips")
     out = []
     for i, item in enumerate(value):
         if not isinstance(item, (str, os.PathLike)) or not os.fspath(item):
             raise ValueError(f"{key}[{i}] must be a path to an npz clip, got {type(item).__name__} {item!r}")
         out.append(os.fspath(item))
-    return out
-
-
-def match_joint_values(patterns: Mapping[str, float], joint_names: list[str], default: float | None,
-                       what: str) -> np.ndarray:
-    """Per-joint values from a ``{joint name or regex: value}`` map.
-
-    The rule (the same for ``default_joint_pos``, ``kp`` and ``kd``):
-
-    - a key equal to a joint's name sets that joint, whatever patterns also
-      match it (``+task.kp.left_knee_joint=120`` beats ``.*_knee_joint``);
-    - otherwise the keys that fully match the joint's name as a regular
-      expression apply; when two of them give it different values that is an
-      error naming both keys (give the joint its own key, or make the
-      patterns disjoint); equal values are fine;
-    - a joint no key matches gets ``default``; ``default=None`` makes that an
-      error naming the joint;
-    - a key that is a plain name (no regex metacharacters) but names no joint
-      is an error: a misspelt override must not be ignored silently.
-
-    Raises:
-        ValueError: any of the errors above, a bad regex or a non-numeric
-            value; the message starts with ``what`` and names the key.
-    """
-    entries = []
-    for key, val in patterns.items():
-        key = str(key)
-        try:
-            value = float(val)
-        except (TypeError, ValueError):
-            raise ValueError(f"{what}: key {key!r} needs a number, got {val!r}") from None
-        try:
-            entries.append((key, re.compile(key), value))
-        except re.error as exc:
-            raise ValueError(f"{what}: bad joint pattern {key!r}: {exc}") from exc
-    names = set(joint_names)
-    strays = [key for key, _, _ in entries if key not in names and re.escape(key) == key]
-    if strays:
-        raise ValueError(f"{what}: key(s) {strays} name no joint of the model (joints: {list(joint_names)})")
-    exact = {key: value for key, _, value in entries if key in names}
-    out = np.empty(len(joint_names))
-    unmatched = []
-    for i, name in enumerate(joint_names):
-        if name in exact:
-            out[i] = exact[name]
-            continue
-        hits = [(key, value) for key, rx, value in entries if rx.fullmatch(name)]
-        if not hits:
-            if default is None:
-                unmatched.append(name)
-            else:
-                out[i] = default
-            continue
-        first_key, first = hits[0]
-        for key, value in hits[1:]:
-            if value != first:
-                raise ValueError(
-                    f"{what}: joint {name!r} matches both {first_key!r} ({first:g}) and {key!r} ({value:g}); "
-                    f"give {what} the key {name!r} (an exact joint name beats every pattern) "
-                    "or make the patterns disjoint"
-                )
-        out[i] = first
-    if unmatched:
-        raise ValueError(f"{what}: no pattern matches joint(s) {unmatched}")
     return out

@@ -1,4 +1,4 @@
-"""G1 whole-body motion tracking on a BatchEnvPool: actions, state update, rewards, resets.
+"""G1 whole-body motion tracking on a physics pool (unilab.sim.physics): actions, state update, rewards, resets.
 
 One ``step``:
     backend_step  ctrl = default + scale * action (PD targets); one ``pool.step`` of
@@ -29,13 +29,14 @@ import mujoco
 import numpy as np
 
 from unilab.sim import numba_threads
-from unilab.sim.mujoco.pd_model import actuated_joints, effort_limits, make_pd_model
 from unilab.sim.mujoco.pool import SUBPHASES as POOL_SUBPHASES
-from unilab.sim.mujoco.pool import BatchEnvPool
+from unilab.sim.physics import make_pool
 from unilab.sim.spec import FINAL
 from unilab.tasks.base import Buffers, EpisodeBook, Obs, PoolEnv, StepResult, observations, result
+from unilab.tasks.core.actuation import Actuation
+from unilab.tasks.core.collisions import disable_self_collisions
 from unilab.tasks.env_streams import env_streams
-from unilab.tasks.g1_motion_tracking.config import MotionTrackingConfig, match_joint_values, motion_file_list
+from unilab.tasks.g1_motion_tracking.config import MotionTrackingConfig, motion_file_list
 from unilab.tasks.g1_motion_tracking.motion import MotionLibrary
 from unilab.tasks.g1_motion_tracking.observations import ObsLayout
 from unilab.tasks.g1_motion_tracking.randomization import make_randomizer, observed_joint_pos_bias
@@ -118,7 +119,7 @@ class MotionTrackingEnv(PoolEnv):
     Args:
         cfg: task configuration.
         num_envs: number of parallel envs.
-        pool_kwargs: extra ``BatchEnvPool`` arguments (``nthread``, ``cpu_ids``, ``persistent``;
+        pool_kwargs: the physics pool's options (``sim.*``: ``backend``, ``nthread``, ``cpu_ids``, ``persistent``;
           ``contacts`` unless given: on only for the undesired_contacts term, the one term reading contacts).
         seed: seed of the start-frame sampling, reset noise and observation noise.
     """
@@ -133,57 +134,27 @@ class MotionTrackingEnv(PoolEnv):
         base.opt.timestep = cfg.sim_dt
         if cfg.integrator is not None:
             base.opt.integrator = _INTEGRATORS[cfg.integrator]
+        if not cfg.self_collisions:
+            disable_self_collisions(base, cfg.anchor_body)
         self.control_dt = cfg.control_dt
 
         # the motion library only needs kinematics, so it can use the model before the actuator change
         self.motion = MotionLibrary(base, task_motion_files(cfg), self.control_dt, cfg.tracked_bodies, cfg.anchor_body)
         lib = self.motion
         self.joint_names = lib.joint_names
-        self.act_joint = actuated_joints(base, self.joint_names)
         nj = len(self.joint_names)
-
-        # actuation (per actuator = per action entry)
-        act_names = [self.joint_names[j] for j in self.act_joint]
-        kp = match_joint_values(cfg.kp, act_names, None, "kp")
-        kd = match_joint_values(cfg.kd, act_names, None, "kd")
-        effort = effort_limits(base)
-        jnt_ids = [mujoco.mj_name2id(base, mujoco.mjtObj.mjOBJ_JOINT, n) for n in self.joint_names]
-        jrange = np.asarray(base.jnt_range[jnt_ids], dtype=np.float64)
-        limited = np.asarray(base.jnt_limited[jnt_ids], dtype=bool)
-        jrange[~limited] = (-np.inf, np.inf)
-        self.default_joint_pos = match_joint_values(cfg.default_joint_pos, self.joint_names, 0.0, "default_joint_pos")
-        if cfg.action_scale_mode == "effort_over_kp":
-            if not np.isfinite(effort).all():
-                raise ValueError("action_scale_mode effort_over_kp needs effort limits on every actuator "
-                                 "(ctrlrange of a motor or forcerange); use action_scale_mode: radians")
-            self.action_scale = cfg.action_scale * effort / kp
-        else:
-            self.action_scale = np.full(base.nu, float(cfg.action_scale))
-        self.action_default = self.default_joint_pos[self.act_joint]
-        self.action_bound = np.ones(base.nu)
+        act = Actuation.from_config(base, self.joint_names, cfg)
+        self.model, self.act_joint = act.model, act.act_joint
+        self.kp, self.kd, self.effort = act.kp, act.kd, act.effort
+        self.default_joint_pos, self.action_default = act.default_joint_pos, act.action_default
+        self.action_scale = act.action_scale
+        self.action_bound = act.action_bound
         """(nu,) b_j: the recipe's (holosoma FastSAC's) action is b_j x the env's [-1, 1] action (1: no bound)."""
-        if cfg.action_bound_from_joint_range:  # holosoma FastSAC's tanh boundaries, folded into the scale
-            lo, hi = jrange[self.act_joint, 0], jrange[self.act_joint, 1]
-            if not (np.isfinite(lo).all() and np.isfinite(hi).all()):
-                raise ValueError("task.action_bound_from_joint_range needs every actuated joint to be limited")
-            reach = np.maximum(np.abs(lo - self.action_default), np.abs(hi - self.action_default))
-            self.action_bound = reach / cfg.action_scale
-            self.action_scale = self.action_scale * self.action_bound
-        clip_ranges = jrange[self.act_joint] if cfg.clip_targets_to_joint_range else None
-        if clip_ranges is not None and not np.isfinite(clip_ranges).all():
-            raise ValueError("clip_targets_to_joint_range needs every actuated joint to be limited")
-        self.model = make_pd_model(base, kp, kd, effort, clip_ranges)
-        self.kp, self.kd, self.effort = kp, kd, effort
-
-        mid = 0.5 * (jrange[:, 0] + jrange[:, 1])
-        half = 0.5 * (jrange[:, 1] - jrange[:, 0]) * cfg.soft_joint_limit_factor
-        self.soft_lo = np.where(limited, mid - half, -np.inf)
-        self.soft_hi = np.where(limited, mid + half, np.inf)
-        self.joint_lo, self.joint_hi = jrange[:, 0].copy(), jrange[:, 1].copy()
+        self.joint_lo, self.joint_hi = act.joint_lo, act.joint_hi
+        self.soft_lo, self.soft_hi = act.limits(cfg.soft_joint_limit_factor)
         # reset joint noise is clipped to holosoma's simulator soft limits (robot soft_dof_pos_limit)
-        reset_half = 0.5 * (jrange[:, 1] - jrange[:, 0]) * cfg.reset.noise.joint_pos_limit_factor
-        self.reset_lo = np.where(limited, mid - reset_half, -np.inf)
-        self.reset_hi = np.where(limited, mid + reset_half, np.inf)
+        self.reset_lo, self.reset_hi = act.limits(cfg.reset.noise.joint_pos_limit_factor)
+        kp, kd = self.kp, self.kd
 
         kwargs = dict(pool_kwargs or {})
         self.contact_bodies = undesired_contact_bodies(self.model, cfg)
@@ -197,7 +168,7 @@ class MotionTrackingEnv(PoolEnv):
             raise ValueError("task.rewards.undesired_contacts needs the pool's contacts; set its weight to 0 "
                              "or drop contacts=False")
         kwargs.setdefault("contacts", bool(self.contact_bodies.size))
-        self.pool = BatchEnvPool(self.model, self.num_envs, outputs=outputs, **kwargs)
+        self.pool = make_pool(self.model, self.num_envs, outputs=outputs, **kwargs)
         self.timer = PhaseTimer()
         self.pool.timer = self.timer  # backend_step's sub-phases: physics, check_health
         # Numba's host threads: as many as the pool's, on its CPUs

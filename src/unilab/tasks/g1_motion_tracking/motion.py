@@ -27,6 +27,11 @@ from numba import njit
 from unilab.sim.quat import quat_normalize, quat_rotate_inv, quat_slerp
 
 REQUIRED_KEYS = ("fps", "joint_pos", "joint_vel", "joint_names")
+FPS_RANGE = (1.0, 10_000.0)  # a recorded clip's frame rate; outside it the file is mislabelled
+JOINT_RANGE_SLACK = 1.0  # rad past a joint's limit a clip may go (retargeting error) before it is refused
+MAX_UNLIMITED_ANGLE = 100.0  # rad (16 turns) for a joint without limits: beyond it the units are wrong
+MAX_ROOT_DISTANCE = 1_000.0  # m from the origin: beyond it the clip is in other units or corrupt
+MAX_RATE = 1_000.0  # m/s or rad/s in joint_vel: beyond it the clip is in other units or corrupt
 _FK_CHUNK = 4096  # frames per forward-kinematics batch (bounds memory on long clips)
 
 
@@ -88,8 +93,9 @@ def _load_npz(path: Path) -> dict[str, np.ndarray]:
         raise MotionFileError(f"{path}: unreadable or truncated npz ({type(exc).__name__}: {exc})") from exc
 
     fps = data["fps"].reshape(-1)
-    if fps.size != 1 or not np.isfinite(fps[0]) or fps[0] <= 0:
-        raise MotionFileError(f"{path}: 'fps' must be one positive number, got {data['fps']!r}")
+    if fps.size != 1 or not FPS_RANGE[0] <= fps[0] <= FPS_RANGE[1]:
+        raise MotionFileError(
+            f"{path}: 'fps' must be one number in [{FPS_RANGE[0]:g}, {FPS_RANGE[1]:g}], got {data['fps']!r}")
     names = data["joint_names"]
     if names.ndim != 1 or names.dtype.kind not in "US":
         raise MotionFileError(f"{path}: 'joint_names' must be a 1-D string array, got {names.dtype} {names.shape}")
@@ -106,6 +112,16 @@ def _load_npz(path: Path) -> dict[str, np.ndarray]:
         if bad.any():
             frame = int(np.flatnonzero(bad.any(axis=1))[0])
             raise MotionFileError(f"{path}: '{key}' has NaN/inf values (first at frame {frame})")
+    root = np.abs(jp[:, :3]).max(axis=1)
+    if (root > MAX_ROOT_DISTANCE).any():
+        frame = int(np.argmax(root > MAX_ROOT_DISTANCE))
+        raise MotionFileError(f"{path}: root position {jp[frame, :3].tolist()} at frame {frame} is over "
+                              f"{MAX_ROOT_DISTANCE:g} m from the origin (positions must be in metres)")
+    rate = np.abs(jv).max(axis=1)
+    if (rate > MAX_RATE).any():
+        frame = int(np.argmax(rate > MAX_RATE))
+        raise MotionFileError(f"{path}: 'joint_vel' reaches {rate[frame]:.4g} at frame {frame}, over "
+                              f"{MAX_RATE:g} (m/s and rad/s expected)")
     qn = np.linalg.norm(jp[:, 3:7], axis=1)
     if (qn < 1e-6).any():
         raise MotionFileError(f"{path}: root quaternion has zero norm at frame {int(np.argmax(qn < 1e-6))}")
@@ -130,6 +146,21 @@ def _joint_permutation(path: Path, clip_names: Sequence[str], model_names: Seque
         raise MotionFileError(f"{path}: joint names do not match the model; " + "; ".join(parts))
     index = {n: i for i, n in enumerate(clip_names)}
     return np.array([index[n] for n in model_names], dtype=np.int64)
+
+
+def _check_joint_ranges(path: Path, joints: np.ndarray, model: mujoco.MjModel, names: Sequence[str]) -> None:
+    """Refuse a clip whose joint angles leave a joint's range by more than the slack (wrong units)."""
+    ids = [model.joint(n).id for n in names]
+    limited = np.asarray(model.jnt_limited)[ids].astype(bool)
+    lo, hi = np.asarray(model.jnt_range)[ids].T
+    lo = np.where(limited, lo, -MAX_UNLIMITED_ANGLE)
+    hi = np.where(limited, hi, MAX_UNLIMITED_ANGLE)
+    excess = np.maximum(joints - hi, lo - joints)
+    if (excess > JOINT_RANGE_SLACK).any():
+        frame, j = np.unravel_index(int(np.argmax(excess)), excess.shape)
+        raise MotionFileError(
+            f"{path}: joint {names[j]} is at {joints[frame, j]:.4g} rad at frame {frame}, more than "
+            f"{JOINT_RANGE_SLACK:g} rad outside its range [{lo[j]:.3g}, {hi[j]:.3g}] (angles must be in radians)")
 
 
 def resample_indices(num_frames: int, fps: float, control_dt: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -249,6 +280,7 @@ class MotionLibrary:
         for path in files:
             data = _load_npz(path)
             perm = _joint_permutation(path, list(data["joint_names"]), self.joint_names)
+            _check_joint_ranges(path, data["joint_pos"][:, 7:][:, perm], model, self.joint_names)
             qpos, qvel = _resample(data, perm, self.control_dt, model, self.joint_qposadr, self.joint_dofadr)
             clips.append(_Clip(path, qpos, qvel))
 

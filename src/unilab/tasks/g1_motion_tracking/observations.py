@@ -225,24 +225,9 @@ class ObsLayout:
         return out
 
 
-def policy_obs_dim(num_joints: int, preset: str = DEFAULT_PRESET) -> int:
-    """Length of the policy observation."""
-    return ObsLayout(num_joints, 0, preset).policy_dim
-
-
-def critic_obs_dim(num_joints: int, num_bodies: int, preset: str = DEFAULT_PRESET) -> int:
-    """Length of the critic observation."""
-    return ObsLayout(num_joints, num_bodies, preset).critic_dim
-
-
 def policy_obs_slices(num_joints: int, preset: str = DEFAULT_PRESET) -> dict[str, slice]:
     """Where each named piece sits in the policy observation."""
     return ObsLayout(num_joints, 0, preset).policy_slices
-
-
-def noise_scale_vector(num_joints: int, noise_cfg, preset: str = DEFAULT_PRESET) -> np.ndarray:
-    """Per-entry uniform noise half-widths of the policy observation."""
-    return ObsLayout(num_joints, 0, preset).noise_scale(noise_cfg)
 
 
 @njit(cache=True, fastmath=False)

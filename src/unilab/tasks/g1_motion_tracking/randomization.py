@@ -7,10 +7,10 @@ up to three small functions:
     reset(r, cfg, rng, rows)      at the reset of envs ``rows`` (``env._restart``)
     step(r, cfg, rng, ctrl)       before each physics step; returns the ctrl to apply
 
-Model parameters are per-env values of ``mujoco.batch.Batch.expand(field)``
+Model parameters are per-env values of the pool's ``expand(field)``
 (live ``(num_envs, ...)`` arrays of the pool's batch): the terms write NumPy
 slices of them, with no recompile and no loop over envs. Expanded fields are
-model data, not simulation state, so they survive ``BatchEnvPool.reset``
+model data, not simulation state, so they survive the pool's ``reset``
 (which rewrites state rows only, or runs ``Batch.reset`` on a persistent pool).
 
 When each term draws (holosoma's G1 WBT recipe, ``config_values/wbt/g1``):
@@ -78,9 +78,9 @@ def _uniform(rng: np.random.Generator, pair, size) -> np.ndarray:
 # --- friction ---------------------------------------------------------------------------------
 def friction_setup(r: DomainRandomizer, cfg, rng) -> None:
     r.friction = _uniform(rng, cfg.range, r.num_envs)
-    r.batch.expand("geom_friction")[:, r.contact_geoms, 0] = r.friction[:, None]
+    r.pool.expand("geom_friction")[:, r.contact_geoms, 0] = r.friction[:, None]
     if r.contact_pairs.size:  # explicit <pair>s (the G1's foot-floor contacts) carry their own friction
-        pairs = r.batch.expand("pair_friction")
+        pairs = r.pool.expand("pair_friction")
         for col in (0, 1):  # both sliding directions
             pairs[:, r.contact_pairs, col] = r.friction[:, None]
 
@@ -92,9 +92,9 @@ def friction_stats(r: DomainRandomizer) -> dict[str, float]:
 # --- base_com ---------------------------------------------------------------------------------
 def base_com_setup(r: DomainRandomizer, cfg, rng) -> None:
     r.com_offset = np.stack([_uniform(rng, getattr(cfg, a), r.num_envs) for a in ("x", "y", "z")], axis=1)
-    ipos = r.batch.expand("body_ipos")
+    ipos = r.pool.expand("body_ipos")
     ipos[:, r.com_body] = r.model.body_ipos[r.com_body] + r.com_offset
-    r.batch.set_const()  # body_ipos is an mj_setConst input (e.g. dof_invweight0)
+    r.pool.set_const()  # body_ipos is an mj_setConst input (e.g. dof_invweight0)
 
 
 def base_com_stats(r: DomainRandomizer) -> dict[str, float]:
@@ -158,8 +158,8 @@ def push_stats(r: DomainRandomizer) -> dict[str, float]:
 def pd_gains_setup(r: DomainRandomizer, cfg, rng) -> None:
     r.kp_scale = np.ones((r.num_envs, r.num_act))
     r.kd_scale = np.ones((r.num_envs, r.num_act))
-    r.gainprm = r.batch.expand("actuator_gainprm")
-    r.biasprm = r.batch.expand("actuator_biasprm")
+    r.gainprm = r.pool.expand("actuator_gainprm")
+    r.biasprm = r.pool.expand("actuator_biasprm")
 
 
 def pd_gains_reset(r: DomainRandomizer, cfg, rng, rows: np.ndarray) -> None:
@@ -222,7 +222,7 @@ class DomainRandomizer:
 
     Args:
         cfg: ``task.randomization``.
-        pool: the env's ``BatchEnvPool`` (its ``batch`` gets the per-env model fields).
+        pool: the env's physics pool (its ``expand`` gives the per-env model fields).
         seed: the env's seed.
         control_dt: seconds per policy step (push intervals).
         robot_body: a body of the robot (its root body's geoms get the friction, its free joint the pushes).
@@ -238,7 +238,6 @@ class DomainRandomizer:
                  num_joints: int, kp: np.ndarray, kd: np.ndarray, ctrl_default: np.ndarray, act_joint: np.ndarray):
         self.cfg = cfg
         self.pool = pool
-        self.batch = pool.batch
         self.model = pool.model
         self.num_envs = pool.num_envs
         self.env_ids = np.arange(self.num_envs)

@@ -27,7 +27,7 @@ import numpy as np
 from numba import njit
 
 from unilab.sim.quat import qangle_sq, qmul, qrot
-from unilab.tasks.g1_motion_tracking.config import RewardsConfig
+from unilab.tasks.g1_motion_tracking.config import RewardsConfig, tracking_term_names
 from unilab.tasks.g1_motion_tracking.terms import Term
 
 
@@ -157,7 +157,8 @@ REWARD_TERMS = (
 )
 TERM_NAMES = tuple(t.name for t in REWARD_TERMS)
 TRACKING_TERMS = tuple(t.name for t in REWARD_TERMS if t.kind == "exp")
-PENALTY_TERMS = tuple(t.name for t in REWARD_TERMS if t.kind == "penalty")
+assert TRACKING_TERMS == tracking_term_names(), "a term's kind and its config default disagree"
+
 
 @njit(cache=True, fastmath=False, inline="always")
 def weighted_sum(terms, e, weights):

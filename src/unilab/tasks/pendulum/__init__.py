@@ -1,1 +1,1 @@
-"""Torque-limited pendulum swing-up on the BatchEnvPool: the task that tests learning."""
+"""Torque-limited pendulum swing-up on a physics pool: the task that tests learning."""

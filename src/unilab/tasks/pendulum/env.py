@@ -6,7 +6,7 @@ import mujoco
 import numpy as np
 
 from unilab.assets.builtin import pendulum_xml_path
-from unilab.sim.mujoco.pool import BatchEnvPool
+from unilab.sim.physics import make_pool
 from unilab.tasks.base import Buffers, EpisodeBook, Obs, PoolEnv, StepResult, observations, result
 from unilab.tasks.pendulum.config import PendulumConfig
 from unilab.telemetry.phase_timer import PhaseTimer
@@ -27,7 +27,7 @@ class PendulumEnv(PoolEnv):
         if model.nq != 1 or model.nu != 1:
             raise ValueError(f"pendulum model must have one hinge and one actuator, got nq={model.nq} nu={model.nu}")
         self.timer = PhaseTimer()
-        self.pool = BatchEnvPool(model, num_envs, substeps=cfg.substeps, **(pool_kwargs or {}))
+        self.pool = make_pool(model, num_envs, substeps=cfg.substeps, **(pool_kwargs or {}))
         self.num_envs = num_envs
         self.control_dt = model.opt.timestep * cfg.substeps
         self.rng = np.random.default_rng(seed)

@@ -1,0 +1,84 @@
+"""One learner iteration, the same in training and in the learning tests.
+
+The collector waits only for actions, so an iteration acts on the newest step
+and sends the actions first, then stores the previous step in the replay
+buffer and trains while the env steps, then waits for the next step. A step is
+a mapping of arrays (the shared-memory slot the collector wrote); the replay
+gets a copy of what it needs one iteration later, because the collector
+overwrites that slot two steps on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
+
+import numpy as np
+import torch
+
+from unilab.algo.sac.agent import FastSAC
+from unilab.algo.sac.config import SACConfig
+from unilab.algo.sac.replay import ReplayBuffer
+from unilab.telemetry.phase_timer import PhaseTimer
+
+Step = Mapping[str, np.ndarray]
+
+
+class StepSource(Protocol):
+    """Where steps come from: the collector process, or an env in the same process (tests)."""
+
+    def send_action(self, action: np.ndarray) -> None: ...
+
+    def wait_step(self) -> Step: ...
+
+
+def observation_copy(array: np.ndarray) -> torch.Tensor:
+    """A torch copy of a shared array (the collector overwrites it next step)."""
+    return torch.from_numpy(array.copy())
+
+
+class LearnerIteration:
+    """Act, send, store, update, receive: :meth:`run` is one training iteration.
+
+    ``observations`` names the step's observation fields (the ones the replay
+    stores for the step an action was chosen on).
+    """
+
+    def __init__(self, agent: FastSAC, replay: ReplayBuffer, algo: SACConfig, observations: Sequence[str],
+                 timer: PhaseTimer | None = None):
+        self.agent, self.replay, self.algo = agent, replay, algo
+        self.observations = tuple(observations)
+        self.timer = timer or PhaseTimer()
+        self.pending: tuple[dict[str, torch.Tensor], Step] | None = None
+        """A received step not yet in the replay: (what the action was chosen on + the action, the step)."""
+
+    def store_pending(self) -> None:
+        """Put the received step into the replay (before a checkpoint, and when training stops)."""
+        if self.pending is not None:
+            before, after = self.pending
+            self.pending = None
+            self.replay.extend(before, after)
+
+    def run(self, iteration: int, step: Step, source: StepSource, log_metrics: bool = False,
+            while_env_steps: Callable[[], None] | None = None) -> tuple[Step, dict[str, float]]:
+        """Iteration ``iteration`` on ``step``: returns the next step and the update's metrics (when logged)."""
+        a, timer = self.algo, self.timer
+        with timer.phase("learner_act"):
+            action = self.agent.act(torch.from_numpy(np.asarray(step["obs"])))
+            source.send_action(action.numpy())
+        with timer.phase("learner_replay_write"):
+            self.store_pending()
+            before = {name: observation_copy(np.asarray(step[name])) for name in self.observations}
+            before["action"] = action
+        metrics: dict[str, float] = {}
+        with timer.phase("learner_train"):
+            if iteration >= a.learning_starts and self.replay.size > 0:
+                for k in range(a.num_updates):
+                    batch = self.replay.sample(a.batch_size)
+                    metrics.update(self.agent.update(batch, return_metrics=log_metrics and k == a.num_updates - 1))
+        if while_env_steps is not None:
+            while_env_steps()
+        with timer.phase("learner_collector_wait"):
+            next_step = source.wait_step()
+        self.pending = (before, next_step)
+        return next_step, metrics

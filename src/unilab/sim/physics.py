@@ -1,0 +1,82 @@
+"""The physics seam: what a task may use of a batched physics pool, and the one place a pool is built.
+
+A task builds its model, then asks :func:`make_pool` for ``num_envs`` simulations of it; ``sim.backend``
+(``--sim``) picks the implementation. Tasks see only :class:`PhysicsPool`: the live ``(num_envs, ...)``
+state arrays, the step, reset and forward calls, per-env model fields for domain randomization, and the
+derived fields they ask for as ``outputs`` (today MuJoCo's names: ``xpos``, ``xquat``, ``cvel``,
+``subtree_com``, ``cfrc_ext``; a second backend provides the same arrays under the same names).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from importlib import import_module
+from typing import Any, Protocol
+
+import numpy as np
+
+# backend name -> "module:class"; imported on use, so a backend's library loads only when it is chosen
+BACKENDS: dict[str, str] = {
+    "mujoco": "unilab.sim.mujoco.pool:BatchEnvPool",
+}
+
+
+class PhysicsPool(Protocol):
+    """``num_envs`` simulations of one model stepped together (see ``unilab.sim.mujoco.pool.BatchEnvPool``)."""
+
+    model: Any
+    num_envs: int
+    nthread: int
+    """Threads the pool steps on (the task's host kernels use as many)."""
+    cpu_ids: list[int] | None
+    """The CPUs those threads are pinned to; None: not pinned."""
+    qpos: np.ndarray
+    qvel: np.ndarray
+    ctrl: np.ndarray
+    bad_envs: np.ndarray
+    """(num_envs,) bool: envs whose last step diverged (non-finite, too fast, or a solver warning)."""
+    timer: Any
+
+    @property
+    def contacts(self) -> bool:
+        """Whether steps compute contacts (a task that reads none asks for a pool without them)."""
+        ...
+
+    def step(self, ctrl: np.ndarray | None, substeps: int = 1) -> np.ndarray:
+        """Advance every env ``substeps`` physics steps with ``ctrl`` (None: the live ``ctrl``); the bad mask."""
+        ...
+
+    def reset(self, ids: np.ndarray, qpos: np.ndarray, qvel: np.ndarray) -> None:
+        """Put envs ``ids`` at ``(qpos, qvel)`` with fresh solver state; derived fields follow."""
+        ...
+
+    def forward(self, ids: np.ndarray | None = None) -> None:
+        """Recompute the derived fields of envs ``ids`` (None: all) from their state."""
+        ...
+
+    def bind(self, name: str) -> np.ndarray:
+        """Live ``(num_envs, ...)`` array of a state or derived field."""
+        ...
+
+    def expand(self, name: str) -> np.ndarray:
+        """Live ``(num_envs, ...)`` per-env values of a model field (domain randomization writes them)."""
+        ...
+
+    def set_const(self) -> None:
+        """Recompute the model constants derived from fields written through :meth:`expand`."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def make_pool(model: Any, num_envs: int, *, backend: str = "mujoco", outputs: Sequence[str] | None = None,
+              **options: Any) -> PhysicsPool:
+    """``num_envs`` simulations of ``model`` on ``backend`` (``sim.backend``), with ``options`` (``sim.*``:
+    nthread, cpu_ids, persistent, max_qvel; the task's substeps and contacts) and the derived ``outputs``."""
+    if backend not in BACKENDS:
+        raise ValueError(f"sim.backend={backend}: unknown physics backend; unilab has: {', '.join(BACKENDS)}")
+    module, _, cls = BACKENDS[backend].partition(":")
+    pool_class = getattr(import_module(module), cls)
+    if outputs is not None:
+        options["outputs"] = tuple(outputs)
+    return pool_class(model, num_envs, **options)

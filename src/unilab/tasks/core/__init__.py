@@ -1,0 +1,1 @@
+"""Machinery every task shares: per-joint settings, actuation set-up."""

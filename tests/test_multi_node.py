@@ -1,0 +1,151 @@
+"""Several ranks with gloo on the CPU: one machine with two processes, and two torchrun nodes on one machine.
+
+The two-node tests start two launchers as a real multi-node job would
+(``--nnodes=2 --nproc_per_node=1``, c10d rendezvous), here both on localhost.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+
+import psutil
+import pytest
+from runtime_helpers import run_dirs, train_cmd
+
+from unilab.algo.sac.agent import FastSAC
+from unilab.runtime.checkpoint import latest_checkpoint, load_checkpoint
+from unilab.runtime.distributed import cpu_partition, weights_fingerprint
+from unilab.sim import cpu
+
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+FINGERPRINT = re.compile(r"unilab\[rank (\d)/2\]: final weights fingerprint (\w+) at iteration (\d+)")
+
+
+def _train_args(log_root, *extra: str) -> list[str]:
+    return ["-m", "unilab.cli.train", *train_cmd(log_root, *extra)[3:]]
+
+
+def _checkpoint_fingerprint(path) -> str:
+    return weights_fingerprint(FastSAC.from_checkpoint(load_checkpoint(path)[0]["agent"]))
+
+
+def _fingerprints(stdout: str) -> dict[int, tuple[str, int]]:
+    return {int(r): (fp, int(it)) for r, fp, it in FINGERPRINT.findall(stdout)}
+
+
+def _assert_rank0_checkpoints_only(log_root, iterations: int) -> None:
+    (run,) = run_dirs(log_root)  # rank 1 leaves no directory
+    assert not list((log_root / "fast_sac").glob("*/*_rank1"))
+    ckpt = latest_checkpoint(run)
+    assert ckpt.name == f"model_{iterations}.pt"
+    return ckpt
+
+
+def test_two_ranks_on_one_machine_share_cpus_and_weights(tmp_path):
+    """torchrun, 2 ranks: disjoint pinned collectors, identical networks after training."""
+    if not cpu.affinity_supported() or cpu.usable_cpu_count() < 2:
+        pytest.skip("needs thread affinity and 2 usable CPUs")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29517",
+           *_train_args(tmp_path, "algo.max_iterations=12")]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=ENV)
+    assert out.returncode == 0, out.stdout + out.stderr
+    pinned = sorted(
+        line.split("cpu_ids=")[1].split(", learner")[0] for line in out.stdout.splitlines() if "pinned to" in line)
+    assert pinned == sorted(str(cpu_partition(cpu.usable_cpus(), r, 2)) for r in range(2))
+    ckpt = _assert_rank0_checkpoints_only(tmp_path, 12)
+    prints = _fingerprints(out.stdout)
+    assert prints[0] == prints[1] == (_checkpoint_fingerprint(ckpt), 12)
+
+
+def _launch_node(node_rank: int, port: int, rdzv_id: str, *train: str) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc_per_node=1",
+           f"--node_rank={node_rank}", "--rdzv_backend=c10d", f"--rdzv_endpoint=localhost:{port}",
+           f"--rdzv_id={rdzv_id}", *train]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV,
+                            start_new_session=True)
+
+
+class _Lines:
+    """Collects a process's output lines in the background (a full pipe must never stall it)."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self.lines: list[str] = []
+        self._thread = threading.Thread(target=lambda: self.lines.extend(proc.stdout), daemon=True)
+        self._thread.start()
+
+    def text(self) -> str:
+        return "".join(self.lines)
+
+    def wait_for(self, pattern: str, timeout: float = 180) -> re.Match:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout:
+            match = re.search(pattern, self.text())
+            if match:
+                return match
+            time.sleep(0.2)
+        raise AssertionError(f"never saw {pattern!r} in:\n{self.text()[-3000:]}")
+
+
+def _kill_tree(proc: subprocess.Popen) -> None:
+    """The launcher and everything under it: torchrun starts its worker in a session of its own."""
+    try:
+        root = psutil.Process(proc.pid)
+        for p in [root, *root.children(recursive=True)]:
+            p.kill()
+    except psutil.NoSuchProcess:
+        pass
+
+
+def test_two_nodes_train_in_sync_and_only_rank_0_writes_checkpoints(tmp_path):
+    train = _train_args(tmp_path, "algo.max_iterations=10", "training.save_interval=5")
+    nodes = [_launch_node(0, 29541, "unilab_two_nodes", *train)]
+    time.sleep(2)  # node 0 hosts the rendezvous, as the machine named in --rdzv_endpoint would
+    nodes.append(_launch_node(1, 29541, "unilab_two_nodes", *train))
+    try:
+        outs = [n.communicate(timeout=300)[0] for n in nodes]
+    finally:
+        for n in nodes:
+            _kill_tree(n)
+    assert [n.returncode for n in nodes] == [0, 0], "\n".join(o[-3000:] for o in outs)
+    prints = {**_fingerprints(outs[0]), **_fingerprints(outs[1])}
+    assert sorted(prints) == [0, 1] and prints[0] == prints[1]
+    ckpt = _assert_rank0_checkpoints_only(tmp_path, 10)
+    assert prints[0] == (_checkpoint_fingerprint(ckpt), 10)
+    (run,) = run_dirs(tmp_path)
+    assert sorted(p.name for p in run.glob("model_*.pt")) == ["model_10.pt", "model_5.pt"]
+
+
+def test_a_lost_node_stops_the_other_within_the_timeout_naming_the_rank(tmp_path):
+    timeout_s = 20
+    train = _train_args(tmp_path, "algo.max_iterations=1000000", f"training.collector_timeout_s={timeout_s}")
+    nodes = [_launch_node(0, 29542, "unilab_lost_node", *train)]
+    time.sleep(2)
+    nodes.append(_launch_node(1, 29542, "unilab_lost_node", *train))
+    logs = [_Lines(n) for n in nodes]
+    try:
+        ranks = [int(log.wait_for(r"unilab\[rank (\d)/2\]: collector pid").group(1)) for log in logs]
+        logs[0].wait_for(r"unilab: iter \d")  # both are training
+        lost = ranks[1]
+        _kill_tree(nodes[1])
+        t0 = time.monotonic()
+        try:
+            nodes[0].wait(timeout=timeout_s + 15)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"the surviving node still runs {timeout_s + 15} s after the other died:\n"
+                                 + logs[0].text()[-3000:]) from None
+        elapsed = time.monotonic() - t0
+    finally:
+        for n in nodes:
+            _kill_tree(n)
+    text = logs[0].text()
+    assert nodes[0].returncode != 0, text[-3000:]
+    assert f"lost contact with rank {lost}" in text, text[-3000:]
+    assert "Traceback" not in text.split("lost contact")[0].splitlines()[-1]
+    assert elapsed < timeout_s + 15
+    if ranks[0] == 0:  # the survivor is rank 0: it kept what was learned
+        assert "before stopping" in text and latest_checkpoint(run_dirs(tmp_path)[0]) is not None
