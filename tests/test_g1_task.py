@@ -71,8 +71,8 @@ def test_reward_is_one_per_tracking_term_on_reference(tiny_cfg):
             np.testing.assert_allclose(info["reward_terms"][name][live], 1.0, atol=1e-6, err_msg=name)
         np.testing.assert_allclose(info["reward_terms"]["action_rate"], 0.0)
         assert not terminated.any()
-    w = env.rewards.weights
-    expected = sum(w[i] for i in range(6)) + w[7] * info["reward_terms"]["joint_limit"]
+    w = dict(zip(env.rewards.names, env.rewards.weights))
+    expected = sum(w[name] for name in TRACKING_TERMS) + w["joint_limit"] * info["reward_terms"]["joint_limit"]
     np.testing.assert_allclose(reward[live], expected[live], rtol=1e-5, atol=1e-5)
 
 

@@ -213,7 +213,7 @@ def test_stop_signal_saves_a_checkpoint_and_exits_cleanly(tmp_path, sig, group):
             os.killpg(proc.pid, signal.SIGKILL)
     assert rc == 128 + sig  # 130 for Ctrl-C, 143 for SIGTERM
     assert "interrupted at iteration" in out
-    assert "leaked" not in err  # semaphores and shared memory were released
+    assert "leaked" not in err, err  # semaphores and shared memory were released
     (run,) = run_dirs(tmp_path)
     ckpt = latest_checkpoint(run)
     assert ckpt is not None

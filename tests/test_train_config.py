@@ -174,7 +174,8 @@ def test_help_imports_no_torch():
 
 def test_play_defaults_are_declared_once():
     assert vars(play_cli.build_parser().parse_args(["run"])) == {
-        "checkpoint": "run", "overrides": [], "num_envs": PlayConfig.num_envs, "steps": PlayConfig.steps, "out": PlayConfig.out,
+        "checkpoint": "run", "overrides": [], "num_envs": PlayConfig.num_envs, "steps": PlayConfig.steps,
+        "out": PlayConfig.out,
         "no_video": not PlayConfig.video, "device": PlayConfig.device, "seed": PlayConfig.seed,
         "width": PlayConfig.width, "height": PlayConfig.height,
         "ghost": PlayConfig.ghost, "no_text": not PlayConfig.text,

@@ -82,13 +82,12 @@ def collector_rate(
     finally:
         col.close()
     n = d["iterations"] or steps
-    active_ms = d["env_step_ms"] + d["shm_write_ms"]
+    active_ms = d["env_step_ms"] + d["replay_write_ms"]
     return {
         "end_to_end_steps_per_sec": num_envs * steps / wall,
         "active_steps_per_sec": num_envs * n / (active_ms / 1000.0),
         "env_step_ms": d["env_step_ms"] / n,
-        "shm_write_ms": d["shm_write_ms"] / n,
-        "replay_write_ms": d["shm_write_ms"] / n,  # the phase's old name (timing/collector_replay_write_ms)
+        "replay_write_ms": d["replay_write_ms"] / n,
         "action_wait_ms": d["action_wait_ms"] / n,
         "nthread": col.spec.nthread,
     }
@@ -137,14 +136,14 @@ def main(argv: list[str] | None = None) -> dict:
             [
                 ["raw env.step (in process)", raw["steps_per_sec"], raw["ms_per_step"], 1.0],
                 ["collector active (env.step + shm write)", col["active_steps_per_sec"],
-                 col["env_step_ms"] + col["shm_write_ms"], res["active_over_raw"]],
+                 col["env_step_ms"] + col["replay_write_ms"], res["active_over_raw"]],
                 ["collector end to end (incl. hand-off)", col["end_to_end_steps_per_sec"],
                  num_envs_ms(args.num_envs, col["end_to_end_steps_per_sec"]), res["end_to_end_over_raw"]],
             ],
         )
     )
     print(
-        f"collector per step: env_step {col['env_step_ms']:.3f} ms, shm write {col['shm_write_ms']:.3f} ms, "
+        f"collector per step: env_step {col['env_step_ms']:.3f} ms, replay write {col['replay_write_ms']:.3f} ms, "
         f"waiting for actions {col['action_wait_ms']:.3f} ms"
     )
     if args.json:

@@ -151,9 +151,8 @@ def run_collector(args: CollectorArgs, ch: CollectorChannels) -> None:
             out = step_slot(shm, spec, k)
             with timer.phase("env_step"):  # the env writes the step into `out` (shared memory)
                 _, reward, _, _, info = env.step(shm["action"], out=out)
-            # the shared-memory work left after env.step: the counters (metric tag of this phase:
-            # timing/collector_shm_write_ms, also reported under its old name timing/collector_replay_write_ms)
-            with timer.phase("shm_write"):
+            # the rest of handing the step to the learner's replay: the shared counters it reads with the step
+            with timer.phase("replay_write"):
                 _count(counters, timer, env.timer, reward, info, env.stats())
             ch.obs_ready.release()
             k += 1

@@ -138,10 +138,8 @@ class MetricsLogger:
             s["timing/collector_env_step_update_state_ms"] = d["update_state_ms"] / n_c
             s["timing/collector_env_step_reset_done_ms"] = d["reset_done_ms"] / n_c
             s["timing/collector_learner_action_wait_ms"] = d["action_wait_ms"] / n_c
-            s["timing/collector_shm_write_ms"] = d["shm_write_ms"] / n_c
-            # the phase's name before it was named for what it does; the old tag, kept for comparisons
-            s["timing/collector_replay_write_ms"] = s["timing/collector_shm_write_ms"]
-            active_s = (d["env_step_ms"] + d["shm_write_ms"]) / 1000.0
+            s["timing/collector_replay_write_ms"] = d["replay_write_ms"] / n_c
+            active_s = (d["env_step_ms"] + d["replay_write_ms"]) / 1000.0
             s["perf/collector_active_steps_per_sec"] = self.num_envs * n_c / active_s if active_s > 0 else 0.0
             for phase in ("env_step", "backend_step", "update_state", "reset_done"):
                 if d[f"{phase}_ms"] > 0:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 
 # wall ms and process-CPU ms of each collector phase
-PHASES = ("env_step", "backend_step", "update_state", "reset_done", "action_wait", "shm_write")
+PHASES = ("env_step", "backend_step", "update_state", "reset_done", "action_wait", "replay_write")
 
 BASE_COUNTERS = (
     "iterations",
