@@ -43,7 +43,7 @@ from unilab.sim import cpu
 from unilab.sim.mujoco.pool import BatchEnvPool
 from unilab.tasks.g1_motion_tracking.config import MotionTrackingConfig
 from unilab.tasks.g1_motion_tracking.env import SUBPHASES, MotionTrackingEnv
-from unilab.tasks.g1_motion_tracking.step_driver import OBSERVE, REWARDS, SPLIT
+from unilab.tasks.g1_motion_tracking.step_driver import OBSERVE, REWARDS, SPLIT, step_driver_source
 from unilab.telemetry.phase_timer import PhaseTimer
 
 PHASES = ("backend_step", "update_state", "reset_done")
@@ -430,6 +430,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--motion-files", nargs="*", default=None, help="clips to use (default: the built-in G1 clips)")
     p.add_argument("--randomization", choices=("on", "off"), default=None,
                    help="domain randomization (task.randomization.enabled); default: the task's default (on)")
+    p.add_argument("--show-driver", action="store_true",
+                   help="print the source of the step driver compiled from the term tables, and exit")
     p.add_argument("--undesired-contacts", choices=("on", "off"), default=None,
                    help="the undesired_contacts reward term, and with it the pool's contact stage "
                         "(off: task.rewards.undesired_contacts.weight=0); default: the task's default (on)")
@@ -444,6 +446,9 @@ def main(argv: list[str] | None = None) -> int:
         cfg.randomization.enabled = args.randomization == "on"
     if args.undesired_contacts == "off":
         cfg.rewards.undesired_contacts.weight = 0.0
+    if args.show_driver:
+        print(step_driver_source(MotionTrackingEnv(cfg, 1).layout))
+        return 0
     runs: list[tuple[list[int] | None, int | None]] = []
     if args.compare_cpu_ids:
         runs = [(None, args.nthread), (cpu.parse_cpu_ids(args.compare_cpu_ids), None)]

@@ -175,7 +175,11 @@ class CollectorClient:
         if self.proc.is_alive():
             self.proc.kill()
             self.proc.join(timeout=KILL_WAIT_S)
-        self.ch.handle.cancel_join_thread()  # never block the exit on a pipe nobody reads any more
+        # the handle queue's feeder thread (a daemon) holds the last references to the queue's semaphores:
+        # left running, it may unlink one as the interpreter exits and never tell the resource tracker, which
+        # then reports it leaked. Its one message (a few KiB, far below a pipe's buffer) left long ago.
+        self.ch.handle.close()
+        self.ch.handle.join_thread()
         if self.shm is not None:
             self.shm.close()
             self.shm = None

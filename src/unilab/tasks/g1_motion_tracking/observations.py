@@ -26,9 +26,9 @@ import numpy as np
 from numba import njit
 
 from unilab.sim.quat import qmul, qrot
+from unilab.tasks.core.terms import Term
 from unilab.tasks.env_streams import next_symmetric
 from unilab.tasks.g1_motion_tracking.motion import library_row
-from unilab.tasks.g1_motion_tracking.terms import Term
 
 
 @njit(cache=True, fastmath=False, inline="always")

@@ -27,8 +27,8 @@ import numpy as np
 from numba import njit
 
 from unilab.sim.quat import qangle_sq, qmul, qrot
+from unilab.tasks.core.terms import Term
 from unilab.tasks.g1_motion_tracking.config import RewardsConfig, tracking_term_names
-from unilab.tasks.g1_motion_tracking.terms import Term
 
 
 @njit(cache=True, fastmath=False, inline="always")

@@ -1,4 +1,4 @@
-"""A step's per-env host work in one parallel region, generated from the term tables.
+"""A step's per-env host work in one parallel region, compiled from a template and the term tables.
 
 No env's step depends on another env's, so one ``prange`` region over envs runs
 every stage of an env's step back to back (its data stays in cache), selected by
@@ -40,10 +40,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from unilab.tasks.core.terms import Term, compile_driver, driver_source
 from unilab.tasks.g1_motion_tracking.observations import OBS_PIECE_CALL, ObsLayout
 from unilab.tasks.g1_motion_tracking.rewards import REWARD_TERM_CALL, REWARD_TERMS
 from unilab.tasks.g1_motion_tracking.terminations import CONDITION_CALL, TERMINATIONS
-from unilab.tasks.g1_motion_tracking.terms import generate_driver
 
 GATHER, REWARDS, TERMINATE, OBSERVE, FINALS, CLEAR = 1, 2, 4, 8, 16, 32
 STEP = GATHER | REWARDS | TERMINATE | OBSERVE | FINALS
@@ -87,10 +87,10 @@ def step_driver(stages, s, rows, lookup, pool_state, index, gathered, params, we
                 r = s.ref_index[e]
                 if stages & REWARDS:
                     update_contact_age(e, cfrc_ext, contact_ids, contact_threshold, contact_age)
-                    {terms}
+                    {rewards}
                     reward[e] = weighted_sum(terms, e, weights)
                 if stages & TERMINATE:
-                    {conditions}
+                    {terminations}
                     failed[e] = any_condition(conds, e)
                     done[e] = step_tail(e, failed[e], frame, clip, num_frames, lengths, max_steps, bad, reward,
                                         returns, terms, action, last_action, out_reward, out_terminated,
@@ -101,7 +101,7 @@ def step_driver(stages, s, rows, lookup, pool_state, index, gathered, params, we
                         conds_info[k, e] = conds[e, k]
                 if stages & OBSERVE:
                     ro = library_row(clip_offsets, num_frames, clip[e], frame[e] + 1)
-                    {pieces}
+                    {observations}
                     write_obs(e, row, noise_scale, use_noise, noise_streams, obs_clip, policy, critic)
                 if stages & FINALS and done[e]:
                     for m in range(policy.shape[1]):
@@ -110,11 +110,17 @@ def step_driver(stages, s, rows, lookup, pool_state, index, gathered, params, we
                         final_critic[e, m] = critic[e, m]
 '''
 
+
+def _blocks(layout: ObsLayout) -> dict[str, tuple[str, tuple[Term, ...]]]:
+    return {"rewards": (REWARD_TERM_CALL, REWARD_TERMS), "terminations": (CONDITION_CALL, TERMINATIONS),
+            "observations": (OBS_PIECE_CALL, tuple(layout.pieces))}
+
+
 def step_driver(layout: ObsLayout) -> Callable:
-    """The generated driver for ``layout``'s observation pieces (see the module doc; arguments: the template)."""
-    return generate_driver(_TEMPLATE, {"terms": (REWARD_TERM_CALL, REWARD_TERMS),
-                                       "conditions": (CONDITION_CALL, TERMINATIONS),
-                                       "pieces": (OBS_PIECE_CALL, layout.pieces)},
-                           "step_driver", depends=("unilab.sim.work_claims", "unilab.tasks.env_streams",
-                                                   "unilab.tasks.base", "unilab.tasks.g1_motion_tracking.motion",
-                                                   __name__))
+    """The driver for ``layout``'s observation pieces (see the module doc; arguments: the template)."""
+    return compile_driver(_TEMPLATE, _blocks(layout), "step_driver")
+
+
+def step_driver_source(layout: ObsLayout) -> str:
+    """The driver's source as compiled (``unilab-bench env-phases --show-driver`` prints it)."""
+    return driver_source(_TEMPLATE, _blocks(layout))

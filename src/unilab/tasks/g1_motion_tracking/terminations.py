@@ -13,8 +13,8 @@ import numpy as np
 from numba import njit
 
 from unilab.tasks.base import settle_env
+from unilab.tasks.core.terms import Term
 from unilab.tasks.g1_motion_tracking.config import TerminationsConfig
-from unilab.tasks.g1_motion_tracking.terms import Term
 
 
 @njit(cache=True, fastmath=False, inline="always")
