@@ -383,8 +383,8 @@ def test_start_state_is_the_reference_frame_and_nothing_resets(g1_short_run):
         idx = lib.flat_index(np.zeros(2, dtype=np.int64), frames)
         np.testing.assert_allclose(env.pool.qpos, lib.qpos[idx], atol=1e-12)
         np.testing.assert_allclose(env.pool.qvel, lib.qvel[idx], atol=1e-12)
-        np.testing.assert_allclose(env.body_pos, lib.body_pos_w[idx], atol=1e-9)
-        np.testing.assert_allclose(env.joint_pos, lib.joint_pos[idx], atol=1e-12)
+        np.testing.assert_allclose(env.state.body_pos, lib.body_pos_w[idx], atol=1e-9)
+        np.testing.assert_allclose(env.state.joint_pos, lib.joint_pos[idx], atol=1e-12)
         prev = env.pool.qpos.copy()
         for t in range(1, 8):
             _, _, terminated, _, _ = env.step(np.zeros((2, env.action_dim)))

@@ -29,6 +29,7 @@ from unilab.tasks.g1_motion_tracking.rewards import REWARD_TERMS, TERM_NAMES
 from unilab.tasks.g1_motion_tracking.step_driver import GATHER, OBSERVE, REWARDS, TERMINATE
 from unilab.tasks.g1_motion_tracking.step_kernels import action_to_ctrl
 from unilab.tasks.g1_motion_tracking.terminations import CONDITION_NAMES, TERMINATIONS
+from unilab.tasks.g1_motion_tracking.terms import GATHERED
 
 
 def _noisy_env(cfg, n=64, seed=5):
@@ -49,7 +50,7 @@ def _parallel_update(env, rows, noise_streams, stages=(GATHER, REWARDS, TERMINAT
 
     ``stages``: the driver's stage masks, run in this order (one region each, or fused).
     """
-    env.ref_index[rows] = -1  # the gather stage looks each env's reference row up itself
+    env.state.ref_index[rows] = -1  # the gather stage looks each env's reference row up itself
     n = env.num_envs
     env._terms[...] = np.nan
     env._reward[...] = np.nan
@@ -68,10 +69,9 @@ def _parallel_update(env, rows, noise_streams, stages=(GATHER, REWARDS, TERMINAT
         assert np.array_equal(info[0][i, rows], env._terms[rows, i].astype(np.float32), equal_nan=True), name
     for i, name in enumerate(CONDITION_NAMES):
         assert np.array_equal(info[1][i, rows], env._conds[rows, i]), name
-    state = tuple(b[rows] for b in (env.body_pos, env.body_quat, env.body_lin, env.body_ang, env.joint_pos,
-                                    env.joint_vel, env.base_lin_b, env.base_ang_b))
-    return (env.ref_index[rows], state, env._terms[rows].copy(), env._reward[rows].copy(), env._conds[rows].copy(),
-            out["obs"][rows], out["critic_obs"][rows])
+    state = tuple(b[rows] for b in GATHERED.values(env.state)[1:])  # the robot's; ref_index on its own
+    return (env.state.ref_index[rows], state, env._terms[rows].copy(), env._reward[rows].copy(),
+            env._conds[rows].copy(), out["obs"][rows], out["critic_obs"][rows])
 
 
 def _assert_identical(got, want):
@@ -107,8 +107,8 @@ def test_start_state_is_the_reference_frame_within_the_noise(tiny_cfg, noise):
         starts = rng.integers(0, env.motion.num_clips, k), rng.integers(0, 40, k)
         streams = env_streams(int(rng.integers(1 << 30)), env.num_envs, tag=2)
         adr = (env.qpos_adr, env.joint_lo, env.joint_hi)
-        env.last_action[...] = 1.0
-        episode = tuple(a.copy() for a in (env.clip, env.frame, env.ref_index, env.last_action))
+        env.state.last_action[...] = 1.0
+        episode = tuple(a.copy() for a in (env.clip, env.frame, env.state.ref_index, env.state.last_action))
         before = streams.copy()
         got = start_state(env.motion, rows, starts, episode, cfg, streams, *adr)
         # the rows are placed: clip, frame, their library row, last_action 0; the other envs untouched
@@ -117,7 +117,7 @@ def test_start_state_is_the_reference_frame_within_the_noise(tiny_cfg, noise):
         assert np.array_equal(clip[rows], starts[0]) and np.array_equal(frame[rows], starts[1])
         assert np.array_equal(ref_index[rows], env.motion.flat_index(*starts))
         assert not last_action[rows].any() and (last_action[others] == 1.0).all()
-        assert np.array_equal(ref_index[others], env.ref_index[others]) and np.array_equal(clip[others],
+        assert np.array_equal(ref_index[others], env.state.ref_index[others]) and np.array_equal(clip[others],
                                                                                            env.clip[others])
         qpos, qvel = got
         ref_q, ref_v = env.motion.qpos[ref_index[rows]], env.motion.qvel[ref_index[rows]]
@@ -170,8 +170,8 @@ def test_step_tail_bookkeeping(tiny_cfg):
         failed = np.stack(list(info["termination_terms"].values())).any(axis=0)
         assert not (term & trunc & ~failed).any()  # both only for a failure at a time-out
         kept = ~done
-        assert np.array_equal(env.last_action[kept], np.clip(action[kept], -1.0, 1.0).astype(np.float64))
-        assert not env.last_action[done].any()  # restarted
+        assert np.array_equal(env.state.last_action[kept], np.clip(action[kept], -1.0, 1.0).astype(np.float64))
+        assert not env.state.last_action[done].any()  # restarted
         assert np.array_equal(env.book.lengths[kept], lengths[kept] + 1)
         assert not env.book.lengths[done].any()
 
@@ -182,10 +182,10 @@ def test_results_do_not_depend_on_thread_count(tiny_cfg):
     states = env_streams(0, env.num_envs, tag=7)
     before = numba.get_num_threads()
     try:
-        last_action = env.last_action.copy()  # the step's tail overwrites it
+        last_action = env.state.last_action.copy()  # the step's tail overwrites it
         numba.set_num_threads(1)
         one = _parallel_update(env, rows, states.copy())
-        env.last_action[...] = last_action
+        env.state.last_action[...] = last_action
         numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
         many = _parallel_update(env, rows, states.copy())
     finally:

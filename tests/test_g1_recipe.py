@@ -93,15 +93,15 @@ def test_observation_shows_the_frame_the_next_reward_scores(tiny_cfg):
     zero = np.zeros((4, 2), dtype=np.float32)
     for _ in range(4):
         shown = obs["obs"][:, s].copy()
-        scored_before = env.ref_index.copy()
+        scored_before = env.state.ref_index.copy()
         obs, _, term, trunc, info = env.step(zero)
         assert not (term | trunc).any()
         # this step scored the frame after the one scored before: the one the previous observation showed
-        assert np.array_equal(env.ref_index, scored_before + 1)
-        np.testing.assert_allclose(shown, env.motion.joint_pos[env.ref_index], atol=1e-6)
+        assert np.array_equal(env.state.ref_index, scored_before + 1)
+        np.testing.assert_allclose(shown, env.motion.joint_pos[env.state.ref_index], atol=1e-6)
         # and the robot, put on that frame, tracks it exactly
         np.testing.assert_allclose(info["reward_terms"]["body_pos"], 1.0, atol=1e-6)
-        np.testing.assert_allclose(obs["obs"][:, s], env.motion.joint_pos[env.ref_index + 1], atol=1e-6)
+        np.testing.assert_allclose(obs["obs"][:, s], env.motion.joint_pos[env.state.ref_index + 1], atol=1e-6)
 
 
 def test_g1_effort_limits_are_holosomas():

@@ -26,7 +26,7 @@ def test_tracking_env_reference_and_text(tiny_cfg):
     env = MotionTrackingEnv(tiny_cfg, 2, seed=4)
     env.reset()
     ref = env.reference_qpos(1)
-    np.testing.assert_array_equal(ref, env.motion.qpos[env.ref_index[1]])
+    np.testing.assert_array_equal(ref, env.motion.qpos[env.state.ref_index[1]])
     np.testing.assert_allclose(env.render_qpos(1), ref, atol=1e-12)  # reset (no noise) puts it on the reference
     assert env.body_error_mm(1) == pytest.approx(0.0, abs=1e-6)
     clip, frame = int(env.clip[1]), int(env.frame[1])

@@ -213,7 +213,7 @@ def test_the_step_record_declares_the_storage():
     """A field added to the record is stored and sampled without other edits."""
     from unilab.sim.spec import Field
 
-    record = step_record(OBS, COBS, ACT, extra=(Field("phase", (2,), "float32"),))
+    record = (*step_record(OBS, COBS, ACT), Field("phase", (2,), "float32"))
     buf = ReplayBuffer(3, 4, record)
     assert {f.name: (tuple(buf.storage[f.name].shape[2:]), f.dtype) for f in record} == {
         f.name: (f.shape, f.dtype) for f in record}

@@ -7,6 +7,8 @@ import json
 import subprocess
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from runtime_helpers import run_dirs, train_cmd
 
 from unilab.algo.sac.replay import ReplayBuffer
@@ -36,6 +38,27 @@ def test_transport_arrays_are_the_step_record():
         assert np.shares_memory(step_slot(shm, spec, 0)["obs"], step_slot(shm, spec, SLOTS)["obs"])
     finally:
         shm.close()
+
+
+@settings(max_examples=50, deadline=None)
+@given(flags=st.lists(st.tuples(st.booleans(), st.booleans(), st.booleans()), min_size=1, max_size=300))
+def test_settle_is_the_done_semantics(flags):
+    """A bad env is terminated with reward 0; a time-out counts only where nothing terminated."""
+    terminated, truncated, bad = (np.array(c, dtype=bool) for c in zip(*flags))
+    n = terminated.size
+    book = EpisodeBook(n)
+    book.returns[:] = 1.0
+    reward = np.arange(1, n + 1, dtype=np.float32)
+    out = {"reward": np.full(n, np.nan, np.float32), "terminated": np.zeros(n, bool), "truncated": np.zeros(n, bool)}
+    done = book.settle(out, reward, terminated, truncated, bad)
+    want_term = terminated | bad
+    want_trunc = truncated & ~want_term
+    want_reward = np.where(bad, 0.0, np.arange(1, n + 1)).astype(np.float32)
+    np.testing.assert_array_equal(out["terminated"], want_term)
+    np.testing.assert_array_equal(out["truncated"], want_trunc)
+    np.testing.assert_array_equal(done, want_term | want_trunc)
+    np.testing.assert_array_equal(out["reward"], want_reward)
+    np.testing.assert_array_equal(book.returns, 1.0 + want_reward)
 
 
 def test_pendulum_bad_envs_are_terminated_with_zero_reward():

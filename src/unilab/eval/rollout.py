@@ -442,6 +442,6 @@ def random_start_metrics(env: Any, policy: PolicyFn, episodes: int, progress: bo
 
 def _errors(env: Any) -> dict[str, np.ndarray]:
     """Errors of every env's current state against the reference frame its last reward scored."""
-    lib, r = env.motion, scored_rows(env)
-    return frame_errors(env.body_pos, env.body_quat, env.joint_pos, env.joint_vel, lib.body_pos_w[r],
+    lib, r, st = env.motion, scored_rows(env), env.state
+    return frame_errors(st.body_pos, st.body_quat, st.joint_pos, st.joint_vel, lib.body_pos_w[r],
                         lib.body_quat_w[r], lib.joint_pos[r], lib.joint_vel[r], env.anchor)

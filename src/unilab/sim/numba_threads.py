@@ -10,8 +10,8 @@ blocks at once (0.000 cores busy while the caller sleeps; tests check it). Among
 non-spinning choices omp is much the faster here: the calling thread does a share of
 each region and wakes only the other workers, while workqueue's caller waits for all
 of them; the update_state drivers in a row took 6.3-6.5 ms at 1.7-1.8 cores (omp,
-passive) vs 9.0-9.8 ms at 1.2 cores (workqueue) at 4096 envs on 2 cores
-(2026-12-02). ``tbb`` is not installed here and its arena threads spin-wait briefly.
+passive) vs 9.0-9.8 ms at 1.2 cores (workqueue) at 4096 envs on 2 cores.
+``tbb`` is not a dependency, and its arena threads spin-wait briefly.
 omp splits a ``prange`` statically, so a worker that wakes late holds up the region;
 unilab's per-env kernels therefore hand out chunks from an atomic counter inside the
 region (:mod:`unilab.sim.work_claims`).

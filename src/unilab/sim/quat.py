@@ -80,7 +80,7 @@ def quat_error_angle(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 # ---------------------------------------------------------------------------
 # scalar quaternion helpers (tuples, no scratch arrays: a term may not allocate per env).
-# Same expressions, in the same order, as the serial kernels they replaced (bit-identical results).
+# Same expressions, in the same order, as the array helpers above (bit-identical results).
 
 @njit(cache=True, fastmath=False, inline="always")
 def qmul(aw, ax, ay, az, bw, bx, by, bz):

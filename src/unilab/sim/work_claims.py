@@ -6,7 +6,7 @@ and ``numba.set_parallel_chunksize`` only cuts the blocks smaller). A region the
 lasts as long as its slowest thread, and between two physics steps the slowest
 is a worker that was asleep: it wakes late (on a VM, tens of microseconds to over
 a millisecond for a parked vCPU) and may start on cold caches. Measured in the
-G1 step loop at 4096 envs on 2 cores (2026-12-03): with the static split the
+G1 step loop at 4096 envs on 2 cores: with the static split the
 update_state driver's worker spent up to 25 % more CPU on its half than the
 calling thread, which then waited (8.1 ms at 1.75 cores); with claims the same
 driver took 6.6 ms at 1.96 cores. With 64 workers waking one after another the
@@ -35,7 +35,7 @@ take a late thread's share), but no chunk is smaller than ``least``: where
 chunks meet, two threads may write one cache line, and a kernel that writes a
 byte per env into the rows of a ``(k, num_envs)`` array shares a line between
 chunks of fewer than 64 envs. Measured (G1 step driver, TERMINATE stage, whose
-info rows are such arrays; 4096 envs, 2 cores, 2026-12-03): 1.42 ms with
+info rows are such arrays; 4096 envs, 2 cores): 1.42 ms with
 chunks of 16 envs, 0.98 ms with 32, 0.54 ms with 64.
 
 :func:`new_counter`, not ``np.zeros(1)``: in a ``parallel=True`` function Numba
@@ -50,6 +50,12 @@ import numpy as np
 from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
+
+LEAST_ROWS = 8
+"""Smallest chunk for a kernel that writes whole rows of its envs (rows of 8 bytes or more; a (num_envs,)
+float64 vector: 8 envs fill a 64-byte cache line)."""
+LEAST_BYTES = 64
+"""Smallest chunk for a kernel that writes a byte per env (bool flags, ``(k, num_envs)`` bool rows)."""
 
 
 @intrinsic

@@ -24,7 +24,7 @@ import numpy as np
 from numba import njit, prange
 
 from unilab.sim.spec import FINAL, EnvSpec, allocate, env_outputs, observation_names
-from unilab.sim.work_claims import claim, new_counter, num_chunks
+from unilab.sim.work_claims import LEAST_BYTES, LEAST_ROWS, claim, new_counter, num_chunks
 from unilab.telemetry.phase_timer import PhaseTimer
 
 Obs = dict[str, np.ndarray]
@@ -157,15 +157,11 @@ class EpisodeBook:
         A bad (diverged) env is terminated with reward 0; a time-out counts
         only for an env that did not terminate. ``reward`` is modified in place.
         """
-        terminated = terminated | bad
-        truncated = truncated & ~terminated
-        reward[bad] = 0.0
-        self.returns += reward
-        out["reward"][...] = reward
-        out["terminated"][...] = terminated
-        out["truncated"][...] = truncated
+        done = np.empty(terminated.shape[0], dtype=bool)
+        _settle_all(terminated, truncated, bad, reward, self.returns, out["reward"], out["terminated"],
+                    out["truncated"], done)
         self._num_bad = int(bad.sum())
-        return terminated | truncated
+        return done
 
     def count_bad(self, bad: np.ndarray) -> None:
         """Record this step's bad-env count (``info["num_bad_envs"]``) when a task settles with :func:`settle_env`."""
@@ -212,9 +208,9 @@ def copy_rows_at(ids, src, dst):
     """``dst[ids] = src[ids]`` for ``(num_envs, k)`` arrays, in claimed chunks of rows (a fancy copy is serial)."""
     n = ids.shape[0]
     counter = new_counter()
-    for _ in prange(num_chunks(n, 8)):
+    for _ in prange(num_chunks(n, LEAST_ROWS)):
         while True:
-            lo, hi = claim(counter, n, 8)
+            lo, hi = claim(counter, n, LEAST_ROWS)
             if lo >= hi:
                 break
             for i in range(lo, hi):
@@ -229,8 +225,7 @@ def settle_env(e, terminated, truncated, bad, reward, returns, out_reward, out_t
 
     ``terminated``/``truncated`` are env ``e``'s flags, ``bad``, ``reward`` (modified),
     ``returns`` (``EpisodeBook.returns``) and the ``out_*`` buffers are per-env arrays.
-    Elementwise, so the values equal :meth:`EpisodeBook.settle`'s bit for bit. Returns done.
-    The task calls :meth:`EpisodeBook.count_bad` too.
+    Returns done; the task calls :meth:`EpisodeBook.count_bad` too.
     """
     t = terminated or bad[e]
     tr = truncated and not t
@@ -241,6 +236,21 @@ def settle_env(e, terminated, truncated, bad, reward, returns, out_reward, out_t
     out_terminated[e] = t
     out_truncated[e] = tr
     return t or tr
+
+
+@njit(cache=True, parallel=True, fastmath=False)
+def _settle_all(terminated, truncated, bad, reward, returns, out_reward, out_terminated, out_truncated, done):
+    """:func:`settle_env` for every env, in claimed chunks (flags are a byte per env)."""
+    n = done.shape[0]
+    counter = new_counter()
+    for _ in prange(num_chunks(n, LEAST_BYTES)):
+        while True:
+            lo, hi = claim(counter, n, LEAST_BYTES)
+            if lo >= hi:
+                break
+            for e in range(lo, hi):
+                done[e] = settle_env(e, terminated[e], truncated[e], bad, reward, returns, out_reward,
+                                     out_terminated, out_truncated)
 
 
 def observations(out: Buffers, names: tuple[str, ...] = ("obs", "critic_obs")) -> Obs:

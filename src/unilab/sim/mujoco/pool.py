@@ -25,7 +25,7 @@ from numba import njit, prange
 from unilab.sim import cpu, numba_threads
 from unilab.sim.mujoco.autotune import autotune
 from unilab.sim.mujoco.contacts import forward_without_contacts
-from unilab.sim.work_claims import chunk_size, claim, new_counter, num_chunks
+from unilab.sim.work_claims import LEAST_BYTES, LEAST_ROWS, chunk_size, claim, new_counter, num_chunks
 from unilab.telemetry.phase_timer import PhaseTimer
 
 # Warnings that mean the state diverged (MuJoCo may even have reset the sim
@@ -46,8 +46,6 @@ DEFAULT_MAX_QVEL = 100.0
 
 # what ``step`` times in ``BatchEnvPool.timer``: MuJoCo's steps, then the per-env health check
 SUBPHASES = ("physics", "check_health")
-# smallest chunk of envs the per-env kernels claim (unilab.sim.work_claims): the health flags are a byte per env
-_LEAST = 64
 # bits of the per-env health flags, in the order the reasons are recorded
 NONFINITE, FAST, WARNED = 1, 2, 4
 _STAGE_NONE = int(mujoco.mjtStage.mjSTAGE_NONE)
@@ -376,9 +374,9 @@ def _copy_rows(src, dst):
     """``dst[...] = src`` for ``(num_envs, k)`` arrays, one env per iteration."""
     n = dst.shape[0]
     counter = new_counter()
-    for _ in prange(num_chunks(n, _LEAST)):
+    for _ in prange(num_chunks(n, LEAST_ROWS)):
         while True:
-            lo, hi = claim(counter, n, _LEAST)
+            lo, hi = claim(counter, n, LEAST_ROWS)
             if lo >= hi:
                 break
             for e in range(lo, hi):
@@ -398,13 +396,13 @@ def _health_kernel(qpos, qvel, max_qvel, warning_count, warn_cols, warn_seen, fl
     n = qpos.shape[0]
     # flagged envs per chunk, zeroed and summed with loops (not parallel array ops); a scalar ``flagged += 1``
     # inside the claim loop is not seen as a reduction by Numba 0.68: it returned 0
-    counts = np.empty(num_chunks(n, _LEAST), np.int64)
+    counts = np.empty(num_chunks(n, LEAST_BYTES), np.int64)
     for c in range(counts.shape[0]):
         counts[c] = 0
     counter = new_counter()
-    for _ in prange(num_chunks(n, _LEAST)):
+    for _ in prange(num_chunks(n, LEAST_BYTES)):
         while True:
-            lo, hi = claim(counter, n, _LEAST)
+            lo, hi = claim(counter, n, LEAST_BYTES)
             if lo >= hi:
                 break
             for e in range(lo, hi):
@@ -434,7 +432,7 @@ def _health_kernel(qpos, qvel, max_qvel, warning_count, warn_cols, warn_seen, fl
                         warn_seen[e, k] = warning_count[e, warn_cols[k]]
                 flags[e] = f
                 if f:
-                    counts[lo // chunk_size(n, _LEAST)] += 1
+                    counts[lo // chunk_size(n, LEAST_BYTES)] += 1
     flagged = 0
     for c in range(counts.shape[0]):
         flagged += counts[c]
@@ -449,9 +447,9 @@ def _reset_rows(ids, fresh_row, fresh, state, warning, qpos, qvel, qpos_out, qve
     cleared, ``warn_seen`` := the rows' divergence-warning counts."""
     n = ids.shape[0]
     counter = new_counter()
-    for _ in prange(num_chunks(n, _LEAST)):
+    for _ in prange(num_chunks(n, LEAST_BYTES)):
         while True:
-            lo, hi = claim(counter, n, _LEAST)
+            lo, hi = claim(counter, n, LEAST_BYTES)
             if lo >= hi:
                 break
             for k in range(lo, hi):

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import mujoco
 import numpy as np
@@ -45,7 +46,7 @@ from unilab.tasks.g1_motion_tracking.rewards import TERM_NAMES, RewardComputer
 from unilab.tasks.g1_motion_tracking.step_driver import RESTART, SPLIT, STEP, step_driver
 from unilab.tasks.g1_motion_tracking.step_kernels import action_to_ctrl
 from unilab.tasks.g1_motion_tracking.terminations import CONDITION_NAMES, thresholds_vector
-from unilab.tasks.g1_motion_tracking.terms import TaskArrays
+from unilab.tasks.g1_motion_tracking.terms import GATHERED, STEP_STATE, TaskArrays
 from unilab.telemetry.phase_timer import PhaseTimer
 
 _INTEGRATORS = {
@@ -212,44 +213,31 @@ class MotionTrackingEnv(PoolEnv):
         """False: a finished env is not restarted and keeps running (evaluation rollouts, see ``start_at``)."""
         self.split_sub_phases = False
         """True: update_state runs its stages one region each, timed as sub-phases (benchmark; same results)."""
-        self.action = np.zeros((n, self.action_dim))
-        self.last_action = np.zeros((n, self.action_dim))
-        # steps since each undesired-contact body last touched (a large age: not within the history)
-        self.contact_age = np.full((n, self.contact_bodies.size), 1 << 30, dtype=np.int64)
+        # per-env state (rows: .terms): buffers, the terms' struct and the gather stage's tuple
+        self.state = SimpleNamespace(**vars(GATHERED.allocate(n=n, B=nb, J=nj)),
+                                     **vars(STEP_STATE.allocate(n=n, A=self.action_dim, K=self.contact_bodies.size)))
         contacts_cfg = cfg.rewards.undesired_contacts
         self._contacts = (getattr(self.pool, "cfrc_ext", np.zeros((n, 0, 6))), self.contact_bodies,
-                          float(contacts_cfg.threshold), self.contact_age)
+                          float(contacts_cfg.threshold), self.state.contact_age)
         self._obs_clip = np.inf if cfg.obs_clip is None else float(cfg.obs_clip)
-        # robot state buffers (refilled every step)
-        self.body_pos = np.zeros((n, nb, 3))
-        self.body_quat = np.zeros((n, nb, 4))
-        self.body_lin = np.zeros((n, nb, 3))
-        self.body_ang = np.zeros((n, nb, 3))
-        self.joint_pos = np.zeros((n, nj))
-        self.joint_vel = np.zeros((n, nj))
-        self.base_lin_b = np.zeros((n, 3))
-        self.base_ang_b = np.zeros((n, 3))
         self._terms = np.zeros((n, len(TERM_NAMES)))
         self._reward = np.zeros(n)
         self._conds = np.zeros((n, len(CONDITION_NAMES)), dtype=bool)
         self._failed = np.zeros(n, dtype=bool)
         self._done = np.zeros(n, dtype=bool)
-        self.ref_index = np.zeros(n, dtype=np.int64)  # each env's reference frame: a row of the library arrays
         self._all_rows = np.arange(n, dtype=np.int64)
-        # observation noise: one stream per env, drawn inside the parallel driver (a NumPy fill was serial)
+        # observation noise: one stream per env, drawn inside the parallel driver (a fill here would be serial)
         self.obs_noise_streams = env_streams(seed, n, tag=1)
         self.reset_noise_streams = env_streams(seed, n, tag=2)  # reset noise, drawn in the start-state driver
         self.arrays = TaskArrays(
-            anchor=self.anchor, ee_index=self.ee_index, body_pos=self.body_pos, body_quat=self.body_quat,
-            body_lin=self.body_lin, body_ang=self.body_ang, joint_pos=self.joint_pos, joint_vel=self.joint_vel,
-            base_lin_b=self.base_lin_b, base_ang_b=self.base_ang_b, ref_index=self.ref_index,
+            anchor=self.anchor, ee_index=self.ee_index, **vars(self.state),
             ref_body_pos=lib.body_pos_w, ref_body_quat=lib.body_quat_w, ref_body_lin=lib.body_lin_vel_w,
             ref_body_ang=lib.body_ang_vel_w, ref_joint_pos=lib.joint_pos, ref_joint_vel=lib.joint_vel,
             soft_lo=self.soft_lo, soft_hi=self.soft_hi, default_joint_pos=self.default_joint_pos,
-            action=self.action, last_action=self.last_action, action_bound=self.action_bound,
-            joint_pos_bias=observed_joint_pos_bias(self.randomizer, nj), contact_age=self.contact_age,
+            action_bound=self.action_bound, joint_pos_bias=observed_joint_pos_bias(self.randomizer, nj),
             contact_history=int(contacts_cfg.history_steps),
         )
+        self._gathered = GATHERED.values(self.state)
         self._obs_offsets = self.layout.offsets
         self._step_driver = step_driver(self.layout)
         self._bad = np.zeros(n, dtype=bool)  # no env bad (restarts)
@@ -271,11 +259,10 @@ class MotionTrackingEnv(PoolEnv):
             stages, self.arrays, rows, (self.clip, self.frame, lib.clip_offsets, lib.num_frames),
             (p.xpos, p.xquat, p.cvel, p.subtree_com, p.qpos, p.qvel),
             (self.body_ids, self.root_ids, self.qpos_adr, self.dof_adr),
-            (self.ref_index, self.body_pos, self.body_quat, self.body_lin, self.body_ang, self.joint_pos,
-             self.joint_vel, self.base_lin_b, self.base_ang_b),
+            self._gathered,
             self.rewards.params, self.rewards.weights, self.thresholds, self._obs_offsets, self.noise_scale,
             self.obs_noise_streams, self.book.lengths, self.book.returns, float(self.max_episode_steps),
-            self._bad if bad is None else bad, self.action, self.last_action, self._terms, self._reward,
+            self._bad if bad is None else bad, self.state.action, self.state.last_action, self._terms, self._reward,
             self._conds, self._failed, out["reward"], out["terminated"], out["truncated"], self._done, policy, critic,
             out.get(FINAL + "obs", policy), out.get(FINAL + "critic_obs", critic), terms_info, conds_info,
             self._contacts, self._obs_clip)
@@ -307,9 +294,9 @@ class MotionTrackingEnv(PoolEnv):
         if (frames < 0).any() or (frames >= self.motion.num_frames[clips]).any():
             raise IndexError("start_at frames must lie inside their clips")
         rows = self._all_rows
-        self.clip[:], self.frame[:], self.ref_index[:] = clips, frames, idx
+        self.clip[:], self.frame[:], self.state.ref_index[:] = clips, frames, idx
         self.pool.reset(rows, self.motion.qpos[idx], self.motion.qvel[idx])
-        self.last_action[:] = 0.0
+        self.state.last_action[:] = 0.0
         if self.randomizer is not None:  # reset-time draws, as a restart makes them
             self.randomizer.reset(rows)
         self.book.reset_all()
@@ -320,9 +307,9 @@ class MotionTrackingEnv(PoolEnv):
         """Sample start frames for ``rows`` and write the (noisy) reference state into the pool."""
         starts = self.sampler.sample(rows.shape[0], self.rng)
         # clip, frame, ref_index and last_action of the rows are set in the start-state region too
-        qpos, qvel = start_state(self.motion, rows, starts, (self.clip, self.frame, self.ref_index, self.last_action),
-                                 self.cfg.reset.noise, self.reset_noise_streams, self.qpos_adr, self.reset_lo,
-                                 self.reset_hi)
+        placed = (self.clip, self.frame, self.state.ref_index, self.state.last_action)
+        qpos, qvel = start_state(self.motion, rows, starts, placed, self.cfg.reset.noise, self.reset_noise_streams,
+                                 self.qpos_adr, self.reset_lo, self.reset_hi)
         self.pool.reset(rows, qpos, qvel)
         if self.randomizer is not None:
             self.randomizer.reset(rows)
@@ -357,7 +344,7 @@ class MotionTrackingEnv(PoolEnv):
             # action = nan_to_num(clip(action, -1, 1)); PD targets = each env's default + scale * action
             # written straight into the pool's controls: no copy region of its own (one fork/join fewer)
             targets = self.pool.ctrl
-            action_to_ctrl(action, self.action_scale, self.ctrl_default, self.action, targets)
+            action_to_ctrl(action, self.action_scale, self.ctrl_default, self.state.action, targets)
             ctrl = targets if self.randomizer is None else self.randomizer.before_physics(targets)
             bad = self.pool.step(None if ctrl is targets else ctrl, self.cfg.decimation).copy()
 
@@ -395,16 +382,16 @@ class MotionTrackingEnv(PoolEnv):
     # ------------------------------------------------------------------ video (play)
     def reference_qpos(self, env: int = 0) -> np.ndarray:
         """Model ``qpos`` of the reference frame env ``env`` tracks now (play's ghost)."""
-        return self.motion.qpos[self.ref_index[env]].copy()
+        return self.motion.qpos[self.state.ref_index[env]].copy()
 
     def body_error_mm(self, env: int = 0) -> float:
         """Mean world-frame position error of env ``env``'s tracked bodies against the reference, in mm."""
-        err = self.body_pos[env] - self.motion.body_pos_w[self.ref_index[env]]
+        err = self.state.body_pos[env] - self.motion.body_pos_w[self.state.ref_index[env]]
         return float(1000.0 * np.linalg.norm(err, axis=-1).mean())
 
     def overlay_text(self, env: int = 0) -> str:
         """Clip name, reference frame and body error of env ``env`` (play's text overlay)."""
         clip = int(self.clip[env])
-        frame = int(self.ref_index[env] - self.motion.clip_offsets[clip])
+        frame = int(self.state.ref_index[env] - self.motion.clip_offsets[clip])
         last = int(self.motion.num_frames[clip]) - 1
         return f"{self.motion.files[clip].stem}\nframe {frame}/{last}  body err {self.body_error_mm(env):.0f} mm"

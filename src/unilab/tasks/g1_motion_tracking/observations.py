@@ -274,9 +274,8 @@ def gather_env(e, clip, frame, clip_offsets, num_frames, pool_state, index, gath
     """Env ``e``'s reference row and robot state, into its rows of ``gathered``.
 
     ``pool_state = (xpos, xquat, cvel, subtree_com, qpos, qvel)`` (the pool's
-    arrays), ``index = (body_ids, root_ids, qpos_adr, dof_adr)``, ``gathered =
-    (ref_index, body_pos, body_quat, body_lin, body_ang, joint_pos, joint_vel,
-    base_lin_b, base_ang_b)``. ``ref_index[e]`` = the motion library row of
+    arrays), ``index = (body_ids, root_ids, qpos_adr, dof_adr)``, ``gathered``
+    the buffers of :data:`~.terms.GATHERED`, in its row order. ``ref_index[e]`` = the motion library row of
     (``clip[e]``, ``frame[e]``) (:func:`~.motion.library_row`). Then the tracked bodies' world pose and
     velocity and the joint state. Linear velocity is that of each body origin
     (``cvel`` holds it at the root subtree's centre of mass).

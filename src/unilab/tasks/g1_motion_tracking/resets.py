@@ -6,7 +6,7 @@ import numpy as np
 from numba import njit, prange
 
 from unilab.sim.quat import qmul, qrot
-from unilab.sim.work_claims import claim, new_counter, num_chunks
+from unilab.sim.work_claims import LEAST_ROWS, claim, new_counter, num_chunks
 from unilab.tasks.env_streams import next_symmetric
 from unilab.tasks.g1_motion_tracking.config import ResetConfig, ResetNoiseConfig
 from unilab.tasks.g1_motion_tracking.motion import MotionLibrary, library_row
@@ -128,9 +128,7 @@ def start_state(library: MotionLibrary, rows: np.ndarray, starts: tuple[np.ndarr
     stream ``streams[e]`` (:mod:`unilab.tasks.env_streams`), inside the parallel
     driver: per env, in this order, 3 root position, 3 roll-pitch-yaw, 3 root
     linear velocity, 3 root angular velocity and one per joint, all drawn
-    whatever the scales (so the stream's use does not depend on them). Per-row
-    arithmetic keeps the operation order of the NumPy code it replaced (tests
-    keep that version as the reference).
+    whatever the scales (so the stream's use does not depend on them).
     """
     n = rows.shape[0]
     qpos = np.empty((n, library.qpos.shape[1]))
@@ -156,9 +154,9 @@ def _start_state_driver(rows, starts, episode, clip_offsets, num_frames, lib_qpo
     ``scales`` are the half-widths in draw order (see :func:`start_state`). A
     group whose scales are all 0 adds exactly 0 (and the roll-pitch-yaw and
     angular-velocity groups then skip their rotation, joints their clip). Each
-    expression keeps the order of the NumPy code it replaced (quat_mul,
-    quat_normalize with ``np.linalg.norm``'s sequential sum of four squares,
-    quat_rotate_inv, np.clip).
+    expression keeps the order of the array helpers (quat_mul, quat_normalize with
+    ``np.linalg.norm``'s sequential sum of four squares, quat_rotate_inv, np.clip),
+    so a check written with them gives the same bits.
     """
     nj = qadr.shape[0]
     use = np.empty(5, dtype=np.bool_)  # root_pos, root_rpy, root_lin_vel, root_ang_vel, joint_pos
@@ -171,10 +169,10 @@ def _start_state_driver(rows, starts, episode, clip_offsets, num_frames, lib_qpo
     clip, frame, ref_index, last_action = episode
     n = rows.shape[0]
     counter = new_counter()  # chunks claimed as threads come free (unilab.sim.work_claims)
-    for _ in prange(num_chunks(n, 8)):
+    for _ in prange(num_chunks(n, LEAST_ROWS)):
         d = np.empty(12 + nj)
         while True:
-            k0, k1 = claim(counter, n, 8)  # (lo and hi are the joint limits)
+            k0, k1 = claim(counter, n, LEAST_ROWS)  # (lo and hi are the joint limits)
             if k0 >= k1:
                 break
             for k in range(k0, k1):

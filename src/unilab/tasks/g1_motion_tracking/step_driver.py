@@ -52,7 +52,7 @@ RESTART = GATHER | CLEAR | OBSERVE
 SPLIT = (("gather", GATHER), ("rewards", REWARDS), ("terminations", TERMINATE), ("observations", OBSERVE | FINALS))
 
 _TEMPLATE = '''
-from unilab.sim.work_claims import claim, new_counter, num_chunks
+from unilab.sim.work_claims import LEAST_BYTES, claim, new_counter, num_chunks
 from unilab.tasks.g1_motion_tracking.observations import any_nonzero, gather_env, write_obs
 from unilab.tasks.g1_motion_tracking.motion import library_row
 from unilab.tasks.g1_motion_tracking.rewards import clear_contact_age, update_contact_age, weighted_sum
@@ -69,13 +69,13 @@ def step_driver(stages, s, rows, lookup, pool_state, index, gathered, params, we
     cfrc_ext, contact_ids, contact_threshold, contact_age = contacts
     n = rows.shape[0]
     use_noise = any_nonzero(noise_scale)
-    # chunks are claimed, not split statically (unilab.sim.work_claims); at least 64 envs, as the info rows
+    # chunks are claimed, not split statically (unilab.sim.work_claims); at least LEAST_BYTES envs, as the info rows
     # (conds_info: one byte per env) must not share cache lines between threads
     counter = new_counter()
-    for _ in prange(num_chunks(n, 64)):
+    for _ in prange(num_chunks(n, LEAST_BYTES)):
         row = np.empty(critic.shape[1])
         while True:
-            lo, hi = claim(counter, n, 64)
+            lo, hi = claim(counter, n, LEAST_BYTES)
             if lo >= hi:
                 break
             for i in range(lo, hi):

@@ -72,8 +72,7 @@ def step_tail(e, failed, frame, clip, num_frames, lengths, max_steps, bad, rewar
 
     Time-out (clip end or ``max_steps``), done semantics
     (:func:`unilab.tasks.base.settle_env`), a bad env's reward terms zeroed,
-    ``last_action = action``. Elementwise per env, so bit-identical to the NumPy
-    passes over envs it replaced.
+    ``last_action = action``. Elementwise per env.
 
     A failure in the step that times out is both terminated and truncated: the
     learner bootstraps it (``~terminated | truncated``, holosoma's ``truncations |
