@@ -45,7 +45,7 @@ def test_reset_puts_env_on_reference_frame(tiny_cfg):
     ref = env.motion.lookup(env.clip, env.frame)
     np.testing.assert_allclose(env.pool.qpos, ref.qpos, atol=1e-12)
     np.testing.assert_allclose(env.pool.qvel, ref.qvel, atol=1e-12)
-    np.testing.assert_allclose(env.pool.xpos[:, env.body_ids], ref.body_pos_w, atol=1e-9)
+    np.testing.assert_allclose(env.pool.body_pos_w[:, env.body_ids], ref.body_pos_w, atol=1e-9)
     # the observation shows the next reference frame (the one the first step's reward scores), as holosoma's
     # motion command advances its clock before the observation
     nxt = env.motion.lookup(env.clip, env.frame + 1)
@@ -265,7 +265,7 @@ def test_g1_env_on_reference_and_random_steps():
     assert env.model.nu == 29 and env.model.opt.timestep == pytest.approx(0.005)
     obs = env.reset()
     ref = env.motion.lookup(env.clip, env.frame)
-    np.testing.assert_allclose(env.pool.xpos[:, env.body_ids], ref.body_pos_w, atol=1e-9)
+    np.testing.assert_allclose(env.pool.body_pos_w[:, env.body_ids], ref.body_pos_w, atol=1e-9)
     real_step = env.pool.step
     teleport(env)
     _, _, terminated, truncated, info = env.step(np.zeros((8, 29), dtype=np.float32))

@@ -9,6 +9,7 @@ from mujoco import batch as mjbatch
 
 from unilab.sim import cpu
 from unilab.sim.mujoco.pool import BatchEnvPool
+from unilab.sim.physics import BODY_STATE
 
 N = 16
 
@@ -34,6 +35,35 @@ def test_shapes_and_views(humanoid):
     assert pool.cvel.shape == (N, humanoid.nbody, 6)
     assert pool.sensordata.shape == (N, humanoid.nsensordata)
     assert pool.bind("cfrc_ext").shape == (N, humanoid.nbody, 6)
+
+
+def _object_state(model, qpos, qvel, body):
+    """MuJoCo's own answer for one body: world position, quaternion, and (angular, linear) velocity at its origin."""
+    data = mujoco.MjData(model)
+    data.qpos[:], data.qvel[:] = qpos, qvel
+    mujoco.mj_forward(model, data)
+    vel = np.zeros(6)
+    # XBODY: at the body frame origin (BODY would be its centre of mass); 0: world-aligned
+    mujoco.mj_objectVelocity(model, data, mujoco.mjtObj.mjOBJ_XBODY, body, vel, 0)
+    return data.xpos[body], data.xquat[body], vel[3:], vel[:3]
+
+
+@pytest.mark.parametrize("contacts", [True, False])
+def test_body_state_is_each_body_origin_in_world_frame(humanoid, contacts):
+    """The backend-neutral outputs after a step and after a reset of some envs, against mj_objectVelocity."""
+    rng = np.random.default_rng(3)
+    pool = BatchEnvPool(humanoid, N, nthread=2, outputs=BODY_STATE, contacts=contacts)
+    pool.step(_random_ctrl(humanoid, rng), substeps=2)
+    ids = np.array([1, 3])
+    qpos, qvel = _perturbed(pool, rng)
+    pool.reset(ids, qpos[ids], qvel[ids])
+    for e in range(N):
+        for body in range(1, humanoid.nbody):
+            pos, quat, lin, ang = _object_state(humanoid, pool.qpos[e], pool.qvel[e], body)
+            np.testing.assert_allclose(pool.body_pos_w[e, body], pos, atol=1e-12)
+            np.testing.assert_allclose(pool.body_quat_w[e, body], quat, atol=1e-12)
+            np.testing.assert_allclose(pool.body_lin_vel_w[e, body], lin, atol=1e-9)
+            np.testing.assert_allclose(pool.body_ang_vel_w[e, body], ang, atol=1e-9)
 
 
 def test_step_moves_every_env_and_derived_fields_are_current(humanoid):

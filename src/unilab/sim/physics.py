@@ -3,8 +3,9 @@
 A task builds its model, then asks :func:`make_pool` for ``num_envs`` simulations of it; ``sim.backend``
 (``--sim``) picks the implementation. Tasks see only :class:`PhysicsPool`: the live ``(num_envs, ...)``
 state arrays, the step, reset and forward calls, per-env model fields for domain randomization, and the
-derived fields they ask for as ``outputs`` (today MuJoCo's names: ``xpos``, ``xquat``, ``cvel``,
-``subtree_com``, ``cfrc_ext``; a second backend provides the same arrays under the same names).
+derived fields they ask for as ``outputs``: :data:`BODY_STATE` (every body's world-frame position,
+quaternion, linear and angular velocity at its origin, the same for every backend) and, for what only a
+backend has, its own field names (MuJoCo's ``cfrc_ext``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,10 @@ from importlib import import_module
 from typing import Any, Protocol
 
 import numpy as np
+
+BODY_STATE = ("body_pos_w", "body_quat_w", "body_lin_vel_w", "body_ang_vel_w")
+"""Outputs ``(num_envs, nbody, 3 | 4)``: each body's world-frame position, quaternion (w, x, y, z), and the
+linear and angular velocity of its origin, after every step, reset and forward."""
 
 # backend name -> "module:class"; imported on use, so a backend's library loads only when it is chosen
 BACKENDS: dict[str, str] = {

@@ -4,8 +4,8 @@ The pool owns the thread sizing (``unilab.sim.cpu``), optional pinning, and the
 per-env health check. It knows nothing of observations or rewards: a task reads
 the bound arrays and writes controls and reset states.
 
-Its own per-env host work (the controls copy, the health check, the rows of a
-reset) runs in parallel Numba kernels (``prange`` over envs whose threads claim
+Its own per-env host work (the controls copy, the bodies' origin velocities, the
+health check, the rows of a reset) runs in parallel Numba kernels (``prange`` over envs whose threads claim
 chunks as they come free, :mod:`unilab.sim.work_claims`; per-env writes only: the
 same results at any thread count) on Numba's workers, which follow
 the pool's thread count and CPUs (:mod:`unilab.sim.numba_threads`): a serial
@@ -24,6 +24,7 @@ from numba import njit, prange
 
 from unilab.sim import cpu, numba_threads
 from unilab.sim.mujoco.autotune import autotune
+from unilab.sim.mujoco.body_state import origin_velocities
 from unilab.sim.mujoco.contacts import forward_without_contacts
 from unilab.sim.work_claims import LEAST_BYTES, LEAST_ROWS, chunk_size, claim, new_counter, num_chunks
 from unilab.telemetry.phase_timer import PhaseTimer
@@ -44,8 +45,13 @@ _DEFAULT_OUTPUTS = ("xpos", "xquat", "cvel", "sensordata")
 # (e.g. too large a timestep) reaches 1e3-1e8 long before MuJoCo's own 1e10 check
 DEFAULT_MAX_QVEL = 100.0
 
-# what ``step`` times in ``BatchEnvPool.timer``: MuJoCo's steps, then the per-env health check
-SUBPHASES = ("physics", "check_health")
+# the backend-neutral outputs (sim.physics.BODY_STATE): every body's world-frame state at its origin
+_BODY_FIELDS = {"body_pos_w": "xpos", "body_quat_w": "xquat"}
+_BODY_VELOCITIES = ("body_lin_vel_w", "body_ang_vel_w")
+
+# what ``step`` times in ``BatchEnvPool.timer``: MuJoCo's steps, the bodies' origin velocities (when asked
+# for), then the per-env health check
+SUBPHASES = ("physics", "body_velocities", "check_health")
 # bits of the per-env health flags, in the order the reasons are recorded
 NONFINITE, FAST, WARNED = 1, 2, 4
 _STAGE_NONE = int(mujoco.mjtStage.mjSTAGE_NONE)
@@ -85,7 +91,10 @@ class BatchEnvPool:
         Ignored when ``nthread="auto"`` picks it.
       substeps: the substeps per ``step`` the caller will use; only autotune
         reads it.
-      outputs: derived fields bound up front and refreshed after every call.
+      outputs: derived fields bound up front and refreshed after every call: MjData
+        field names, or the backend-neutral ``body_pos_w``, ``body_quat_w``,
+        ``body_lin_vel_w``, ``body_ang_vel_w`` (``(num_envs, nbody, 3 | 4)``, each
+        body's world-frame state at its origin; ``unilab.sim.physics.BODY_STATE``).
       max_qvel: an env whose ``|qvel|`` exceeds this after a step is bad
         (exploded state); ``None`` checks only finiteness and MuJoCo's warnings.
       contacts: whether the caller reads contact or constraint fields
@@ -162,7 +171,18 @@ class BatchEnvPool:
         self.ctrl = b.bind("ctrl")
         self.act = b.bind("act")
         for name in outputs:
-            setattr(self, name, b.bind(name))
+            if name not in _BODY_VELOCITIES:
+                setattr(self, name, b.bind(_BODY_FIELDS.get(name, name)))
+        # body velocities at the body origin: MuJoCo's cvel shifted (unilab.sim.mujoco.body_state) after every
+        # step, reset and forward, into arrays of their own
+        self._velocities = None
+        if any(name in _BODY_VELOCITIES for name in outputs):
+            self.body_lin_vel_w = np.zeros((num_envs, model.nbody, 3))
+            self.body_ang_vel_w = np.zeros((num_envs, model.nbody, 3))
+            self._velocities = (b.bind("xpos"), b.bind("cvel"), b.bind("subtree_com"),
+                                np.asarray(model.body_rootid, dtype=np.int64), self.body_lin_vel_w,
+                                self.body_ang_vel_w)
+        self._all_ids = np.arange(num_envs, dtype=np.int64)
         # mjWarningStat is (lastinfo, number): column 1 counts
         self._warning_count = b.warning[:, :, 1]
         self._warn_cols = np.array([int(w) for w in _DIVERGENCE_WARNINGS])
@@ -183,6 +203,7 @@ class BatchEnvPool:
             # per-env disable flags (a live (num_envs,) view), raised around the stage computation only
             self._flags = b.expand("opt.disableflags")
         b.forward()
+        self._refresh_velocities(self._all_ids)
 
     # -- properties ---------------------------------------------------------
     @property
@@ -258,7 +279,9 @@ class BatchEnvPool:
             except mjbatch.SimulationError as err:
                 self._mark(np.asarray(err.ids), "mujoco error")
             if not self._contacts:
-                self.forward()
+                self._forward_stage(None)
+        with self.timer.phase("body_velocities"):
+            self._refresh_velocities(self._all_ids)
         with self.timer.phase("check_health"):
             self._check_health()
         return self.bad_envs
@@ -273,6 +296,10 @@ class BatchEnvPool:
         if ids is not None:
             ids = np.asarray(ids)
             ids = np.flatnonzero(ids) if ids.dtype == bool else ids.astype(np.int64, copy=False)
+        self._forward_stage(ids)
+        self._refresh_velocities(self._all_ids if ids is None else ids)
+
+    def _forward_stage(self, ids: np.ndarray | None) -> None:
         try:
             if self._contacts:
                 self._batch.forward(ids, self._stage)
@@ -280,6 +307,10 @@ class BatchEnvPool:
                 forward_without_contacts(self._batch, self._flags, ids, self._stage)
         except mjbatch.SimulationError as err:
             self._mark(np.asarray(err.ids), "mujoco error")
+
+    def _refresh_velocities(self, ids: np.ndarray) -> None:
+        if self._velocities is not None:
+            origin_velocities(ids, *self._velocities)
 
     def _mark(self, ids: np.ndarray, reason: str) -> None:
         new = ids[~self.bad_envs[ids]]

@@ -31,7 +31,7 @@ import numpy as np
 
 from unilab.sim import numba_threads
 from unilab.sim.mujoco.pool import SUBPHASES as POOL_SUBPHASES
-from unilab.sim.physics import make_pool
+from unilab.sim.physics import BODY_STATE, make_pool
 from unilab.sim.spec import FINAL
 from unilab.tasks.base import Buffers, EpisodeBook, Obs, PoolEnv, StepResult, observations, result
 from unilab.tasks.core.actuation import Actuation
@@ -55,8 +55,7 @@ _INTEGRATORS = {
     "implicitfast": mujoco.mjtIntegrator.mjINT_IMPLICITFAST,
     "rk4": mujoco.mjtIntegrator.mjINT_RK4,
 }
-_POOL_OUTPUTS = ("xpos", "xquat", "cvel", "subtree_com")
-# sub-phases in env.timer: backend_step's (the pool's physics, check_health), update_state's (gather,
+# sub-phases in env.timer: backend_step's (the pool's physics, body_velocities, check_health), update_state's (gather,
 # with the reference lookup; rewards, terminations, observations: only with split_sub_phases) and
 # reset_done's (restart)
 SUBPHASES = (*POOL_SUBPHASES, "gather", "rewards", "terminations", "observations", "restart")
@@ -160,7 +159,7 @@ class MotionTrackingEnv(PoolEnv):
         kwargs = dict(pool_kwargs or {})
         self.contact_bodies = undesired_contact_bodies(self.model, cfg)
         contact_outputs = ("cfrc_ext",) if self.contact_bodies.size else ()
-        outputs = tuple(dict.fromkeys([*kwargs.pop("outputs", ()), *_POOL_OUTPUTS, *contact_outputs]))
+        outputs = tuple(dict.fromkeys([*kwargs.pop("outputs", ()), *BODY_STATE, *contact_outputs]))
         kwargs.setdefault("substeps", cfg.decimation)
         # without the undesired_contacts term no term reads a contact or constraint field (the step driver reads
         # kinematics and velocities only), so the stage after a step or reset skips collision: restarts' forward
@@ -171,7 +170,7 @@ class MotionTrackingEnv(PoolEnv):
         kwargs.setdefault("contacts", bool(self.contact_bodies.size))
         self.pool = make_pool(self.model, self.num_envs, outputs=outputs, **kwargs)
         self.timer = PhaseTimer()
-        self.pool.timer = self.timer  # backend_step's sub-phases: physics, check_health
+        self.pool.timer = self.timer  # backend_step's sub-phases: physics, body_velocities, check_health
         # Numba's host threads: as many as the pool's, on its CPUs
         self.host_thread_ids = numba_threads.configure(self.pool.nthread, self.pool.cpu_ids)
         # domain randomization: per-env model fields, own random streams; None when every term is off
@@ -184,7 +183,6 @@ class MotionTrackingEnv(PoolEnv):
 
         # kernels' constant inputs
         self.body_ids = lib.body_ids.astype(np.int64)
-        self.root_ids = np.asarray(self.model.body_rootid)[self.body_ids].astype(np.int64)
         self.anchor = int(lib.anchor_index)
         self.ee_index = np.array([cfg.tracked_bodies.index(b) for b in cfg.end_effector_bodies], dtype=np.int64)
         self.qpos_adr = lib.joint_qposadr.astype(np.int64)
@@ -257,8 +255,8 @@ class MotionTrackingEnv(PoolEnv):
         policy, critic = out["obs"], out["critic_obs"]
         self._step_driver(
             stages, self.arrays, rows, (self.clip, self.frame, lib.clip_offsets, lib.num_frames),
-            (p.xpos, p.xquat, p.cvel, p.subtree_com, p.qpos, p.qvel),
-            (self.body_ids, self.root_ids, self.qpos_adr, self.dof_adr),
+            (p.body_pos_w, p.body_quat_w, p.body_lin_vel_w, p.body_ang_vel_w, p.qpos, p.qvel),
+            (self.body_ids, self.qpos_adr, self.dof_adr),
             self._gathered,
             self.rewards.params, self.rewards.weights, self.thresholds, self._obs_offsets, self.noise_scale,
             self.obs_noise_streams, self.book.lengths, self.book.returns, float(self.max_episode_steps),

@@ -24,6 +24,7 @@ import numpy as np
 from mujoco import batch as mjbatch
 from numba import njit
 
+from unilab.sim.mujoco.body_state import origin_velocities
 from unilab.sim.quat import quat_normalize, quat_rotate_inv, quat_slerp
 
 REQUIRED_KEYS = ("fps", "joint_pos", "joint_vel", "joint_names")
@@ -216,7 +217,7 @@ def forward_kinematics(model: mujoco.MjModel, qpos: np.ndarray, qvel: np.ndarray
     out_quat = np.empty((n, len(body_ids), 4))
     out_lin = np.empty((n, len(body_ids), 3))
     out_ang = np.empty((n, len(body_ids), 3))
-    roots = np.asarray(model.body_rootid)[body_ids]
+    roots = np.asarray(model.body_rootid, dtype=np.int64)
     for start in range(0, n, _FK_CHUNK):
         stop = min(n, start + _FK_CHUNK)
         # one thread: library set-up is short, and the task must not size MuJoCo pools
@@ -229,11 +230,10 @@ def forward_kinematics(model: mujoco.MjModel, qpos: np.ndarray, qvel: np.ndarray
         sel = slice(start, stop)
         out_pos[sel] = xpos[:, body_ids]
         out_quat[sel] = xquat[:, body_ids]
-        ang = cvel[:, body_ids, 0:3]
-        # cvel's linear part is the velocity of the point at the root subtree's CoM
-        offset = xpos[:, body_ids] - com[:, roots]
-        out_lin[sel] = cvel[:, body_ids, 3:6] + np.cross(ang, offset)
-        out_ang[sel] = ang
+        lin, ang = np.empty((stop - start, model.nbody, 3)), np.empty((stop - start, model.nbody, 3))
+        origin_velocities(np.arange(stop - start), xpos, cvel, com, roots, lin, ang)  # as the pool's body state
+        out_lin[sel] = lin[:, body_ids]
+        out_ang[sel] = ang[:, body_ids]
         del b
     return out_pos, out_quat, out_lin, out_ang
 

@@ -273,34 +273,25 @@ OBS_PIECE_CALL = "{f}(s, e, ro, row, offs[{i}])"
 def gather_env(e, clip, frame, clip_offsets, num_frames, pool_state, index, gathered):
     """Env ``e``'s reference row and robot state, into its rows of ``gathered``.
 
-    ``pool_state = (xpos, xquat, cvel, subtree_com, qpos, qvel)`` (the pool's
-    arrays), ``index = (body_ids, root_ids, qpos_adr, dof_adr)``, ``gathered``
-    the buffers of :data:`~.terms.GATHERED`, in its row order. ``ref_index[e]`` = the motion library row of
-    (``clip[e]``, ``frame[e]``) (:func:`~.motion.library_row`). Then the tracked bodies' world pose and
-    velocity and the joint state. Linear velocity is that of each body origin
-    (``cvel`` holds it at the root subtree's centre of mass).
+    ``pool_state = (body_pos_w, body_quat_w, body_lin_vel_w, body_ang_vel_w, qpos, qvel)``
+    (the pool's arrays, :data:`unilab.sim.physics.BODY_STATE`), ``index = (body_ids, qpos_adr,
+    dof_adr)``, ``gathered`` the buffers of :data:`~.terms.GATHERED`, in its row order.
+    ``ref_index[e]`` = the motion library row of (``clip[e]``, ``frame[e]``)
+    (:func:`~.motion.library_row`). Then the tracked bodies' world pose and velocity
+    (of the body origin) and the joint state.
     """
-    xpos, xquat, cvel, subtree_com, qpos, qvel = pool_state
-    body_ids, root_ids, qpos_adr, dof_adr = index
+    xpos, xquat, lin_w, ang_w, qpos, qvel = pool_state
+    body_ids, qpos_adr, dof_adr = index
     ref_index, body_pos, body_quat, body_lin, body_ang, joint_pos, joint_vel, base_lin_b, base_ang_b = gathered
     ref_index[e] = library_row(clip_offsets, num_frames, clip[e], frame[e])
     for b in range(body_ids.shape[0]):
         i = body_ids[b]
-        rt = root_ids[b]
         for c in range(3):
             body_pos[e, b, c] = xpos[e, i, c]
+            body_lin[e, b, c] = lin_w[e, i, c]
+            body_ang[e, b, c] = ang_w[e, i, c]
         for c in range(4):
             body_quat[e, b, c] = xquat[e, i, c]
-        wx, wy, wz = cvel[e, i, 0], cvel[e, i, 1], cvel[e, i, 2]
-        ox = xpos[e, i, 0] - subtree_com[e, rt, 0]
-        oy = xpos[e, i, 1] - subtree_com[e, rt, 1]
-        oz = xpos[e, i, 2] - subtree_com[e, rt, 2]
-        body_ang[e, b, 0] = wx
-        body_ang[e, b, 1] = wy
-        body_ang[e, b, 2] = wz
-        body_lin[e, b, 0] = cvel[e, i, 3] + wy * oz - wz * oy
-        body_lin[e, b, 1] = cvel[e, i, 4] + wz * ox - wx * oz
-        body_lin[e, b, 2] = cvel[e, i, 5] + wx * oy - wy * ox
     for j in range(qpos_adr.shape[0]):
         joint_pos[e, j] = qpos[e, qpos_adr[j]]
         joint_vel[e, j] = qvel[e, dof_adr[j]]
