@@ -382,7 +382,7 @@ def print_run(r: dict, num_envs: int) -> None:
     print(f"steal time during the timed steps: {100 * r['steal_share']:.1f} % of the machine's CPU time "
           "(a VM host's; cores read low when it is high)")
     sub = r["subphases"]
-    print("\nsub-phases (ms per env.step; physics, body_velocities and check_health are backend_step's, "
+    print("\nsub-phases (ms per env.step; physics and check_health (with the bodies' velocities) are backend_step's, "
           "restart = reset_done's restart of the ended envs)")
     print(format_table(["sub-phase", "ms", "cores"], [[n, sub[n]["ms"], sub[n]["cores"]] for n in sub]))
     us = r["update_state_split"]

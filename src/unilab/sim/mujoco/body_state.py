@@ -14,9 +14,29 @@ from numba import njit, prange
 from unilab.sim.work_claims import LEAST_ROWS, claim, new_counter, num_chunks
 
 
+@njit(cache=True, fastmath=False, inline="always")
+def origin_velocity_env(e, xpos, cvel, subtree_com, rootid, lin, ang):
+    """Env ``e``: ``lin[e, i]``/``ang[e, i]`` = world-frame linear/angular velocity of body ``i``'s origin.
+
+    Loops over ``lin``'s bodies: zero-size ``lin``/``ang`` (no body state asked for) do nothing.
+    """
+    for i in range(lin.shape[1]):
+        rt = rootid[i]
+        wx, wy, wz = cvel[e, i, 0], cvel[e, i, 1], cvel[e, i, 2]
+        ox = xpos[e, i, 0] - subtree_com[e, rt, 0]
+        oy = xpos[e, i, 1] - subtree_com[e, rt, 1]
+        oz = xpos[e, i, 2] - subtree_com[e, rt, 2]
+        ang[e, i, 0] = wx
+        ang[e, i, 1] = wy
+        ang[e, i, 2] = wz
+        lin[e, i, 0] = cvel[e, i, 3] + wy * oz - wz * oy
+        lin[e, i, 1] = cvel[e, i, 4] + wz * ox - wx * oz
+        lin[e, i, 2] = cvel[e, i, 5] + wx * oy - wy * ox
+
+
 @njit(cache=True, parallel=True, fastmath=False)
 def origin_velocities(ids, xpos, cvel, subtree_com, rootid, lin, ang):
-    """Rows ``ids``: ``lin[e, i]``/``ang[e, i]`` = world-frame linear/angular velocity of body ``i``'s origin."""
+    """:func:`origin_velocity_env` for rows ``ids``, in claimed chunks (after a reset or forward)."""
     n = ids.shape[0]
     counter = new_counter()
     for _ in prange(num_chunks(n, LEAST_ROWS)):
@@ -25,16 +45,4 @@ def origin_velocities(ids, xpos, cvel, subtree_com, rootid, lin, ang):
             if lo >= hi:
                 break
             for k in range(lo, hi):
-                e = ids[k]
-                for i in range(xpos.shape[1]):
-                    rt = rootid[i]
-                    wx, wy, wz = cvel[e, i, 0], cvel[e, i, 1], cvel[e, i, 2]
-                    ox = xpos[e, i, 0] - subtree_com[e, rt, 0]
-                    oy = xpos[e, i, 1] - subtree_com[e, rt, 1]
-                    oz = xpos[e, i, 2] - subtree_com[e, rt, 2]
-                    ang[e, i, 0] = wx
-                    ang[e, i, 1] = wy
-                    ang[e, i, 2] = wz
-                    lin[e, i, 0] = cvel[e, i, 3] + wy * oz - wz * oy
-                    lin[e, i, 1] = cvel[e, i, 4] + wz * ox - wx * oz
-                    lin[e, i, 2] = cvel[e, i, 5] + wx * oy - wy * ox
+                origin_velocity_env(ids[k], xpos, cvel, subtree_com, rootid, lin, ang)

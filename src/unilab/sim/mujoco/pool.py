@@ -24,7 +24,7 @@ from numba import njit, prange
 
 from unilab.sim import cpu, numba_threads
 from unilab.sim.mujoco.autotune import autotune
-from unilab.sim.mujoco.body_state import origin_velocities
+from unilab.sim.mujoco.body_state import origin_velocities, origin_velocity_env
 from unilab.sim.mujoco.contacts import forward_without_contacts
 from unilab.sim.work_claims import LEAST_BYTES, LEAST_ROWS, chunk_size, claim, new_counter, num_chunks
 from unilab.telemetry.phase_timer import PhaseTimer
@@ -49,9 +49,9 @@ DEFAULT_MAX_QVEL = 100.0
 _BODY_FIELDS = {"body_pos_w": "xpos", "body_quat_w": "xquat"}
 _BODY_VELOCITIES = ("body_lin_vel_w", "body_ang_vel_w")
 
-# what ``step`` times in ``BatchEnvPool.timer``: MuJoCo's steps, the bodies' origin velocities (when asked
-# for), then the per-env health check
-SUBPHASES = ("physics", "body_velocities", "check_health")
+# what ``step`` times in ``BatchEnvPool.timer``: MuJoCo's steps, then the per-env health check (with the
+# bodies' origin velocities when they are outputs)
+SUBPHASES = ("physics", "check_health")
 # bits of the per-env health flags, in the order the reasons are recorded
 NONFINITE, FAST, WARNED = 1, 2, 4
 _STAGE_NONE = int(mujoco.mjtStage.mjSTAGE_NONE)
@@ -175,13 +175,12 @@ class BatchEnvPool:
                 setattr(self, name, b.bind(_BODY_FIELDS.get(name, name)))
         # body velocities at the body origin: MuJoCo's cvel shifted (unilab.sim.mujoco.body_state) after every
         # step, reset and forward, into arrays of their own
-        self._velocities = None
-        if any(name in _BODY_VELOCITIES for name in outputs):
-            self.body_lin_vel_w = np.zeros((num_envs, model.nbody, 3))
-            self.body_ang_vel_w = np.zeros((num_envs, model.nbody, 3))
-            self._velocities = (b.bind("xpos"), b.bind("cvel"), b.bind("subtree_com"),
-                                np.asarray(model.body_rootid, dtype=np.int64), self.body_lin_vel_w,
-                                self.body_ang_vel_w)
+        # (zero-size arrays when no body velocity is asked for: the kernels then skip the shift)
+        nvel = model.nbody if any(name in _BODY_VELOCITIES for name in outputs) else 0
+        self.body_lin_vel_w = np.zeros((num_envs, nvel, 3))
+        self.body_ang_vel_w = np.zeros((num_envs, nvel, 3))
+        self._velocities = (b.bind("xpos"), b.bind("cvel"), b.bind("subtree_com"),
+                            np.asarray(model.body_rootid, dtype=np.int64), self.body_lin_vel_w, self.body_ang_vel_w)
         self._all_ids = np.arange(num_envs, dtype=np.int64)
         # mjWarningStat is (lastinfo, number): column 1 counts
         self._warning_count = b.warning[:, :, 1]
@@ -280,9 +279,7 @@ class BatchEnvPool:
                 self._mark(np.asarray(err.ids), "mujoco error")
             if not self._contacts:
                 self._forward_stage(None)
-        with self.timer.phase("body_velocities"):
-            self._refresh_velocities(self._all_ids)
-        with self.timer.phase("check_health"):
+        with self.timer.phase("check_health"):  # and the bodies' origin velocities, in the same region
             self._check_health()
         return self.bad_envs
 
@@ -309,7 +306,7 @@ class BatchEnvPool:
             self._mark(np.asarray(err.ids), "mujoco error")
 
     def _refresh_velocities(self, ids: np.ndarray) -> None:
-        if self._velocities is not None:
+        if self.body_lin_vel_w.shape[1]:
             origin_velocities(ids, *self._velocities)
 
     def _mark(self, ids: np.ndarray, reason: str) -> None:
@@ -323,7 +320,7 @@ class BatchEnvPool:
         """Mark envs with non-finite state, ``|qvel|`` over ``max_qvel`` or a new divergence warning."""
         limit = np.inf if self.max_qvel is None else self.max_qvel
         flagged = _health_kernel(self.qpos, self.qvel, limit, self._warning_count, self._warn_cols,
-                                 self._warn_seen, self._health)
+                                 self._warn_seen, self._health, self._velocities)
         if flagged:  # rare: the reasons (a few Python calls) only for the flagged envs
             for bit, reason in ((NONFINITE, "non-finite state"),
                                 (FAST, f"|qvel| over max_qvel={limit:g}"),
@@ -416,8 +413,9 @@ def _copy_rows(src, dst):
 
 
 @njit(cache=True, parallel=True, fastmath=False)
-def _health_kernel(qpos, qvel, max_qvel, warning_count, warn_cols, warn_seen, flags):
-    """Each env's health bits into ``flags``; returns how many envs have any.
+def _health_kernel(qpos, qvel, max_qvel, warning_count, warn_cols, warn_seen, flags, velocities):
+    """Each env's health bits into ``flags`` and its bodies' origin velocities (``velocities``: the
+    arguments of :func:`origin_velocity_env` after ``e``); returns how many envs have any bit.
 
     NONFINITE: a non-finite qpos or qvel entry; FAST: no NaN in qvel and
     ``max |qvel| > max_qvel`` (an inf counts; as ``np.abs(qvel).max() > max_qvel``,
@@ -425,6 +423,7 @@ def _health_kernel(qpos, qvel, max_qvel, warning_count, warn_cols, warn_seen, fl
     ``warn_seen``, which then takes the new counts.
     """
     n = qpos.shape[0]
+    xpos, cvel, subtree_com, rootid, lin, ang = velocities
     # flagged envs per chunk, zeroed and summed with loops (not parallel array ops); a scalar ``flagged += 1``
     # inside the claim loop is not seen as a reduction by Numba 0.68: it returned 0
     counts = np.empty(num_chunks(n, LEAST_BYTES), np.int64)
@@ -437,6 +436,7 @@ def _health_kernel(qpos, qvel, max_qvel, warning_count, warn_cols, warn_seen, fl
             if lo >= hi:
                 break
             for e in range(lo, hi):
+                origin_velocity_env(e, xpos, cvel, subtree_com, rootid, lin, ang)
                 f = 0
                 for i in range(qpos.shape[1]):
                     if not np.isfinite(qpos[e, i]):

@@ -55,7 +55,7 @@ _INTEGRATORS = {
     "implicitfast": mujoco.mjtIntegrator.mjINT_IMPLICITFAST,
     "rk4": mujoco.mjtIntegrator.mjINT_RK4,
 }
-# sub-phases in env.timer: backend_step's (the pool's physics, body_velocities, check_health), update_state's (gather,
+# sub-phases in env.timer: backend_step's (the pool's physics, check_health), update_state's (gather,
 # with the reference lookup; rewards, terminations, observations: only with split_sub_phases) and
 # reset_done's (restart)
 SUBPHASES = (*POOL_SUBPHASES, "gather", "rewards", "terminations", "observations", "restart")
@@ -170,7 +170,7 @@ class MotionTrackingEnv(PoolEnv):
         kwargs.setdefault("contacts", bool(self.contact_bodies.size))
         self.pool = make_pool(self.model, self.num_envs, outputs=outputs, **kwargs)
         self.timer = PhaseTimer()
-        self.pool.timer = self.timer  # backend_step's sub-phases: physics, body_velocities, check_health
+        self.pool.timer = self.timer  # backend_step's sub-phases: physics, check_health
         # Numba's host threads: as many as the pool's, on its CPUs
         self.host_thread_ids = numba_threads.configure(self.pool.nthread, self.pool.cpu_ids)
         # domain randomization: per-env model fields, own random streams; None when every term is off
