@@ -28,6 +28,10 @@ The pattern (``n`` items, chunks of at least ``least``)::
             for i in range(lo, hi):
                 ...
 
+Each kernel spells the pattern out rather than passing its per-env body to one shared kernel as a function
+argument: Numba compiles such a kernel but cannot load it back from its cache (the argument's type names the
+function object, which differs in every process), so every process would compile every kernel again.
+
 Each thread's first iteration drains the counter; its other iterations find it
 empty at once (one atomic add each). ``n`` items are cut into about
 :data:`CHUNKS` chunks (four per thread at 64 threads, so that the others can

@@ -21,10 +21,9 @@ from pathlib import Path
 
 import mujoco
 import numpy as np
-from mujoco import batch as mjbatch
 from numba import njit
 
-from unilab.sim.mujoco.body_state import origin_velocities
+from unilab.sim.physics import BODY_STATE, make_pool
 from unilab.sim.quat import quat_normalize, quat_rotate_inv, quat_slerp
 
 REQUIRED_KEYS = ("fps", "joint_pos", "joint_vel", "joint_names")
@@ -207,35 +206,26 @@ def _resample(data: dict[str, np.ndarray], perm: np.ndarray, control_dt: float, 
 
 def forward_kinematics(model: mujoco.MjModel, qpos: np.ndarray, qvel: np.ndarray, body_ids: np.ndarray
                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """World pose and velocity of ``body_ids`` for each (qpos, qvel) row, via ``mujoco.batch``.
+    """World pose and origin velocity of ``body_ids`` for each (qpos, qvel) row: the physics pool's body state
+    (:data:`unilab.sim.physics.BODY_STATE`) after ``forward``, so the reference and the simulated robot are
+    measured by the same code.
 
-    Returns ``(pos (n,B,3), quat (n,B,4), lin_vel (n,B,3), ang_vel (n,B,3))``;
-    linear velocity is that of each body's origin.
+    Returns ``(pos (n,B,3), quat (n,B,4), lin_vel (n,B,3), ang_vel (n,B,3))``.
     """
     n = qpos.shape[0]
-    out_pos = np.empty((n, len(body_ids), 3))
-    out_quat = np.empty((n, len(body_ids), 4))
-    out_lin = np.empty((n, len(body_ids), 3))
-    out_ang = np.empty((n, len(body_ids), 3))
-    roots = np.asarray(model.body_rootid, dtype=np.int64)
+    outs = tuple(np.empty((n, len(body_ids), k)) for k in (3, 4, 3, 3))
     for start in range(0, n, _FK_CHUNK):
         stop = min(n, start + _FK_CHUNK)
-        # one thread: library set-up is short, and the task must not size MuJoCo pools
-        b = mjbatch.Batch(model, stop - start, 1)
-        q, v = b.bind("qpos"), b.bind("qvel")
-        xpos, xquat, cvel, com = b.bind("xpos"), b.bind("xquat"), b.bind("cvel"), b.bind("subtree_com")
-        q[...] = qpos[start:stop]
-        v[...] = qvel[start:stop]
-        b.forward(None, int(mujoco.mjtStage.mjSTAGE_VEL))
-        sel = slice(start, stop)
-        out_pos[sel] = xpos[:, body_ids]
-        out_quat[sel] = xquat[:, body_ids]
-        lin, ang = np.empty((stop - start, model.nbody, 3)), np.empty((stop - start, model.nbody, 3))
-        origin_velocities(np.arange(stop - start), xpos, cvel, com, roots, lin, ang)  # as the pool's body state
-        out_lin[sel] = lin[:, body_ids]
-        out_ang[sel] = ang[:, body_ids]
-        del b
-    return out_pos, out_quat, out_lin, out_ang
+        # one thread: library set-up is short, and the pool's threads are sized by the env's sim config;
+        # contacts off and no velocity check: nothing is stepped, and clips may move fast
+        pool = make_pool(model, stop - start, nthread=1, outputs=BODY_STATE, contacts=False, max_qvel=None)
+        pool.qpos[...] = qpos[start:stop]
+        pool.qvel[...] = qvel[start:stop]
+        pool.forward()
+        for out, name in zip(outs, BODY_STATE, strict=True):
+            out[start:stop] = getattr(pool, name)[:, body_ids]
+        pool.close()
+    return outs
 
 
 class MotionLibrary:
