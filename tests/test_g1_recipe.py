@@ -131,9 +131,10 @@ def _robot_pairs_in_contact(model, data, robot):
 
 
 @pytest.mark.g1
-def test_g1_self_collisions_are_off_as_in_holosoma():
-    """holosoma's G1 asset has enable_self_collisions=False; its MuJoCo scene gives every robot geom of
-    contype 1 / conaffinity 1 the conaffinity 2 ("environment only"; 3 would be "self + environment")."""
+def test_g1_self_collisions_as_in_holosomas_wbt_experiment():
+    """holosoma's g1_29dof_wbt_fast_sac experiment sets the robot asset's enable_self_collisions=True (the
+    asset's default is False); its MuJoCo scene then gives robot geoms of contype 1 / conaffinity 1 the
+    conaffinity 3 ("self + environment"), else 2 ("environment only"), which task.self_collisions=false applies."""
     from unilab.assets import g1
     from unilab.tasks.core.collisions import ROBOT_CONAFFINITY, disable_self_collisions, robot_bodies
     from unilab.tasks.g1_motion_tracking.motion import MotionLibrary
@@ -141,7 +142,9 @@ def test_g1_self_collisions_are_off_as_in_holosoma():
     def holosoma_robot_conaffinity(enable_self_collisions):  # scene_manager._configure_robot_collisions
         return 3 if enable_self_collisions else 2
 
-    assert ROBOT_CONAFFINITY == holosoma_robot_conaffinity(enable_self_collisions=False)  # the G1's asset value
+    wbt_fast_sac_enable_self_collisions = True  # config_values/wbt/g1/experiment.py, g1_29dof_wbt_fast_sac
+    assert MotionTrackingConfig().self_collisions is wbt_fast_sac_enable_self_collisions
+    assert ROBOT_CONAFFINITY == holosoma_robot_conaffinity(enable_self_collisions=False)
     on, off = g1.load_model(), g1.load_model()
     changed = disable_self_collisions(off, "torso_link")
     robot = set(robot_bodies(off, "torso_link").tolist())

@@ -194,3 +194,49 @@ def test_optional_start_at_the_entropy_target():
     torch.testing.assert_close(in_bounded_space, in_bounded_space[:1].expand(ACT))
     assert abs(float(-log_prob.mean()) - agent.target_entropy) < 0.1  # tanh's Jacobian is small at this spread
     assert torch.equal(agent.act(obs[:8], deterministic=True), torch.zeros(8, ACT))  # still the default pose
+
+
+def _signed_permutation(n, rng):
+    return rng.permutation(n), rng.choice([-1.0, 1.0], n)
+
+
+def test_symmetry_augmentation_trains_on_the_batch_followed_by_its_mirror():
+    """holosoma's _sample_and_prepare_batches with use_symmetry: observations, next observations and actions
+    mirrored, the rest repeated, one update on the doubled batch (normalisers included)."""
+    rng = np.random.default_rng(0)
+    mirror = {"obs": _signed_permutation(OBS, rng), "critic_obs": _signed_permutation(COBS, rng),
+              "action": _signed_permutation(ACT, rng)}
+    sym = FastSAC(_cfg(use_symmetry=True, policy_frequency=1), OBS, COBS, ACT, action_bound=BOUND, mirror=mirror)
+    plain = FastSAC(_cfg(policy_frequency=1), OBS, COBS, ACT, action_bound=BOUND)
+    batch = _batch()
+    uses = {"obs": "obs", "next_obs": "obs", "critic_obs": "critic_obs", "next_critic_obs": "critic_obs",
+            "action": "action"}
+    doubled = {}
+    for key, x in batch.items():
+        if key in uses:
+            perm, sign = mirror[uses[key]]
+            doubled[key] = torch.cat([x, x[:, torch.as_tensor(perm)] * torch.as_tensor(sign, dtype=x.dtype)])
+        else:
+            doubled[key] = torch.cat([x, x])
+    other = FastSAC(_cfg(policy_frequency=1), OBS, COBS, ACT, action_bound=BOUND)  # no mirror: other losses
+    metrics = []
+    for agent, b in ((sym, batch), (plain, doubled), (other, batch)):
+        torch.manual_seed(5)
+        metrics.append([agent.update(b) for _ in range(3)])
+    for m_sym, m_plain in zip(metrics[0], metrics[1], strict=True):
+        for key in ("critic_loss", "q_mean", "actor_loss", "alpha_loss"):
+            assert m_sym[key] == pytest.approx(m_plain[key], rel=1e-5, abs=1e-7), key
+    assert metrics[0][-1]["critic_loss"] != pytest.approx(metrics[2][-1]["critic_loss"], rel=1e-3)
+    for p, q in zip([*sym.actor.parameters(), *sym.critic.parameters()],
+                    [*plain.actor.parameters(), *plain.critic.parameters()], strict=True):
+        torch.testing.assert_close(p, q)
+    torch.testing.assert_close(sym.obs_normalizer.mean, plain.obs_normalizer.mean)
+
+
+def test_symmetry_needs_a_task_mirror():
+    with pytest.raises(ValueError, match="use_symmetry=true needs a task with a left/right mirror.*no partner"):
+        FastSAC(_cfg(use_symmetry=True), OBS, COBS, ACT, mirror=None, mirror_error="joint 'j_a' has no partner")
+    bad = {"obs": (list(range(OBS)), [1.0] * OBS), "critic_obs": ([0] * COBS, [1.0] * COBS),
+           "action": (list(range(ACT)), [1.0] * ACT)}
+    with pytest.raises(ValueError, match="mirror of 'critic_obs' is not a signed permutation"):
+        FastSAC(_cfg(use_symmetry=True), OBS, COBS, ACT, mirror=bad)

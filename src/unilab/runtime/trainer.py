@@ -152,7 +152,8 @@ class Trainer:
 
     def _build(self, env: EnvSpec) -> tuple[FastSAC, ReplayBuffer]:
         a = self.spec.algo
-        agent = FastSAC(a, env.obs_dim, env.critic_obs_dim, env.action_dim, action_bound=env.action_bound)
+        agent = FastSAC(a, env.obs_dim, env.critic_obs_dim, env.action_dim, action_bound=env.action_bound,
+                        mirror=env.mirror, mirror_error=env.mirror_error)
         if self.dist.world_size > 1:
             agent.grad_sync = distributed.average_gradients
             agent.stats_sync = distributed.all_reduce_sum

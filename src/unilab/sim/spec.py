@@ -21,7 +21,7 @@ field (``X`` of the next step, or ``final_X`` where that step was done).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -62,6 +62,12 @@ class EnvSpec:
     """Per action dim, the factor b_j from the env's [-1, 1] action to the recipe's action space (holosoma's
     FastSAC acts with ``tanh(u) * b_j``); the learner's log-probs, entropy target and critic input live in
     that space. None: b_j = 1."""
+
+    mirror: Mapping[str, tuple[tuple[int, ...], tuple[float, ...]]] | None = None
+    """The task's left/right mirror of the step record's ``obs``, ``critic_obs`` and ``action`` as signed
+    permutations ``(perm, sign)``: ``mirrored[..., k] = sign[k] * x[..., perm[k]]`` (``algo.use_symmetry``
+    trains on mirrored copies too). None: the task has none, and ``mirror_error`` says why."""
+    mirror_error: str = ""
 
     @property
     def record(self) -> tuple[Field, ...]:

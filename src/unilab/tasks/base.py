@@ -97,6 +97,9 @@ class PoolEnv:
     stat_names: tuple[str, ...] = ()
     action_bound: np.ndarray | None = None
     """(action_dim,) factors from the [-1, 1] action to the recipe's action space (see ``EnvSpec.action_bound``)."""
+    mirror: dict[str, tuple[np.ndarray, np.ndarray]] | None = None
+    """The left/right mirror of obs, critic_obs and action (see ``EnvSpec.mirror``); None: none."""
+    mirror_error: str = "the task declares no left/right mirror"
 
     @property
     def spec(self) -> EnvSpec:
@@ -107,7 +110,10 @@ class PoolEnv:
             control_dt=float(self.control_dt), reward_terms=tuple(self.reward_term_names),
             termination_terms=tuple(self.termination_names), nthread=self.pool.nthread,
             cpu_ids=None if cpu_ids is None else tuple(cpu_ids), persistent=bool(self.pool.persistent),
-            stats=tuple(self.stat_names), action_bound=bound,
+            stats=tuple(self.stat_names), action_bound=bound, mirror=None if self.mirror is None else {
+                k: (tuple(int(i) for i in perm), tuple(float(s) for s in sign))
+                for k, (perm, sign) in self.mirror.items()},
+            mirror_error="" if self.mirror is not None else self.mirror_error,
         )
 
     def buffers(self) -> dict[str, np.ndarray]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -32,6 +32,9 @@ from .replay import BATCH_KEYS
 
 # counters of nonfinite_counts(): updates with any skipped step, steps skipped per optimiser,
 # and the current run of consecutive updates with a skipped step
+MIRRORED_KEYS = {"obs": "obs", "next_obs": "obs", "critic_obs": "critic_obs", "next_critic_obs": "critic_obs",
+                 "action": "action"}
+"""Batch keys that symmetry augmentation mirrors, and the mirror each uses (the others are repeated)."""
 NONFINITE_KEYS = ("updates", "critic", "actor", "alpha", "streak")
 
 
@@ -46,6 +49,8 @@ class FastSAC:
         device: overrides ``cfg.device`` when given ("auto", "cpu", "cuda", ...).
         action_bound: per action dim, the factor ``b_j`` from [-1, 1] to the recipe's action space
             (``EnvSpec.action_bound``); None: all ones.
+        mirror: the task's left/right mirror of ``obs``, ``critic_obs`` and ``action`` as signed permutations
+            (``EnvSpec.mirror``), used when ``cfg.use_symmetry``; ``mirror_error``: why the task has none.
 
     ``grad_sync`` (default None) may be set to a callable taking a list of
     parameters; it runs after every backward pass, before clipping and the
@@ -56,7 +61,9 @@ class FastSAC:
     """
 
     def __init__(self, cfg: SACConfig, obs_dim: int, critic_obs_dim: int, action_dim: int,
-                 device: str | torch.device | None = None, action_bound: Sequence[float] | None = None) -> None:
+                 device: str | torch.device | None = None, action_bound: Sequence[float] | None = None,
+                 mirror: Mapping[str, tuple[Sequence[int], Sequence[float]]] | None = None,
+                 mirror_error: str = "") -> None:
         if min(obs_dim, critic_obs_dim, action_dim) < 1:
             raise ValueError(
                 f"FastSAC dims must be >= 1: obs_dim={obs_dim} critic_obs_dim={critic_obs_dim} "
@@ -79,6 +86,7 @@ class FastSAC:
         # log|det| of a -> b * a: subtracted from every [-1, 1] log-density (a constant per robot; -55.06 nats
         # for the G1 29-DoF bounds)
         self.log_bound_sum = float(sum(math.log(b) for b in bound))
+        self.mirror = self._mirror_tensors(mirror, mirror_error) if cfg.use_symmetry else None
 
         torch.manual_seed(cfg.seed)
         self.actor = Actor(
@@ -236,6 +244,34 @@ class FastSAC:
         optimizer.step()
         return grad_norm, skipped
 
+    def _mirror_tensors(self, mirror: Mapping[str, tuple[Sequence[int], Sequence[float]]] | None,
+                        why: str) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+        if mirror is None:
+            raise ValueError(f"algo.use_symmetry=true needs a task with a left/right mirror; this one has none: "
+                             f"{why or 'the task declares none'}")
+        dims = {"obs": self.obs_dim, "critic_obs": self.critic_obs_dim, "action": self.action_dim}
+        out = {}
+        for key, dim in dims.items():
+            perm, sign = mirror.get(key, ((), ()))
+            if len(perm) != dim or len(sign) != dim or sorted(perm) != list(range(dim)):
+                raise ValueError(f"the task's mirror of {key!r} is not a signed permutation of its {dim} entries")
+            out[key] = (torch.as_tensor(perm, dtype=torch.long, device=self.device),
+                        torch.as_tensor(sign, dtype=torch.float32, device=self.device))
+        return out
+
+    def _with_mirror(self, b: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The batch followed by its mirror image (holosoma's symmetry augmentation): observations and actions
+        mirrored, rewards, bootstrap flags and discounts repeated."""
+        out = {}
+        for key, x in b.items():
+            src = MIRRORED_KEYS.get(key)
+            if src is None:
+                out[key] = torch.cat([x, x])
+            else:
+                perm, sign = self.mirror[src]
+                out[key] = torch.cat([x, x[..., perm] * sign.to(x.dtype)])
+        return out
+
     def update(self, batch: dict[str, torch.Tensor], *, return_metrics: bool = True) -> dict[str, float]:
         """One FastSAC gradient step on a batch from ``ReplayBuffer.sample``.
 
@@ -252,6 +288,8 @@ class FastSAC:
         if missing:
             raise ValueError(f"FastSAC.update: batch is missing keys {missing}")
         b = {k: batch[k].to(self.device, non_blocking=True) for k in BATCH_KEYS}
+        if self.mirror is not None:
+            b = self._with_mirror(b)
 
         self.obs_normalizer.update(b["obs"], all_reduce=self.stats_sync)
         self.critic_obs_normalizer.update(b["critic_obs"], all_reduce=self.stats_sync)

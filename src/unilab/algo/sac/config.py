@@ -62,6 +62,10 @@ class SACConfig:
     """Gradient steps per iteration (update-to-data ratio)."""
     policy_frequency: int = 2
     """Actor and temperature are updated once every this many critic updates."""
+    use_symmetry: bool = False
+    """Left/right symmetry augmentation (holosoma's use_symmetry): every sampled batch is trained together with
+    its mirror image (observations, next observations and actions mirrored, rewards and dones repeated), so
+    each update sees twice the batch. Needs a task with a mirror (EnvSpec.mirror: G1 tracking has one)."""
 
     # --- optimisation ---
     actor_lr: float = 3e-4

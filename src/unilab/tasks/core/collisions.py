@@ -1,4 +1,5 @@
-"""Robot self-collisions off, as holosoma's simulators set them (robot asset ``enable_self_collisions``)."""
+"""Robot self-collisions off, as holosoma's simulators set them when a robot asset has
+``enable_self_collisions=False``."""
 
 from __future__ import annotations
 

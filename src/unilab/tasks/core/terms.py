@@ -41,7 +41,9 @@ class Term:
 
     ``kind`` is free-form per table (``"exp"``/``"penalty"`` for rewards);
     ``width(J, B)`` is an observation piece's length; ``noise`` names the
-    ``obs_noise`` config key of a policy piece (None: no noise).
+    ``obs_noise`` config key of a policy piece (None: no noise); ``mirror`` is
+    how the left/right mirror maps the piece (a kind of
+    :func:`unilab.tasks.core.symmetry.piece_mirror`; None: the piece has none).
     """
 
     name: str
@@ -49,6 +51,7 @@ class Term:
     kind: str = ""
     width: Callable[[int, int], int] | None = None
     noise: str | None = None
+    mirror: str | None = None
 
 
 # a driver's code object is named "<_FILE_PREFIX><digest>": the cache locator below recognises it

@@ -326,10 +326,11 @@ class MotionTrackingConfig:
     """Physics substeps per policy step (0.005 s x 4 = 50 Hz control)."""
     integrator: str | None = "implicitfast"
     """MuJoCo integrator: euler, implicit, implicitfast or rk4; null keeps the model's."""
-    self_collisions: bool = False
-    """Robot bodies collide with each other. holosoma's G1 has them off (robot asset enable_self_collisions;
-    its MuJoCo scene gives robot geoms conaffinity 2): robot geoms then touch the environment only. With them
-    on, the G1 MJCF's pelvis and hip geoms overlap in about half of the built-in clip's frames."""
+    self_collisions: bool = True
+    """Robot bodies collide with each other, as in holosoma's G1 WBT experiments (g1_29dof_wbt_fast_sac sets the
+    robot asset's enable_self_collisions=True; the asset's own default is False). Off: robot geoms touch the
+    environment only (holosoma's MuJoCo scene gives them conaffinity 2). With them on, the G1 MJCF's pelvis and
+    hip geoms overlap in about half of the built-in clip's frames."""
     max_episode_length_s: float | None = 10.0
     """Time-out (truncation) even before the clip ends (s); null: only the clip's end."""
 

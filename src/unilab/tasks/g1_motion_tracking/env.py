@@ -39,7 +39,7 @@ from unilab.tasks.core.collisions import disable_self_collisions
 from unilab.tasks.env_streams import env_streams
 from unilab.tasks.g1_motion_tracking.config import MotionTrackingConfig, motion_file_list
 from unilab.tasks.g1_motion_tracking.motion import MotionLibrary
-from unilab.tasks.g1_motion_tracking.observations import ObsLayout
+from unilab.tasks.g1_motion_tracking.observations import ObsLayout, observation_mirror
 from unilab.tasks.g1_motion_tracking.randomization import make_randomizer, observed_joint_pos_bias
 from unilab.tasks.g1_motion_tracking.resets import StartFrameSampler, start_state
 from unilab.tasks.g1_motion_tracking.rewards import TERM_NAMES, RewardComputer
@@ -194,6 +194,12 @@ class MotionTrackingEnv(PoolEnv):
         self.sampler = StartFrameSampler(lib, cfg.reset)
         self.layout = ObsLayout(nj, len(cfg.tracked_bodies), cfg.policy_obs)  # the actor set picks the driver
         self.noise_scale = self.layout.noise_scale(cfg.obs_noise)
+        try:
+            self.mirror = observation_mirror(base, self.joint_names, act.act_joint, cfg.tracked_bodies,
+                                             cfg.anchor_body, cfg.end_effector_bodies, self.default_joint_pos,
+                                             self.layout)
+        except ValueError as err:  # a task without a mirror trains as before; algo.use_symmetry refuses it
+            self.mirror, self.mirror_error = None, str(err)
         max_len = np.inf if cfg.max_episode_length_s is None else int(round(cfg.max_episode_length_s / self.control_dt))
         self.max_episode_steps = max_len
 

@@ -26,6 +26,7 @@ import numpy as np
 from numba import njit
 
 from unilab.sim.quat import qmul, qrot
+from unilab.tasks.core.symmetry import JointMirror, joint_mirror, partner_indices, partner_name, piece_mirror
 from unilab.tasks.core.terms import Term
 from unilab.tasks.env_streams import next_symmetric
 from unilab.tasks.g1_motion_tracking.motion import library_row
@@ -135,20 +136,20 @@ def _joints(nj: int, nb: int) -> int:
 
 # every piece an actor may observe, in privileged order (noise: the obs_noise config key of the piece)
 POLICY_OBS = (
-    Term("ref_joint_pos", ref_joint_pos, width=_joints),
-    Term("ref_joint_vel", ref_joint_vel, width=_joints),
-    Term("anchor_pos_b", anchor_pos_b, width=lambda nj, nb: 3, noise="anchor_pos"),
-    Term("anchor_ori_b", anchor_ori_b, width=lambda nj, nb: 6, noise="anchor_ori"),
-    Term("base_lin_vel", base_lin_vel, width=lambda nj, nb: 3, noise="base_lin_vel"),
-    Term("base_ang_vel", base_ang_vel, width=lambda nj, nb: 3, noise="base_ang_vel"),
-    Term("joint_pos_rel", joint_pos_rel, width=_joints, noise="joint_pos"),
-    Term("joint_vel", joint_vel, width=_joints, noise="joint_vel"),
-    Term("last_action", last_action, width=_joints),
+    Term("ref_joint_pos", ref_joint_pos, width=_joints, mirror="joints"),
+    Term("ref_joint_vel", ref_joint_vel, width=_joints, mirror="joints"),
+    Term("anchor_pos_b", anchor_pos_b, width=lambda nj, nb: 3, noise="anchor_pos", mirror="vector"),
+    Term("anchor_ori_b", anchor_ori_b, width=lambda nj, nb: 6, noise="anchor_ori", mirror="rot6"),
+    Term("base_lin_vel", base_lin_vel, width=lambda nj, nb: 3, noise="base_lin_vel", mirror="vector"),
+    Term("base_ang_vel", base_ang_vel, width=lambda nj, nb: 3, noise="base_ang_vel", mirror="axial"),
+    Term("joint_pos_rel", joint_pos_rel, width=_joints, noise="joint_pos", mirror="joints"),
+    Term("joint_vel", joint_vel, width=_joints, noise="joint_vel", mirror="joints"),
+    Term("last_action", last_action, width=_joints, mirror="actions"),
 )
 # the critic's privileged pieces, after the (noise-free) policy pieces
 CRITIC_OBS = (
-    Term("body_pos_b", body_pos_b, width=lambda nj, nb: 3 * nb),
-    Term("body_ori_b", body_ori_b, width=lambda nj, nb: 6 * nb),
+    Term("body_pos_b", body_pos_b, width=lambda nj, nb: 3 * nb, mirror="bodies_vector"),
+    Term("body_ori_b", body_ori_b, width=lambda nj, nb: 6 * nb, mirror="bodies_rot6"),
 )
 # the actor observation sets (task.policy_obs), pieces of POLICY_OBS in order
 POLICY_PRESETS: dict[str, tuple[str, ...]] = {
@@ -216,6 +217,19 @@ class ObsLayout:
     def policy_slices(self) -> dict[str, slice]:
         return {t.name: self.slices[t.name] for t in self.policy_pieces}
 
+    def mirror(self, joints: JointMirror, actions: JointMirror, bodies: np.ndarray
+               ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+        """The left/right mirror of the policy and the critic observation as signed permutations
+        ``(perm, sign)``: ``mirrored[..., k] = sign[k] * obs[..., perm[k]]`` (``bodies``: each tracked body's
+        partner). Each piece maps onto itself, so the policy's is the critic's first ``policy_dim`` entries."""
+        perm, sign = np.empty(self.critic_dim, np.int64), np.empty(self.critic_dim)
+        for t in self.pieces:
+            sl = self.slices[t.name]
+            p, s = piece_mirror(t.mirror, joints, actions, bodies)
+            perm[sl], sign[sl] = sl.start + p, s
+        n = self.policy_dim
+        return (perm[:n], sign[:n]), (perm, sign)
+
     def noise_scale(self, noise_cfg) -> np.ndarray:
         """Per-entry uniform noise half-widths of the policy observation."""
         out = np.zeros(self.policy_dim)
@@ -223,6 +237,28 @@ class ObsLayout:
             if t.noise is not None:
                 out[self.slices[t.name]] = getattr(noise_cfg, t.noise)
         return out
+
+
+def observation_mirror(model, joint_names: list[str], act_joint: np.ndarray, tracked_bodies: list[str],
+                       anchor_body: str, end_effectors: list[str], default_joint_pos: np.ndarray, layout: ObsLayout
+                       ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The env's left/right mirror of ``obs``, ``critic_obs`` and ``action`` (``EnvSpec.mirror``).
+
+    Raises:
+        ValueError: the task is not mirror-symmetric (a joint, actuator, tracked body or end effector without
+            its partner, axes that are not mirror images, an anchor off the mid-plane, a lopsided default pose).
+    """
+    ids = [int(model.joint(n).id) for n in joint_names]
+    joints = joint_mirror(model, ids)
+    actions = joint_mirror(model, [ids[j] for j in act_joint])
+    bodies = partner_indices(tracked_bodies, "tracked body")
+    partner_indices(end_effectors, "end-effector body")
+    if partner_name(anchor_body) != anchor_body:
+        raise ValueError(f"mirror: the anchor body {anchor_body!r} is not on the mid-plane")
+    if not np.allclose(joints(default_joint_pos), default_joint_pos, rtol=0.0, atol=1e-9):
+        raise ValueError("mirror: the default pose (task.default_joint_pos) is not left/right symmetric")
+    policy, critic = layout.mirror(joints, actions, bodies)
+    return {"obs": policy, "critic_obs": critic, "action": (actions.perm, actions.sign)}
 
 
 def policy_obs_slices(num_joints: int, preset: str = DEFAULT_PRESET) -> dict[str, slice]:

@@ -1,0 +1,186 @@
+"""The left/right mirror of a robot's state and joint-space actions, derived from its MjModel.
+
+The mirror is the reflection ``M = diag(1, -1, 1)`` through the world's x-z
+plane, the robot's sagittal plane at its default pose (facing +x, as MuJoCo
+robots are built). For a robot whose two sides are mirror images:
+
+- a polar vector (position, linear velocity, gravity) maps to ``M v``;
+- an axial vector (angular velocity) to ``-M w``, a rotation quaternion
+  ``(w, x, y, z)`` to ``(w, -x, y, -z)`` (``M R M`` is the rotation by the same
+  angle about ``-M a``);
+- hinge joint ``j`` maps to its partner ``p`` (the name with ``left`` and
+  ``right`` swapped; a joint on the mid-plane is its own partner) with a sign:
+  rotating ``j`` by ``q`` and mirroring is rotating ``p`` by ``s_j q``, where
+  ``s_j = a_p . (-M a_j)`` for the joints' world axes ``a`` at the default pose,
+  so ``s_j`` is +1 for pitch joints and -1 for roll and yaw joints.
+
+The map is derived, not listed, so another robot gets its own from its MJCF;
+a robot whose partner joints' axes are not mirror images is refused, naming
+the joints. Used for symmetry augmentation (a mirrored transition is another
+valid transition of a mirror-symmetric task).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import mujoco
+import numpy as np
+
+REFLECT = np.array([1.0, -1.0, 1.0])
+"""``diag(M)``: the reflection through the x-z plane."""
+AXIAL = -REFLECT
+"""How an axial vector (angular velocity) maps: ``-M w``."""
+QUAT = np.array([1.0, -1.0, 1.0, -1.0])
+"""How a ``(w, x, y, z)`` rotation quaternion maps."""
+ROT6 = np.array([1.0, -1.0, -1.0, 1.0, 1.0, -1.0])
+"""How the first two columns of a rotation matrix map, row by row (``R00 R01 R10 R11 R20 R21``): ``M R M``
+flips the entries whose row and column differ in parity of the y axis."""
+AXIS_TOLERANCE = 1e-3
+"""Largest ``1 - |s_j|`` accepted for a joint pair (axes as MJCF files round them)."""
+
+_HINGE, _SLIDE = int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE)
+_SIDE = re.compile(r"(?<![a-z])(left|right|l|r)(?![a-z])", re.IGNORECASE)
+_SWAP = {"left": "right", "right": "left", "l": "r", "r": "l"}
+
+
+def partner_name(name: str) -> str:
+    """``name`` with its side swapped (``left_knee_joint`` <-> ``right_knee_joint``, ``l_hip`` <-> ``r_hip``):
+    whole ``_``-separated words only; a name without a side is its own partner."""
+    def swap(m: re.Match) -> str:
+        word = m.group(0)
+        out = _SWAP[word.lower()]
+        return out.upper() if word.isupper() else out.capitalize() if word[0].isupper() else out
+
+    return _SIDE.sub(swap, name)
+
+
+@dataclass(frozen=True)
+class JointMirror:
+    """The mirror of a vector of joint values: ``out[..., j] = sign[j] * x[..., perm[j]]``."""
+
+    names: tuple[str, ...]
+    perm: np.ndarray
+    """(J,) index of each joint's partner."""
+    sign: np.ndarray
+    """(J,) +1 or -1 (see the module doc)."""
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        return x[..., self.perm] * self.sign
+
+
+def joint_mirror(model: mujoco.MjModel, joint_ids: Sequence[int]) -> JointMirror:
+    """The mirror of the hinge or slide joints ``joint_ids`` (in that order) from their names and world axes at
+    ``qpos0``.
+
+    Raises:
+        ValueError: a joint that is not a hinge or slide, a partner missing from ``joint_ids``, or partner axes
+            that are not mirror images (the message names the joints and their axes).
+    """
+    ids = [int(j) for j in joint_ids]
+    names = tuple(model.joint(j).name for j in ids)
+    data = mujoco.MjData(model)
+    mujoco.mj_kinematics(model, data)
+    index = {n: k for k, n in enumerate(names)}
+    perm = np.empty(len(ids), np.int64)
+    sign = np.empty(len(ids))
+    for k, (j, name) in enumerate(zip(ids, names, strict=True)):
+        kind = int(model.jnt_type[j])
+        if kind not in (_HINGE, _SLIDE):
+            raise ValueError(f"mirror: joint {name!r} is not a hinge or slide joint")
+        partner = partner_name(name)
+        if partner not in index:
+            raise ValueError(f"mirror: joint {name!r} has no partner {partner!r} among the mirrored joints")
+        p = index[partner]
+        mirrored_axis = (AXIAL if kind == _HINGE else REFLECT) * data.xaxis[j]
+        s = float(np.dot(data.xaxis[ids[p]], mirrored_axis))
+        if abs(abs(s) - 1.0) > AXIS_TOLERANCE:
+            raise ValueError(f"mirror: the axes of {name!r} {np.round(data.xaxis[j], 4).tolist()} and {partner!r} "
+                             f"{np.round(data.xaxis[ids[p]], 4).tolist()} are not mirror images (s = {s:.4f})")
+        # joint k takes its value from its partner: out[k] = s * x[p]
+        perm[k] = p
+        sign[k] = np.sign(s)
+    return JointMirror(names, perm, sign)
+
+
+@dataclass(frozen=True)
+class StateMirror:
+    """The mirror of a free-floating robot's ``(qpos, qvel)`` and of its actuators' controls."""
+
+    joints: JointMirror
+    """The hinge joints after the free joint, in qpos order."""
+    actuators: JointMirror
+    """The actuators' joints, in actuator order (position targets mirror like joint positions)."""
+
+    def qpos(self, qpos: np.ndarray) -> np.ndarray:
+        out = np.empty_like(qpos)
+        out[..., 0:3] = qpos[..., 0:3] * REFLECT
+        out[..., 3:7] = qpos[..., 3:7] * QUAT
+        out[..., 7:] = self.joints(qpos[..., 7:])
+        return out
+
+    def qvel(self, qvel: np.ndarray) -> np.ndarray:
+        out = np.empty_like(qvel)
+        out[..., 0:3] = qvel[..., 0:3] * REFLECT  # MuJoCo's free joint: linear velocity in the world frame
+        out[..., 3:6] = qvel[..., 3:6] * AXIAL  # angular velocity in the (mirrored) body frame
+        out[..., 6:] = self.joints(qvel[..., 6:])
+        return out
+
+    def ctrl(self, ctrl: np.ndarray) -> np.ndarray:
+        return self.actuators(ctrl)
+
+
+def state_mirror(model: mujoco.MjModel) -> StateMirror:
+    """:class:`StateMirror` of a model whose first joint is a free joint followed by hinge joints only, each
+    actuator driving one of them.
+
+    Raises:
+        ValueError: another layout, or what :func:`joint_mirror` refuses.
+    """
+    if model.njnt < 2 or int(model.jnt_type[0]) != int(mujoco.mjtJoint.mjJNT_FREE) or model.nq != 7 + model.njnt - 1:
+        raise ValueError("mirror: the model needs a free joint first and hinge joints after it")
+    actuated = [int(model.actuator_trnid[a, 0]) for a in range(model.nu)]
+    if any(int(model.actuator_trntype[a]) != int(mujoco.mjtTrn.mjTRN_JOINT) for a in range(model.nu)):
+        raise ValueError("mirror: every actuator must drive a joint")
+    return StateMirror(joint_mirror(model, range(1, model.njnt)), joint_mirror(model, actuated))
+
+
+def partner_indices(names: Sequence[str], what: str) -> np.ndarray:
+    """Index of each name's partner among ``names``; ValueError naming ``what`` and the name without one."""
+    index = {n: k for k, n in enumerate(names)}
+    out = np.empty(len(names), np.int64)
+    for k, n in enumerate(names):
+        p = index.get(partner_name(n))
+        if p is None:
+            raise ValueError(f"mirror: {what} {n!r} has no partner {partner_name(n)!r} among {list(names)}")
+        out[k] = p
+    return out
+
+
+PIECE_SIGNS = {"vector": REFLECT, "axial": AXIAL, "rot6": ROT6}
+"""Observation pieces of a fixed width and how their entries map (:func:`piece_mirror`)."""
+
+
+def piece_mirror(kind: str, joints: JointMirror, actions: JointMirror, bodies: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """The signed permutation ``(perm, sign)`` of one observation piece, local to it.
+
+    ``kind``: ``joints`` / ``actions`` (one value per joint or actuator, mapped by ``joints`` / ``actions``),
+    ``vector`` / ``axial`` / ``rot6`` (one 3-D
+    polar vector, axial vector or two rotation-matrix columns), ``bodies_vector`` / ``bodies_rot6`` (one of
+    those per body, bodies in the order whose partners are ``bodies``).
+    """
+    if kind in ("joints", "actions"):
+        m = joints if kind == "joints" else actions
+        return m.perm, m.sign
+    if kind in PIECE_SIGNS:
+        signs = PIECE_SIGNS[kind]
+        return np.arange(len(signs)), signs
+    if kind.startswith("bodies_") and kind[len("bodies_"):] in PIECE_SIGNS:
+        signs = PIECE_SIGNS[kind[len("bodies_"):]]
+        w = len(signs)
+        perm = (w * bodies[:, None] + np.arange(w)).reshape(-1)
+        return perm, np.tile(signs, len(bodies))
+    raise ValueError(f"mirror: unknown observation piece kind {kind!r}")
