@@ -6,6 +6,7 @@ compares it with unilab's value on the same weights, noise and batch.
 
 from __future__ import annotations
 
+import io
 import math
 
 import numpy as np
@@ -231,6 +232,13 @@ def test_symmetry_augmentation_trains_on_the_batch_followed_by_its_mirror():
                     [*plain.actor.parameters(), *plain.critic.parameters()], strict=True):
         torch.testing.assert_close(p, q)
     torch.testing.assert_close(sym.obs_normalizer.mean, plain.obs_normalizer.mean)
+    # a checkpoint keeps the mirror: evaluation, export and resume rebuild the same agent (weights_only load)
+    buf = io.BytesIO()
+    torch.save(sym.state_dict(), buf)
+    buf.seek(0)
+    back = FastSAC.from_checkpoint(torch.load(buf, weights_only=True), device="cpu")
+    assert back.cfg.use_symmetry and {k: [p.tolist(), s.tolist()] for k, (p, s) in back.mirror.items()} == {
+        k: [list(p), list(s)] for k, (p, s) in mirror.items()}
 
 
 def test_symmetry_needs_a_task_mirror():

@@ -365,11 +365,18 @@ class FastSAC:
         torch._foreach_lerp_(target, online, tau)
 
     # ------------------------------------------------------------- checkpoints
+    def _dims(self) -> dict[str, Any]:
+        """The constructor's shape arguments, as plain data (the mirror only when symmetry is on)."""
+        out: dict[str, Any] = {"obs_dim": self.obs_dim, "critic_obs_dim": self.critic_obs_dim,
+                               "action_dim": self.action_dim, "action_bound": self.action_bound.tolist()}
+        if self.mirror is not None:
+            out["mirror"] = {k: [perm.tolist(), sign.tolist()] for k, (perm, sign) in self.mirror.items()}
+        return out
+
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to resume learning: networks, optimisers, normalisers, temperature."""
         return {
-            "dims": {"obs_dim": self.obs_dim, "critic_obs_dim": self.critic_obs_dim, "action_dim": self.action_dim,
-                     "action_bound": self.action_bound.tolist()},
+            "dims": self._dims(),
             "config": self.cfg.to_dict(),
             "actor": self.actor.state_dict(),
             "critic": self.critic.state_dict(),
@@ -386,8 +393,7 @@ class FastSAC:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a :meth:`state_dict` (from any device); dims must match."""
         dims = state.get("dims", {})
-        mine = {"obs_dim": self.obs_dim, "critic_obs_dim": self.critic_obs_dim, "action_dim": self.action_dim,
-                "action_bound": self.action_bound.tolist()}
+        mine = self._dims()
         if dims and dims != mine:
             raise ValueError(f"checkpoint dims {dims} do not match this agent {mine}")
         self.actor.load_state_dict(state["actor"])
