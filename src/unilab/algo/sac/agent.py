@@ -30,11 +30,11 @@ from .networks import Actor, CriticEnsemble, project_distribution
 from .normalizer import RunningNormalizer
 from .replay import BATCH_KEYS
 
-# counters of nonfinite_counts(): updates with any skipped step, steps skipped per optimiser,
-# and the current run of consecutive updates with a skipped step
 MIRRORED_KEYS = {"obs": "obs", "next_obs": "obs", "critic_obs": "critic_obs", "next_critic_obs": "critic_obs",
                  "action": "action"}
 """Batch keys that symmetry augmentation mirrors, and the mirror each uses (the others are repeated)."""
+# counters of nonfinite_counts(): updates with any skipped step, steps skipped per optimiser,
+# and the current run of consecutive updates with a skipped step
 NONFINITE_KEYS = ("updates", "critic", "actor", "alpha", "streak")
 
 

@@ -81,26 +81,20 @@ def joint_mirror(model: mujoco.MjModel, joint_ids: Sequence[int]) -> JointMirror
     """
     ids = [int(j) for j in joint_ids]
     names = tuple(model.joint(j).name for j in ids)
+    for j, name in zip(ids, names, strict=True):
+        if int(model.jnt_type[j]) not in (_HINGE, _SLIDE):
+            raise ValueError(f"mirror: joint {name!r} is not a hinge or slide joint")
+    perm = partner_indices(names, "joint")  # joint k takes its value from its partner: out[k] = s * x[perm[k]]
     data = mujoco.MjData(model)
     mujoco.mj_kinematics(model, data)
-    index = {n: k for k, n in enumerate(names)}
-    perm = np.empty(len(ids), np.int64)
     sign = np.empty(len(ids))
-    for k, (j, name) in enumerate(zip(ids, names, strict=True)):
-        kind = int(model.jnt_type[j])
-        if kind not in (_HINGE, _SLIDE):
-            raise ValueError(f"mirror: joint {name!r} is not a hinge or slide joint")
-        partner = partner_name(name)
-        if partner not in index:
-            raise ValueError(f"mirror: joint {name!r} has no partner {partner!r} among the mirrored joints")
-        p = index[partner]
-        mirrored_axis = (AXIAL if kind == _HINGE else REFLECT) * data.xaxis[j]
+    for k, (j, p) in enumerate(zip(ids, perm, strict=True)):
+        mirrored_axis = (AXIAL if int(model.jnt_type[j]) == _HINGE else REFLECT) * data.xaxis[j]
         s = float(np.dot(data.xaxis[ids[p]], mirrored_axis))
         if abs(abs(s) - 1.0) > AXIS_TOLERANCE:
-            raise ValueError(f"mirror: the axes of {name!r} {np.round(data.xaxis[j], 4).tolist()} and {partner!r} "
-                             f"{np.round(data.xaxis[ids[p]], 4).tolist()} are not mirror images (s = {s:.4f})")
-        # joint k takes its value from its partner: out[k] = s * x[p]
-        perm[k] = p
+            raise ValueError(f"mirror: the axes of {names[k]!r} {np.round(data.xaxis[j], 4).tolist()} and "
+                             f"{names[p]!r} {np.round(data.xaxis[ids[p]], 4).tolist()} are not mirror images "
+                             f"(s = {s:.4f})")
         sign[k] = np.sign(s)
     return JointMirror(names, perm, sign)
 
@@ -168,9 +162,9 @@ def piece_mirror(kind: str, joints: JointMirror, actions: JointMirror, bodies: n
     """The signed permutation ``(perm, sign)`` of one observation piece, local to it.
 
     ``kind``: ``joints`` / ``actions`` (one value per joint or actuator, mapped by ``joints`` / ``actions``),
-    ``vector`` / ``axial`` / ``rot6`` (one 3-D
-    polar vector, axial vector or two rotation-matrix columns), ``bodies_vector`` / ``bodies_rot6`` (one of
-    those per body, bodies in the order whose partners are ``bodies``).
+    ``vector`` / ``axial`` / ``rot6`` (one 3-D polar vector, axial vector or two rotation-matrix columns),
+    ``bodies_vector`` / ``bodies_rot6`` (one of those per body, bodies in the order whose partners are
+    ``bodies``).
     """
     if kind in ("joints", "actions"):
         m = joints if kind == "joints" else actions
