@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from unilab.sim import cpu, numba_threads
+from unilab.tasks.core.kernels import action_to_ctrl
 from unilab.tasks.env_streams import env_streams, fill_symmetric
 from unilab.tasks.g1_motion_tracking.config import (
     ObsNoiseConfig,
@@ -23,11 +24,10 @@ from unilab.tasks.g1_motion_tracking.config import (
     TerminationsConfig,
 )
 from unilab.tasks.g1_motion_tracking.env import MotionTrackingEnv
-from unilab.tasks.g1_motion_tracking.observations import CRITIC_OBS, POLICY_OBS, ObsLayout
+from unilab.tasks.g1_motion_tracking.observations import CRITIC_OBS, POLICY_OBS, obs_layout
 from unilab.tasks.g1_motion_tracking.resets import StartFrameSampler, start_state
 from unilab.tasks.g1_motion_tracking.rewards import REWARD_TERMS, TERM_NAMES
 from unilab.tasks.g1_motion_tracking.step_driver import GATHER, OBSERVE, REWARDS, TERMINATE
-from unilab.tasks.g1_motion_tracking.step_kernels import action_to_ctrl
 from unilab.tasks.g1_motion_tracking.terminations import CONDITION_NAMES, TERMINATIONS
 from unilab.tasks.g1_motion_tracking.terms import GATHERED
 
@@ -249,7 +249,7 @@ def test_tables_name_everything(tiny_cfg):
     assert {t.noise for t in POLICY_OBS if t.noise} == set(ObsNoiseConfig.__dataclass_fields__)
     np.testing.assert_array_equal(env.rewards.weights, [getattr(tiny_cfg.rewards, n).weight for n in TERM_NAMES])
     # the layout: contiguous pieces, policy first; dims derive from it
-    lay = ObsLayout(2, 3, "privileged")
+    lay = obs_layout(2, 3, "privileged")
     sl = lay.slices
     assert list(sl) == [t.name for t in POLICY_OBS + CRITIC_OBS]
     assert all(a.stop == b.start for a, b in zip(list(sl.values()), list(sl.values())[1:]))

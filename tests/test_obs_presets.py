@@ -9,7 +9,7 @@ import pytest
 
 from unilab.tasks.g1_motion_tracking.config import MotionTrackingConfig, ObsNoiseConfig
 from unilab.tasks.g1_motion_tracking.env import MotionTrackingEnv
-from unilab.tasks.g1_motion_tracking.observations import CRITIC_OBS, POLICY_OBS, POLICY_PRESETS, ObsLayout
+from unilab.tasks.g1_motion_tracking.observations import CRITIC_OBS, POLICY_OBS, POLICY_PRESETS, obs_layout
 
 DEPLOYABLE = ("ref_joint_pos", "ref_joint_vel", "anchor_ori_b", "base_ang_vel", "joint_pos_rel", "joint_vel",
               "last_action")
@@ -19,14 +19,14 @@ HOLOSOMA_NOISE = {"anchor_ori": 0.05, "base_ang_vel": 0.2, "joint_pos": 0.01, "j
 def test_deployable_is_the_default_and_has_exactly_the_named_pieces():
     assert MotionTrackingConfig().policy_obs == "deployable"
     nj, nb = 29, 14
-    lay = ObsLayout(nj, nb, "deployable")
+    lay = obs_layout(nj, nb, "deployable")
     widths = {n: s.stop - s.start for n, s in lay.policy_slices.items()}
     assert tuple(widths) == DEPLOYABLE
     assert widths == {"ref_joint_pos": nj, "ref_joint_vel": nj, "anchor_ori_b": 6, "base_ang_vel": 3,
                       "joint_pos_rel": nj, "joint_vel": nj, "last_action": nj}
     assert lay.policy_dim == 5 * nj + 9
     # the critic holds every piece whatever the actor set: the same dim and pieces as the privileged layout
-    priv = ObsLayout(nj, nb, "privileged")
+    priv = obs_layout(nj, nb, "privileged")
     assert set(lay.slices) == set(priv.slices) == {t.name for t in POLICY_OBS + CRITIC_OBS}
     assert lay.critic_dim == priv.critic_dim == 5 * nj + 15 + 9 * nb
     assert list(lay.slices)[: len(DEPLOYABLE)] == list(DEPLOYABLE)  # the policy is the critic's first entries
@@ -36,7 +36,7 @@ def test_deployable_is_the_default_and_has_exactly_the_named_pieces():
 def test_noise_defaults_are_holosomas_and_the_scale_follows_the_preset():
     noise = ObsNoiseConfig()
     assert {k: getattr(noise, k) for k in HOLOSOMA_NOISE} == HOLOSOMA_NOISE
-    lay = ObsLayout(3, 2, "deployable")
+    lay = obs_layout(3, 2, "deployable")
     scale = lay.noise_scale(noise)
     s = lay.policy_slices
     want = np.zeros(lay.policy_dim)

@@ -8,7 +8,7 @@ from numba import njit
 
 from unilab.tasks.core.terms import Term, _reached_modules, compile_driver, driver_source
 from unilab.tasks.g1_motion_tracking.config import MotionTrackingConfig
-from unilab.tasks.g1_motion_tracking.observations import ObsLayout
+from unilab.tasks.g1_motion_tracking.observations import obs_layout
 from unilab.tasks.g1_motion_tracking.step_driver import step_driver_source
 
 TEMPLATE = '''
@@ -60,7 +60,7 @@ def test_two_functions_of_one_name_in_a_table_are_refused():
 def test_the_cache_key_covers_every_module_the_step_driver_reaches():
     """An edit in any module whose jitted code the driver inlines must compile afresh: all are found by walking."""
     cfg = MotionTrackingConfig()
-    reached = _reached_modules(step_driver_source(ObsLayout(29, len(cfg.tracked_bodies), cfg.policy_obs)))
+    reached = _reached_modules(step_driver_source(obs_layout(29, len(cfg.tracked_bodies), cfg.policy_obs)))
     for mod in ("unilab.sim.work_claims", "unilab.sim.quat", "unilab.tasks.env_streams",
                 "unilab.tasks.g1_motion_tracking.motion", "unilab.tasks.g1_motion_tracking.rewards",
                 "unilab.tasks.g1_motion_tracking.terminations", "unilab.tasks.g1_motion_tracking.observations",

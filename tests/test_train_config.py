@@ -79,7 +79,8 @@ def test_unknown_override_key_is_named():
 
 
 def test_unknown_task_is_named():
-    with pytest.raises(ConfigError, match="unknown task 'no_such_task'; available: g1_motion_tracking, pendulum"):
+    with pytest.raises(ConfigError,
+                       match="unknown task 'no_such_task'; available: g1_locomotion, g1_motion_tracking, pendulum"):
         compose_config(["task=no_such_task"])
 
 

@@ -64,6 +64,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="evaluate only the first N frames of each clip, for quick checks (default: whole clips)")
     p.add_argument("--envs-per-clip", type=int, default=1, metavar="N",
                    help="envs rolled out per clip; only differ with --randomization on (default: 1)")
+    g = p.add_argument_group("locomotion (--task g1_locomotion)")
+    g.add_argument("--task", choices=("g1_motion_tracking", "g1_locomotion"), default="g1_motion_tracking",
+                   help="the task measured: motion tracking (the options above) or velocity-command locomotion: "
+                        "one 20 s episode per env, envs split over the command bins standing, forward, lateral "
+                        "and turning; survival, velocity and yaw-rate errors, tracking reward terms per bin "
+                        "(--policy checkpoint or zero; default: g1_motion_tracking)")
+    g.add_argument("--speed", type=float, default=0.5, metavar="V",
+                   help="locomotion: the bins' command (m/s forward and lateral, rad/s turning; default: 0.5)")
+    g.add_argument("--envs-per-bin", type=int, default=16, metavar="N",
+                   help="locomotion: episodes per command bin (default: 16)")
+    g.add_argument("--pushes", choices=("on", "off"), default="on",
+                   help="locomotion: the task's random pushes during the episodes (default: on)")
     p.add_argument("--device", default="cpu", help="torch device of the policy (default: cpu)")
     p.add_argument("--threads", type=int, default=None, metavar="N",
                    help="physics pool and torch threads (default: min(envs, usable CPUs) for physics, 1 for torch)")
@@ -102,6 +114,8 @@ def _main(args: argparse.Namespace) -> int:
     from unilab.eval.rollout import EvalOptions, evaluate
     from unilab.runtime.checkpoint import resolve_checkpoint
 
+    if args.task == "g1_locomotion":
+        return _locomotion(args)
     try:
         checkpoint, overrides = task_overrides.split_targets(args.targets)
         opts = EvalOptions(clips=args.clips, max_frames=args.max_frames, randomization=args.randomization == "on",
@@ -141,6 +155,37 @@ def _main(args: argparse.Namespace) -> int:
     if not args.no_plot and args.starts == "clip":
         for png in plot_errors(result, path):
             print(f"unilab-eval: plot written to {png}")
+    return 0
+
+
+def _locomotion(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from unilab.eval.locomotion import format_locomotion, run
+    from unilab.eval.report import check_writable
+    from unilab.runtime.checkpoint import resolve_checkpoint
+
+    try:
+        checkpoint, overrides = task_overrides.split_targets(args.targets)
+        if checkpoint is None and args.policy == "checkpoint":
+            raise ValueError("RUN_DIR_OR_CHECKPOINT is required with --policy checkpoint (--policy zero runs "
+                             "without one)")
+        ckpt = None if checkpoint is None else resolve_checkpoint(checkpoint)
+        name = f"eval_locomotion_{args.policy if ckpt is None else _iteration(ckpt)}.json"
+        json_path = Path(args.json) if args.json else (Path("eval") if ckpt is None else ckpt.parent / "eval") / name
+        check_writable(json_path)
+        result = run(ckpt, args.policy, args.speed, args.envs_per_bin, args.pushes == "on", args.seed, args.device,
+                     args.threads, overrides, not args.no_progress)
+    except (FileNotFoundError, ValueError, OSError) as err:
+        print(f"unilab-eval: error: {err}", file=sys.stderr)
+        return 2
+    print(f"unilab-eval: g1_locomotion, policy {args.policy}, pushes {args.pushes}, {result['episode_s']:.0f} s "
+          f"episodes, {args.envs_per_bin} per bin")
+    print(format_locomotion(result), flush=True)
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps(result, indent=2))
+    print(f"unilab-eval: JSON written to {json_path}")
     return 0
 
 

@@ -216,7 +216,9 @@ def eval_task_config(task_raw: dict[str, Any], randomization: bool, start_noise:
     name = task_raw.get("name")
     cfg = task_config(name, task_raw)
     if not hasattr(cfg, "tracked_bodies"):
-        raise ValueError(f"unilab-eval measures motion tracking; this checkpoint's task is {name!r}")
+        raise ValueError(f"this checkpoint's task is {name!r}: unilab-eval --task {name} measures it"
+                         if name == "g1_locomotion" else
+                         f"unilab-eval measures motion tracking; this checkpoint's task is {name!r}")
     changes: dict[str, Any] = {}
     if dataclasses.is_dataclass(getattr(cfg, "obs_noise", None)):
         changes["obs_noise"] = _zero_numbers(cfg.obs_noise)

@@ -14,6 +14,7 @@ from unilab.tasks.base import VecEnv
 CONFIGS: dict[str, str] = {
     "pendulum": "unilab.tasks.pendulum.config:PendulumConfig",
     "g1_motion_tracking": "unilab.tasks.g1_motion_tracking.config:MotionTrackingConfig",
+    "g1_locomotion": "unilab.tasks.g1_locomotion.config:LocomotionConfig",
 }
 
 # tasks unilab-eval can measure (training.eval_interval runs it): the tracking metrics need a reference motion
@@ -41,10 +42,17 @@ def _g1() -> tuple[type, Callable[..., VecEnv]]:
     return config_class("g1_motion_tracking"), MotionTrackingEnv
 
 
+def _g1_locomotion() -> tuple[type, Callable[..., VecEnv]]:
+    from unilab.tasks.g1_locomotion.env import LocomotionEnv  # noqa: PLC0415 - lazy, as above
+
+    return config_class("g1_locomotion"), LocomotionEnv
+
+
 # imported lazily: building a pendulum should not import the G1 stack
 TASKS: dict[str, Callable[[], tuple[type, Callable[..., VecEnv]]]] = {
     "pendulum": _pendulum,
     "g1_motion_tracking": _g1,
+    "g1_locomotion": _g1_locomotion,
 }
 
 

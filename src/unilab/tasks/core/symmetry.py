@@ -153,8 +153,9 @@ def partner_indices(names: Sequence[str], what: str) -> np.ndarray:
     return out
 
 
-PIECE_SIGNS = {"vector": REFLECT, "axial": AXIAL, "rot6": ROT6}
-"""Observation pieces of a fixed width and how their entries map (:func:`piece_mirror`)."""
+PIECE_SIGNS = {"vector": REFLECT, "axial": AXIAL, "rot6": ROT6, "planar": REFLECT[:2], "yaw": AXIAL[2:]}
+"""Observation pieces of a fixed width and how their entries map (:func:`piece_mirror`): ``planar`` is the
+x, y of a polar vector (a velocity command), ``yaw`` the z of an axial one (a yaw-rate command)."""
 
 
 def piece_mirror(kind: str, joints: JointMirror, actions: JointMirror, bodies: np.ndarray
@@ -164,8 +165,11 @@ def piece_mirror(kind: str, joints: JointMirror, actions: JointMirror, bodies: n
     ``kind``: ``joints`` / ``actions`` (one value per joint or actuator, mapped by ``joints`` / ``actions``),
     ``vector`` / ``axial`` / ``rot6`` (one 3-D polar vector, axial vector or two rotation-matrix columns),
     ``bodies_vector`` / ``bodies_rot6`` (one of those per body, bodies in the order whose partners are
-    ``bodies``).
+    ``bodies``), ``planar`` / ``yaw`` (see :data:`PIECE_SIGNS`), ``sides`` (a left and a right value, swapped:
+    the gait phase of each leg).
     """
+    if kind == "sides":
+        return np.array([1, 0]), np.ones(2)
     if kind in ("joints", "actions"):
         m = joints if kind == "joints" else actions
         return m.perm, m.sign

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from unilab.dataclass_config import build_dataclass
+from unilab.tasks.core.model import check_sim_fields
 
 _TRACKED = [
     "pelvis", "left_hip_roll_link", "left_knee_link", "left_ankle_roll_link",
@@ -417,12 +418,7 @@ class MotionTrackingConfig:
 
     def validate(self) -> None:
         """Raise ValueError naming the first invalid field."""
-        if not self.sim_dt > 0:
-            raise ValueError(f"task.sim_dt must be > 0, got {self.sim_dt}")
-        if int(self.decimation) != self.decimation or self.decimation < 1:
-            raise ValueError(f"task.decimation must be an int >= 1, got {self.decimation}")
-        if self.integrator not in (None, "euler", "implicit", "implicitfast", "rk4"):
-            raise ValueError(f"task.integrator must be euler|implicit|implicitfast|rk4|null, got {self.integrator!r}")
+        check_sim_fields(self)
         if self.action_scale_mode not in ("effort_over_kp", "radians"):
             raise ValueError(f"task.action_scale_mode must be effort_over_kp|radians, got {self.action_scale_mode!r}")
         if self.action_bound_from_joint_range and not self.action_scale > 0:

@@ -12,8 +12,8 @@ Every per-env computation is a parallel Numba driver over envs (``prange``, whos
 threads claim chunks of envs as they come free, :mod:`unilab.sim.work_claims`;
 per-env writes only, so bit-identical at any thread count): update_state is one
 driver generated from the term tables (:mod:`.step_driver`), the rest kernels of
-their own (start state, :mod:`.step_kernels`, the pool's); what stays in NumPy is
-O(1)-per-step bookkeeping. Numba runs as many threads as the pool, on the pool's
+their own (start state, :func:`unilab.tasks.core.kernels.action_to_ctrl`, the pool's); what stays in
+NumPy is O(1)-per-step bookkeeping. Numba runs as many threads as the pool, on the pool's
 CPUs (:mod:`unilab.sim.numba_threads`). Sub-phases (timer names): update_state =
 gather (with the reference lookup), rewards, terminations, observations, timed
 only with ``split_sub_phases`` (one region per stage instead of one in all);
@@ -36,41 +36,25 @@ from unilab.sim.spec import FINAL
 from unilab.tasks.base import Buffers, EpisodeBook, Obs, PoolEnv, StepResult, observations, result
 from unilab.tasks.core.actuation import Actuation
 from unilab.tasks.core.collisions import disable_self_collisions
+from unilab.tasks.core.contacts import require_contact_forces
+from unilab.tasks.core.kernels import action_to_ctrl
+from unilab.tasks.core.model import load_task_model
 from unilab.tasks.env_streams import env_streams
 from unilab.tasks.g1_motion_tracking.config import MotionTrackingConfig, motion_file_list
 from unilab.tasks.g1_motion_tracking.motion import MotionLibrary
-from unilab.tasks.g1_motion_tracking.observations import ObsLayout, observation_mirror
+from unilab.tasks.g1_motion_tracking.observations import obs_layout, observation_mirror
 from unilab.tasks.g1_motion_tracking.randomization import make_randomizer, observed_joint_pos_bias
 from unilab.tasks.g1_motion_tracking.resets import StartFrameSampler, start_state
 from unilab.tasks.g1_motion_tracking.rewards import TERM_NAMES, RewardComputer
 from unilab.tasks.g1_motion_tracking.step_driver import RESTART, SPLIT, STEP, step_driver
-from unilab.tasks.g1_motion_tracking.step_kernels import action_to_ctrl
 from unilab.tasks.g1_motion_tracking.terminations import CONDITION_NAMES, thresholds_vector
 from unilab.tasks.g1_motion_tracking.terms import GATHERED, STEP_STATE, TaskArrays
 from unilab.telemetry.phase_timer import PhaseTimer
 
-_INTEGRATORS = {
-    "euler": mujoco.mjtIntegrator.mjINT_EULER,
-    "implicit": mujoco.mjtIntegrator.mjINT_IMPLICIT,
-    "implicitfast": mujoco.mjtIntegrator.mjINT_IMPLICITFAST,
-    "rk4": mujoco.mjtIntegrator.mjINT_RK4,
-}
 # sub-phases in env.timer: backend_step's (the pool's physics, check_health), update_state's (gather,
 # with the reference lookup; rewards, terminations, observations: only with split_sub_phases) and
 # reset_done's (restart)
 SUBPHASES = (*POOL_SUBPHASES, "gather", "rewards", "terminations", "observations", "restart")
-
-
-def load_task_model(cfg: MotionTrackingConfig) -> mujoco.MjModel:
-    """The configured MJCF (a user's file, or the built-in G1 scene)."""
-    if cfg.model_xml:
-        path = Path(cfg.model_xml).expanduser()
-        if not path.is_file():
-            raise FileNotFoundError(f"task model_xml {path} does not exist")
-        return mujoco.MjModel.from_xml_path(str(path))
-    from unilab.assets import g1  # noqa: PLC0415 - only for the built-in G1 assets
-
-    return g1.load_model()
 
 
 def task_motion_files(cfg: MotionTrackingConfig) -> list[Path]:
@@ -84,12 +68,6 @@ def task_motion_files(cfg: MotionTrackingConfig) -> list[Path]:
                            include_terrain_clips=cfg.include_terrain_clips)
 
 
-# sensors for which MuJoCo's step computes cfrc_ext (mj_rnePostConstraint)
-_CFRC_EXT_SENSORS = frozenset(int(t) for t in (
-    mujoco.mjtSensor.mjSENS_ACCELEROMETER, mujoco.mjtSensor.mjSENS_FORCE, mujoco.mjtSensor.mjSENS_TORQUE,
-    mujoco.mjtSensor.mjSENS_FRAMELINACC, mujoco.mjtSensor.mjSENS_FRAMEANGACC))
-
-
 def undesired_contact_bodies(model: mujoco.MjModel, cfg: MotionTrackingConfig) -> np.ndarray:
     """Body ids of the undesired_contacts term: the robot's bodies matching its regex; empty when its weight is 0.
 
@@ -100,10 +78,7 @@ def undesired_contact_bodies(model: mujoco.MjModel, cfg: MotionTrackingConfig) -
     term = cfg.rewards.undesired_contacts
     if term.weight == 0:
         return np.zeros(0, dtype=np.int64)
-    if not any(int(t) in _CFRC_EXT_SENSORS for t in model.sensor_type):
-        raise ValueError("task.rewards.undesired_contacts reads contact forces (cfrc_ext), which MuJoCo computes "
-                         "only for a model with an accelerometer, force, torque or frame acceleration sensor; "
-                         "add one to the MJCF or set the term's weight to 0")
+    require_contact_forces(model, "task.rewards.undesired_contacts (or set its weight to 0)")
     anchor = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, cfg.anchor_body)
     root = model.body_rootid[anchor]
     rx = re.compile(term.bodies)
@@ -131,9 +106,6 @@ class MotionTrackingEnv(PoolEnv):
         self.num_envs = int(num_envs)
         self.rng = np.random.default_rng(seed)
         base = load_task_model(cfg)
-        base.opt.timestep = cfg.sim_dt
-        if cfg.integrator is not None:
-            base.opt.integrator = _INTEGRATORS[cfg.integrator]
         if not cfg.self_collisions:
             disable_self_collisions(base, cfg.anchor_body)
         self.control_dt = cfg.control_dt
@@ -192,7 +164,7 @@ class MotionTrackingEnv(PoolEnv):
         if cfg.reward_times_dt:
             self.rewards.weights = self.rewards.weights * self.control_dt
         self.sampler = StartFrameSampler(lib, cfg.reset)
-        self.layout = ObsLayout(nj, len(cfg.tracked_bodies), cfg.policy_obs)  # the actor set picks the driver
+        self.layout = obs_layout(nj, len(cfg.tracked_bodies), cfg.policy_obs)  # the actor set picks the driver
         self.noise_scale = self.layout.noise_scale(cfg.obs_noise)
         try:
             self.mirror = observation_mirror(base, self.joint_names, act.act_joint, cfg.tracked_bodies,

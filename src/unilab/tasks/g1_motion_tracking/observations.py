@@ -14,21 +14,19 @@ so it holds every piece whatever the preset, and the policy observation is
 its first ``policy_dim`` entries (plus noise).
 ``*_b`` is expressed in the robot's anchor frame; orientations are the first
 two columns of the rotation matrix (6 numbers, continuous, unlike quaternions).
-Widths, dims and slices (:class:`ObsLayout`) derive from the tables; a piece
+Widths, dims and slices (:func:`obs_layout`) derive from the tables; a piece
 is ``f(s, e, r, row, o)`` writing its values into ``row[o:o + width]``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 from numba import njit
 
 from unilab.sim.quat import qmul, qrot
-from unilab.tasks.core.symmetry import JointMirror, joint_mirror, partner_indices, partner_name, piece_mirror
+from unilab.tasks.core.observations import PieceLayout
+from unilab.tasks.core.symmetry import joint_mirror, partner_indices, partner_name
 from unilab.tasks.core.terms import Term
-from unilab.tasks.env_streams import next_symmetric
 from unilab.tasks.g1_motion_tracking.motion import library_row
 
 
@@ -171,76 +169,17 @@ def check_preset(name: str, key: str = "task.policy_obs") -> tuple[str, ...]:
         raise ValueError(f"{key} must be one of {', '.join(POLICY_PRESETS)}, got {name!r}") from None
 
 
-@dataclass(frozen=True)
-class ObsLayout:
-    """Where each piece sits, for ``num_joints`` joints, ``num_bodies`` tracked bodies and an actor ``preset``."""
-
-    num_joints: int
-    num_bodies: int
-    preset: str = DEFAULT_PRESET
-
-    @property
-    def policy_pieces(self) -> tuple[Term, ...]:
-        """The actor's pieces, in order."""
-        by_name = {t.name: t for t in POLICY_OBS}
-        return tuple(by_name[n] for n in check_preset(self.preset))
-
-    @property
-    def pieces(self) -> tuple[Term, ...]:
-        """Every piece in critic order: the actor's, the other actor-capable ones, the critic's own."""
-        mine = self.policy_pieces
-        return mine + tuple(t for t in POLICY_OBS if t not in mine) + CRITIC_OBS
-
-    @property
-    def slices(self) -> dict[str, slice]:
-        """Every piece's slice of the critic observation (the policy pieces: also of the policy's)."""
-        out, i = {}, 0
-        for t in self.pieces:
-            w = t.width(self.num_joints, self.num_bodies)
-            out[t.name] = slice(i, i + w)
-            i += w
-        return out
-
-    @property
-    def offsets(self) -> np.ndarray:
-        return np.array([s.start for s in self.slices.values()], dtype=np.int64)
-
-    @property
-    def policy_dim(self) -> int:
-        return self.slices[self.policy_pieces[-1].name].stop
-
-    @property
-    def critic_dim(self) -> int:
-        return self.slices[self.pieces[-1].name].stop
-
-    @property
-    def policy_slices(self) -> dict[str, slice]:
-        return {t.name: self.slices[t.name] for t in self.policy_pieces}
-
-    def mirror(self, joints: JointMirror, actions: JointMirror, bodies: np.ndarray
-               ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
-        """The left/right mirror of the policy and the critic observation as signed permutations
-        ``(perm, sign)``: ``mirrored[..., k] = sign[k] * obs[..., perm[k]]`` (``bodies``: each tracked body's
-        partner). Each piece maps onto itself, so the policy's is the critic's first ``policy_dim`` entries."""
-        perm, sign = np.empty(self.critic_dim, np.int64), np.empty(self.critic_dim)
-        for t in self.pieces:
-            sl = self.slices[t.name]
-            p, s = piece_mirror(t.mirror, joints, actions, bodies)
-            perm[sl], sign[sl] = sl.start + p, s
-        n = self.policy_dim
-        return (perm[:n], sign[:n]), (perm, sign)
-
-    def noise_scale(self, noise_cfg) -> np.ndarray:
-        """Per-entry uniform noise half-widths of the policy observation."""
-        out = np.zeros(self.policy_dim)
-        for t in self.policy_pieces:
-            if t.noise is not None:
-                out[self.slices[t.name]] = getattr(noise_cfg, t.noise)
-        return out
+def obs_layout(num_joints: int, num_bodies: int, preset: str = DEFAULT_PRESET) -> PieceLayout:
+    """Where each piece sits, for ``num_joints`` joints, ``num_bodies`` tracked bodies and an actor ``preset``:
+    the preset's pieces, the other actor-capable ones, the critic's own."""
+    by_name = {t.name: t for t in POLICY_OBS}
+    mine = tuple(by_name[n] for n in check_preset(preset))
+    pieces = mine + tuple(t for t in POLICY_OBS if t not in mine) + CRITIC_OBS
+    return PieceLayout(pieces, len(mine), num_joints, num_bodies)
 
 
 def observation_mirror(model, joint_names: list[str], act_joint: np.ndarray, tracked_bodies: list[str],
-                       anchor_body: str, end_effectors: list[str], default_joint_pos: np.ndarray, layout: ObsLayout
+                       anchor_body: str, end_effectors: list[str], default_joint_pos: np.ndarray, layout: PieceLayout
                        ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """The env's left/right mirror of ``obs``, ``critic_obs`` and ``action`` (``EnvSpec.mirror``).
 
@@ -263,41 +202,7 @@ def observation_mirror(model, joint_names: list[str], act_joint: np.ndarray, tra
 
 def policy_obs_slices(num_joints: int, preset: str = DEFAULT_PRESET) -> dict[str, slice]:
     """Where each named piece sits in the policy observation."""
-    return ObsLayout(num_joints, 0, preset).policy_slices
-
-
-@njit(cache=True, fastmath=False)
-def any_nonzero(x):
-    """Some entry of ``x`` is not 0 (a driver draws observation noise only then)."""
-    for m in range(x.shape[0]):
-        if x[m] != 0.0:
-            return True
-    return False
-
-
-@njit(cache=True, fastmath=False, inline="always")
-def write_obs(e, row, noise_scale, use_noise, noise_streams, clip, policy_out, critic_out):
-    """Env ``e``'s pieces in ``row`` (critic order) into its float32 policy (plus noise) and critic rows,
-    each entry clipped to ``+-clip`` (holosoma's clip_observations, after the noise)."""
-    # float32 out; a diverged env must not leak NaN/inf into the learner (it is reset this step anyway)
-    for m in range(policy_out.shape[1]):
-        x = row[m]
-        if use_noise:  # every entry draws (scale 0 too): the stream's use does not depend on the scales
-            x = row[m] + noise_scale[m] * next_symmetric(noise_streams, e)
-        y = np.float32(x)
-        policy_out[e, m] = _clipped(y, clip) if np.isfinite(y) else np.float32(0.0)
-    for m in range(critic_out.shape[1]):
-        y = np.float32(row[m])
-        critic_out[e, m] = _clipped(y, clip) if np.isfinite(y) else np.float32(0.0)
-
-
-@njit(cache=True, fastmath=False, inline="always")
-def _clipped(y, clip):
-    if y > clip:
-        return np.float32(clip)
-    if y < -clip:
-        return np.float32(-clip)
-    return y
+    return obs_layout(num_joints, 0, preset).policy_slices
 
 
 # a piece's line in a generated driver: write its values into the env's scratch row at its offset; ``ro`` is

@@ -161,20 +161,6 @@ assert TRACKING_TERMS == tracking_term_names(), "a term's kind and its config de
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def weighted_sum(terms, e, weights):
-    """Env ``e``'s reward: its terms times their weights, added in table order.
-
-    A fixed order, so the same bits on every CPU (``terms @ weights`` was
-    OpenBLAS's dot, whose order is that of the kernel it picks for the CPU at run
-    time); two roundings per term, as Numba without fastmath does not fuse them.
-    """
-    out = 0.0
-    for k in range(weights.shape[0]):
-        out += terms[e, k] * weights[k]
-    return out
-
-
-@njit(cache=True, fastmath=False, inline="always")
 def update_contact_age(e, cfrc_ext, body_ids, threshold, contact_age):
     """Env ``e``'s contact ages after a step: 0 for a body whose net contact force norm exceeds ``threshold``.
 

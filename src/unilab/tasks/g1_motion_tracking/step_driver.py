@@ -40,8 +40,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from unilab.tasks.core.observations import PieceLayout
 from unilab.tasks.core.terms import Term, compile_driver, driver_source
-from unilab.tasks.g1_motion_tracking.observations import OBS_PIECE_CALL, ObsLayout
+from unilab.tasks.g1_motion_tracking.observations import OBS_PIECE_CALL
 from unilab.tasks.g1_motion_tracking.rewards import REWARD_TERM_CALL, REWARD_TERMS
 from unilab.tasks.g1_motion_tracking.terminations import CONDITION_CALL, TERMINATIONS
 
@@ -53,11 +54,12 @@ SPLIT = (("gather", GATHER), ("rewards", REWARDS), ("terminations", TERMINATE), 
 
 _TEMPLATE = '''
 from unilab.sim.work_claims import LEAST_BYTES, claim, new_counter, num_chunks
-from unilab.tasks.g1_motion_tracking.observations import any_nonzero, gather_env, write_obs
+from unilab.tasks.core.kernels import any_condition, any_nonzero, weighted_sum, write_obs
+from unilab.tasks.g1_motion_tracking.observations import gather_env
 from unilab.tasks.g1_motion_tracking.motion import library_row
-from unilab.tasks.g1_motion_tracking.rewards import clear_contact_age, update_contact_age, weighted_sum
+from unilab.tasks.g1_motion_tracking.rewards import clear_contact_age, update_contact_age
 from unilab.tasks.g1_motion_tracking.step_driver import CLEAR, FINALS, GATHER, OBSERVE, REWARDS, TERMINATE
-from unilab.tasks.g1_motion_tracking.terminations import any_condition, step_tail
+from unilab.tasks.g1_motion_tracking.terminations import step_tail
 
 
 @njit(cache=True, parallel=True, fastmath=False)
@@ -111,16 +113,16 @@ def step_driver(stages, s, rows, lookup, pool_state, index, gathered, params, we
 '''
 
 
-def _blocks(layout: ObsLayout) -> dict[str, tuple[str, tuple[Term, ...]]]:
+def _blocks(layout: PieceLayout) -> dict[str, tuple[str, tuple[Term, ...]]]:
     return {"rewards": (REWARD_TERM_CALL, REWARD_TERMS), "terminations": (CONDITION_CALL, TERMINATIONS),
             "observations": (OBS_PIECE_CALL, tuple(layout.pieces))}
 
 
-def step_driver(layout: ObsLayout) -> Callable:
+def step_driver(layout: PieceLayout) -> Callable:
     """The driver for ``layout``'s observation pieces (see the module doc; arguments: the template)."""
     return compile_driver(_TEMPLATE, _blocks(layout), "step_driver")
 
 
-def step_driver_source(layout: ObsLayout) -> str:
+def step_driver_source(layout: PieceLayout) -> str:
     """The driver's source as compiled (``unilab-bench env-phases --show-driver`` prints it)."""
     return driver_source(_TEMPLATE, _blocks(layout))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from unilab.tasks.base import settle_env
+from unilab.tasks.core.kernels import settle_step
 from unilab.tasks.core.terms import Term
 from unilab.tasks.g1_motion_tracking.config import TerminationsConfig
 
@@ -57,38 +57,13 @@ TERMINATIONS = (
 CONDITION_NAMES = tuple(t.name for t in TERMINATIONS)
 
 @njit(cache=True, fastmath=False, inline="always")
-def any_condition(conds, e):
-    """Some condition of env ``e`` holds (its row of ``conds``)."""
-    out = False
-    for j in range(conds.shape[1]):
-        out = out or conds[e, j]
-    return out
-
-
-@njit(cache=True, fastmath=False, inline="always")
 def step_tail(e, failed, frame, clip, num_frames, lengths, max_steps, bad, reward, returns, terms, action,
               last_action, out_reward, out_terminated, out_truncated):
-    """The step's end for env ``e``; returns done.
-
-    Time-out (clip end or ``max_steps``), done semantics
-    (:func:`unilab.tasks.base.settle_env`), a bad env's reward terms zeroed,
-    ``last_action = action``. Elementwise per env.
-
-    A failure in the step that times out is both terminated and truncated: the
-    learner bootstraps it (``~terminated | truncated``, holosoma's ``truncations |
-    ~dones``: the time-out wins) while failure counts (evaluation, the adaptive
-    sampler) still see it. A diverged (bad) env is terminated only.
-    """
+    """The step's end for env ``e`` (:func:`unilab.tasks.core.kernels.settle_step`) with its time-out: the clip's
+    last frame or ``max_steps``; returns done."""
     timeout = frame[e] >= num_frames[clip[e]] - 1 or lengths[e] >= max_steps
-    done = settle_env(e, failed, timeout, bad, reward, returns, out_reward, out_terminated, out_truncated)
-    if timeout and failed and not bad[e]:
-        out_truncated[e] = True
-    if bad[e]:
-        for k in range(terms.shape[1]):
-            terms[e, k] = 0.0
-    for j in range(action.shape[1]):
-        last_action[e, j] = action[e, j]
-    return done
+    return settle_step(e, failed, timeout, bad, reward, returns, terms, action, last_action, out_reward,
+                       out_terminated, out_truncated)
 
 
 # a condition's line in a generated driver

@@ -1,0 +1,138 @@
+"""Evaluation of a velocity-command locomotion policy: one fixed command per bin, every env one episode.
+
+Bins (``speed`` m/s or rad/s): standing (0, 0, 0), forward (speed, 0, 0), lateral (0, speed, 0), turning
+(0, 0, speed). Every env runs its bin's command in the task's evaluation mode (mean gait frequency, legs
+starting at phases 0 and -pi; :meth:`LocomotionEnv.evaluate`) for one episode of the task's length, pushes on
+or off, observation noise off. Per bin: the fraction of episodes that survive to the time-out, the mean
+episode length (s), falls, the forward / lateral velocity and yaw-rate tracking errors (mean absolute error
+over the steps before a fall, base frame), and the mean of the tracking reward terms over those steps
+(holosoma's nightly metrics are those terms' episode means).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+BINS = ("standing", "forward", "lateral", "turning")
+
+
+def bin_commands(speed: float) -> dict[str, tuple[float, float, float]]:
+    """Each bin's command (forward, lateral m/s, yaw rad/s)."""
+    return {"standing": (0.0, 0.0, 0.0), "forward": (speed, 0.0, 0.0), "lateral": (0.0, speed, 0.0),
+            "turning": (0.0, 0.0, speed)}
+
+
+def eval_config(cfg: Any, pushes: bool) -> Any:
+    """``cfg`` for evaluation: observation noise off, pushes as asked."""
+    noise = dataclasses.replace(cfg.obs_noise, **{f.name: 0.0 for f in dataclasses.fields(cfg.obs_noise)})
+    return dataclasses.replace(cfg, obs_noise=noise, push=dataclasses.replace(cfg.push, enabled=bool(pushes)))
+
+
+def evaluate_locomotion(env: Any, policy, speed: float = 0.5, envs_per_bin: int = 16, progress: bool = True,
+                        desc: str = "eval") -> dict[str, Any]:
+    """Roll ``policy`` (obs dict -> action) out on ``env`` (``4 x envs_per_bin`` envs, bins in :data:`BINS`
+    order) for one episode each; the per-bin metrics of the module doc and their mean over bins."""
+    if env.num_envs != len(BINS) * envs_per_bin:
+        raise ValueError(f"the env needs {len(BINS)} x {envs_per_bin} envs, has {env.num_envs}")
+    commands = np.repeat(np.array([bin_commands(speed)[b] for b in BINS]), envs_per_bin, axis=0)
+    env.evaluate(commands)
+    env.auto_reset = False
+    n, steps, dt = env.num_envs, int(env.max_episode_steps), float(env.control_dt)
+    alive = np.ones(n, dtype=bool)
+    length = np.zeros(n, dtype=np.int64)
+    err = np.zeros((n, 3))
+    track = np.zeros((n, 2))
+    obs = env.reset()
+    with tqdm(total=steps, desc=desc, unit="step", file=sys.stderr, disable=not progress, leave=False) as bar:
+        for _ in range(steps):
+            obs, _, terminated, _, info = env.step(policy(obs))
+            s = env.state
+            live = alive & ~terminated
+            vel = np.stack([s.base_lin_b[:, 0], s.base_lin_b[:, 1], s.base_ang_b[:, 2]], axis=1)
+            err[live] += np.abs(vel[live] - commands[live])
+            terms = info["reward_terms"]
+            track[live, 0] += terms["tracking_lin_vel"][live]
+            track[live, 1] += terms["tracking_ang_vel"][live]
+            length[live] += 1
+            alive &= ~terminated
+            bar.update(1)
+            if not alive.any():
+                break
+    env.evaluate(None)
+    per = np.maximum(length, 1)[:, None]
+    out: dict[str, Any] = {"speed": speed, "episode_s": steps * dt, "envs_per_bin": envs_per_bin, "bins": {}}
+    for b, name in enumerate(BINS):
+        rows = slice(b * envs_per_bin, (b + 1) * envs_per_bin)
+        e, t = err[rows] / per[rows], track[rows] / per[rows]
+        out["bins"][name] = {
+            "command": list(bin_commands(speed)[name]),
+            "survived": float(alive[rows].mean()),
+            "falls": int((~alive[rows]).sum()),
+            "episode_length_s": float(length[rows].mean() * dt),
+            "lin_vel_x_error": float(e[:, 0].mean()), "lin_vel_y_error": float(e[:, 1].mean()),
+            "yaw_rate_error": float(e[:, 2].mean()),
+            "rew_tracking_lin_vel": float(t[:, 0].mean()), "rew_tracking_ang_vel": float(t[:, 1].mean()),
+        }
+    keys = next(iter(out["bins"].values())).keys() - {"command"}
+    out["overall"] = {k: float(np.mean([out["bins"][b][k] for b in BINS])) for k in sorted(keys)}
+    return out
+
+
+def format_locomotion(result: dict[str, Any]) -> str:
+    """A table: one row per bin and the overall mean."""
+    cols = ("survived", "episode_length_s", "lin_vel_x_error", "lin_vel_y_error", "yaw_rate_error",
+            "rew_tracking_lin_vel", "rew_tracking_ang_vel")
+    head = f"{'bin':<10}" + "".join(f"{c:>22}" for c in cols)
+    rows = [head]
+    for name, m in [*result["bins"].items(), ("overall", result["overall"])]:
+        rows.append(f"{name:<10}" + "".join(f"{m[c]:>22.3f}" for c in cols))
+    return "\n".join(rows)
+
+
+def run(checkpoint: Path | None, policy_kind: str, speed: float, envs_per_bin: int, pushes: bool, seed: int,
+        device: str, threads: int | None, overrides: dict[str, Any], progress: bool) -> dict[str, Any]:
+    """``unilab-eval --task g1_locomotion``: build the env from the checkpoint's config (or the defaults for the
+    zero baseline) and evaluate the checkpoint's mean action or the zero action."""
+    import torch  # noqa: PLC0415 - lazy: --help without torch
+
+    from unilab.algo.sac.agent import FastSAC  # noqa: PLC0415
+    from unilab.dataclass_config import build_dataclass  # noqa: PLC0415
+    from unilab.eval.rollout import agent_policy  # noqa: PLC0415
+    from unilab.runtime.checkpoint import apply_task_overrides, load_checkpoint, stored_run_config  # noqa: PLC0415
+    from unilab.runtime.config import SimConfig  # noqa: PLC0415
+    from unilab.tasks.registry import make_env, task_config  # noqa: PLC0415
+
+    payload = None
+    if checkpoint is not None:
+        payload, checkpoint = load_checkpoint(checkpoint)
+        raw = stored_run_config(payload, checkpoint, overrides)
+    else:
+        raw = {"task": apply_task_overrides({"name": "g1_locomotion"}, overrides)}
+    if raw["task"].get("name") != "g1_locomotion":
+        raise ValueError(f"--task g1_locomotion: the checkpoint's task is {raw['task'].get('name')!r}")
+    cfg = eval_config(task_config("g1_locomotion", raw["task"]), pushes)
+    kw = build_dataclass(SimConfig, raw.get("sim", {}), "sim").pool_kwargs()
+    kw["cpu_ids"], kw["nthread"] = None, threads
+    torch.set_num_threads(threads or 1)
+    env = make_env("g1_locomotion", cfg, len(BINS) * envs_per_bin, pool_kwargs=kw, seed=seed)
+    try:
+        if policy_kind == "checkpoint":
+            policy = agent_policy(FastSAC.from_checkpoint(payload["agent"], device=device))
+        elif policy_kind == "zero":
+            def policy(obs: dict[str, np.ndarray]) -> np.ndarray:
+                return np.zeros((env.num_envs, env.action_dim), np.float32)
+        else:
+            raise ValueError(f"--task g1_locomotion evaluates --policy checkpoint or zero, got {policy_kind!r}")
+        result = evaluate_locomotion(env, policy, speed, envs_per_bin, progress, desc=f"eval {policy_kind}")
+    finally:
+        env.close()
+    result.update(task="g1_locomotion", policy=policy_kind, pushes=pushes, seed=seed,
+                  checkpoint=None if checkpoint is None else str(checkpoint),
+                  iteration=None if payload is None else int(payload["iteration"]))
+    return result

@@ -1,0 +1,41 @@
+"""The robot model a task starts from: the user's MJCF or the built-in G1 scene, with the task's timestep and
+integrator."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+INTEGRATORS = ("euler", "implicit", "implicitfast", "rk4")
+"""``task.integrator`` names (MuJoCo's ``mjINT_<NAME>``); this module imports MuJoCo only to load a model, so
+configs validate without it."""
+
+
+def load_task_model(cfg: Any) -> Any:
+    """``cfg.model_xml`` (a user's MJCF) or the built-in G1 scene, with ``cfg.sim_dt`` and ``cfg.integrator``
+    (None keeps the model's)."""
+    import mujoco  # noqa: PLC0415 - see INTEGRATORS
+
+    if cfg.model_xml:
+        path = Path(cfg.model_xml).expanduser()
+        if not path.is_file():
+            raise FileNotFoundError(f"task model_xml {path} does not exist")
+        model = mujoco.MjModel.from_xml_path(str(path))
+    else:
+        from unilab.assets import g1  # noqa: PLC0415 - only for the built-in G1 assets
+
+        model = g1.load_model()
+    model.opt.timestep = cfg.sim_dt
+    if cfg.integrator is not None:
+        model.opt.integrator = getattr(mujoco.mjtIntegrator, f"mjINT_{cfg.integrator.upper()}")
+    return model
+
+
+def check_sim_fields(cfg: Any) -> None:
+    """ValueError naming the first invalid one of ``task.sim_dt``, ``task.decimation``, ``task.integrator``."""
+    if not cfg.sim_dt > 0:
+        raise ValueError(f"task.sim_dt must be > 0, got {cfg.sim_dt}")
+    if int(cfg.decimation) != cfg.decimation or cfg.decimation < 1:
+        raise ValueError(f"task.decimation must be an int >= 1, got {cfg.decimation}")
+    if cfg.integrator is not None and cfg.integrator not in INTEGRATORS:
+        raise ValueError(f"task.integrator must be {'|'.join(INTEGRATORS)}|null, got {cfg.integrator!r}")

@@ -1,0 +1,75 @@
+"""Where each observation piece sits: slices, offsets, dims, noise and the left/right mirror, from a table of
+pieces (rows :class:`~unilab.tasks.core.terms.Term` with a ``width``).
+
+The critic observation is every piece in table order; the actor's is its first ``num_policy`` pieces (plus
+noise), so one scratch row per env fills both (:func:`unilab.tasks.core.kernels.write_obs`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from unilab.tasks.core.symmetry import JointMirror, piece_mirror
+from unilab.tasks.core.terms import Term
+
+
+@dataclass(frozen=True)
+class PieceLayout:
+    """``pieces`` in critic order, the actor's the first ``num_policy``; ``sizes`` names the dimensions a
+    piece's ``width(J, B)`` reads (joints, bodies)."""
+
+    pieces: tuple[Term, ...]
+    num_policy: int
+    num_joints: int
+    num_bodies: int = 0
+
+    @property
+    def slices(self) -> dict[str, slice]:
+        """Every piece's slice of the critic observation (the policy pieces: also of the policy's)."""
+        out, i = {}, 0
+        for t in self.pieces:
+            w = t.width(self.num_joints, self.num_bodies)
+            out[t.name] = slice(i, i + w)
+            i += w
+        return out
+
+    @property
+    def offsets(self) -> np.ndarray:
+        return np.array([s.start for s in self.slices.values()], dtype=np.int64)
+
+    @property
+    def policy_dim(self) -> int:
+        return self.slices[self.pieces[self.num_policy - 1].name].stop
+
+    @property
+    def critic_dim(self) -> int:
+        return self.slices[self.pieces[-1].name].stop
+
+    @property
+    def policy_slices(self) -> dict[str, slice]:
+        return {t.name: self.slices[t.name] for t in self.pieces[:self.num_policy]}
+
+    def noise_scale(self, noise_cfg, factor: dict[str, float] | None = None) -> np.ndarray:
+        """Per-entry uniform noise half-widths of the policy observation: ``noise_cfg.<piece's noise key>``,
+        times ``factor[piece]`` (a piece's scale, for noise drawn before it, as holosoma)."""
+        out = np.zeros(self.policy_dim)
+        for t in self.pieces[:self.num_policy]:
+            if t.noise is not None:
+                out[self.slices[t.name]] = getattr(noise_cfg, t.noise) * (factor or {}).get(t.name, 1.0)
+        return out
+
+    def mirror(self, joints: JointMirror, actions: JointMirror, bodies: np.ndarray | None = None
+               ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+        """The left/right mirror of the policy and the critic observation as signed permutations
+        ``(perm, sign)``: ``mirrored[..., k] = sign[k] * obs[..., perm[k]]``. Each piece maps onto itself, so
+        the policy's is the critic's first ``policy_dim`` entries."""
+        bodies = np.zeros(0, np.int64) if bodies is None else bodies
+        perm, sign = np.empty(self.critic_dim, np.int64), np.empty(self.critic_dim)
+        for t in self.pieces:
+            sl = self.slices[t.name]
+            p, s = piece_mirror(t.mirror, joints, actions, bodies)
+            perm[sl], sign[sl] = sl.start + p, s
+        n = self.policy_dim
+        return (perm[:n], sign[:n]), (perm, sign)

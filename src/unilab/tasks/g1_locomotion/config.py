@@ -1,0 +1,344 @@
+"""Typed configuration of velocity-command locomotion (defaults: holosoma 0.0.3's G1 29-DoF FastSAC recipe).
+
+``LocomotionConfig`` is the Hydra ``task`` group's structured config when ``--task g1_locomotion``; every
+field's default and meaning live here once and ``train --help`` prints the docstrings. Sources of the
+defaults (holosoma ``config_values``): ``loco/g1/reward.py`` (``g1_29dof_loco_fast_sac``), ``command.py``,
+``observation.py`` (``g1_29dof_loco_single_wolinvel``), ``termination.py``, ``randomization.py``,
+``curriculum.py`` (``g1_29dof_curriculum_fast_sac``) and ``robot.py`` (``g1_29dof``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from unilab.dataclass_config import build_dataclass
+from unilab.tasks.core.model import check_sim_fields
+
+_ARMS_AND_WAIST = "waist_.*|.*_(shoulder|elbow|wrist)_.*"
+
+
+@dataclass
+class LocoTerm:
+    """A reward term: ``weight x term x control_dt`` (x the penalty curriculum's scale when ``curriculum``)."""
+
+    weight: float = 1.0
+    """Weight in the reward sum (negative: a penalty); 0 turns the term off."""
+    sigma: float | None = None
+    """Tracking terms: term = exp(-squared error / sigma) (holosoma's tracking_sigma divides the squared error
+    itself, not by sigma^2); null for a penalty."""
+    curriculum: bool = False
+    """Scaled by the penalty curriculum (holosoma's tag penalty_curriculum)."""
+
+
+@dataclass
+class FeetPhaseTerm(LocoTerm):
+    """Foot height against the gait phase's expected height (a cubic Bezier swing)."""
+
+    swing_height: float = 0.09
+    """Peak expected foot height in swing (m)."""
+
+
+@dataclass
+class PoseTerm(LocoTerm):
+    """Weighted squared distance of the joints from the default pose."""
+
+    joint_weights: dict[str, float] = field(default_factory=lambda: {
+        ".*_hip_pitch_joint": 0.01, ".*_hip_roll_joint": 1.0, ".*_hip_yaw_joint": 5.0, ".*_knee_joint": 0.01,
+        ".*_ankle_(pitch|roll)_joint": 5.0, _ARMS_AND_WAIST: 50.0,
+    })
+    """Per-joint weight, {joint name or regex: value} (the rule of task.kp); every joint needs one."""
+
+
+@dataclass
+class CloseFeetTerm(LocoTerm):
+    """1 when the feet are closer than ``threshold`` sideways (in the base's heading frame)."""
+
+    threshold: float = 0.15
+    """Smallest lateral distance of the feet (m)."""
+
+
+@dataclass
+class RewardsConfig:
+    """Reward = control_dt x sum of weight x term (penalty-curriculum terms also x its scale).
+
+    Defaults: holosoma's g1_29dof_loco_fast_sac.
+    """
+
+    tracking_lin_vel: LocoTerm = field(default_factory=lambda: LocoTerm(2.0, 0.25))
+    """exp(-|command xy - base linear velocity xy (base frame)|^2 / sigma)."""
+    tracking_ang_vel: LocoTerm = field(default_factory=lambda: LocoTerm(1.5, 0.25))
+    """exp(-(command yaw rate - base yaw rate)^2 / sigma)."""
+    ang_vel_xy: LocoTerm = field(default_factory=lambda: LocoTerm(-1.0, curriculum=True))
+    """Squared base roll and pitch rates (rad/s)^2."""
+    orientation: LocoTerm = field(default_factory=lambda: LocoTerm(-10.0, curriculum=True))
+    """Squared x and y of gravity in the base frame (0 upright)."""
+    action_rate: LocoTerm = field(default_factory=lambda: LocoTerm(-2.0, curriculum=True))
+    """Sum of squared action changes, in the recipe's units (the [-1, 1] action times env.action_bound)."""
+    feet_phase: FeetPhaseTerm = field(default_factory=lambda: FeetPhaseTerm(5.0, 0.008))
+    """exp(-(sum over feet of (height - expected height)^2) / sigma)."""
+    pose: PoseTerm = field(default_factory=lambda: PoseTerm(-0.5, curriculum=True))
+    """Sum over joints of weight x (q - default)^2."""
+    close_feet_xy: CloseFeetTerm = field(default_factory=lambda: CloseFeetTerm(-10.0, curriculum=True))
+    """1 when the feet are closer sideways than the threshold."""
+    feet_ori: LocoTerm = field(default_factory=lambda: LocoTerm(-5.0, curriculum=True))
+    """Sum over feet of |gravity xy in the foot frame| (0 with flat feet)."""
+    alive: LocoTerm = field(default_factory=lambda: LocoTerm(10.0))
+    """1 every step."""
+
+
+@dataclass
+class CommandConfig:
+    """Velocity commands (base frame), drawn at each reset and every ``resampling_time_s`` (holosoma's)."""
+
+    lin_vel_x: list[float] = field(default_factory=lambda: [-1.0, 1.0])
+    """[low, high] of the forward velocity command (m/s)."""
+    lin_vel_y: list[float] = field(default_factory=lambda: [-1.0, 1.0])
+    """[low, high] of the lateral velocity command (m/s)."""
+    ang_vel_yaw: list[float] = field(default_factory=lambda: [-1.0, 1.0])
+    """[low, high] of the yaw-rate command (rad/s)."""
+    stand_prob: float = 0.2
+    """Probability that a drawn command is zero (stand still; the gait phase then holds both feet down)."""
+    resampling_time_s: float = 10.0
+    """A new command every this many seconds of an episode."""
+
+
+@dataclass
+class GaitConfig:
+    """The gait clock: each leg's phase in [-pi, pi), the legs half a period apart."""
+
+    period_s: float = 1.0
+    """Mean gait period (s)."""
+    frequency_width: float = 0.2
+    """Each command draw also draws the gait frequency uniform in 1 / period_s +- this (Hz), as holosoma's
+    gait_period_randomization_width (which widens the frequency, not the period)."""
+    randomize_phase: bool = True
+    """Start each episode at a uniform random phase (false: the left leg at 0)."""
+
+
+@dataclass
+class PushConfig:
+    """Random pushes: every few seconds per env, the base's horizontal velocity is set to a random value."""
+
+    enabled: bool = True
+    """Push the robots during training (never in evaluation)."""
+    interval_s: list[float] = field(default_factory=lambda: [5.0, 10.0])
+    """[low, high] of the uniform time between an env's pushes (s), drawn at each reset and after each push."""
+    max_vel: list[float] = field(default_factory=lambda: [1.0, 1.0])
+    """The base's world x and y velocity become uniform in +-this (m/s): set, not added, as holosoma."""
+
+
+@dataclass
+class CurriculumConfig:
+    """Penalty curriculum: the terms marked ``curriculum`` are scaled by a factor that follows the average
+    episode length (holosoma's g1_29dof_curriculum_fast_sac)."""
+
+    enabled: bool = True
+    """false: the scale stays at 1."""
+    initial_scale: float = 0.5
+    """Scale at the start of training."""
+    min_scale: float = 0.5
+    """Smallest scale."""
+    max_scale: float = 1.0
+    """Largest scale."""
+    level_down_threshold: float = 150.0
+    """Below this average episode length (steps) the scale shrinks by ``degree`` each step."""
+    level_up_threshold: float = 750.0
+    """Above this average episode length (steps) the scale grows by ``degree`` each step."""
+    degree: float = 0.001
+    """Relative change of the scale per env step."""
+    average_over: int = 1000
+    """The average episode length moves towards the mean of a step's ended episodes with weight
+    min(count / this, 1)."""
+
+
+@dataclass
+class ObsNoiseConfig:
+    """Uniform +-noise on the actor's observation (before the piece's scale, as holosoma); 0 disables."""
+
+    base_ang_vel: float = 0.0
+    """Base angular velocity noise (rad/s)."""
+    projected_gravity: float = 0.0
+    """Projected gravity noise."""
+    joint_pos: float = 0.01
+    """Joint position noise (rad)."""
+    joint_vel: float = 0.1
+    """Joint velocity noise (rad/s)."""
+
+
+@dataclass
+class ObsScalesConfig:
+    """Factors applied to observation pieces (holosoma's observation scales)."""
+
+    base_ang_vel: float = 0.25
+    """Base angular velocity (actor and critic)."""
+    joint_vel: float = 0.05
+    """Joint velocities."""
+    base_lin_vel: float = 2.0
+    """Base linear velocity (critic only)."""
+
+
+@dataclass
+class LocomotionConfig:
+    """Everything the locomotion task reads (defaults: Unitree G1 29-DoF, holosoma's FastSAC recipe)."""
+
+    name: str = "g1_locomotion"
+    """Task registry name."""
+    model_xml: str | None = None
+    """MJCF scene of the robot (a free-floating base and a floor); null: the built-in G1 scene."""
+
+    # --- simulation ---
+    sim_dt: float = 0.005
+    """Physics timestep (s)."""
+    decimation: int = 4
+    """Physics substeps per policy step (0.005 s x 4 = 50 Hz control)."""
+    integrator: str | None = "implicitfast"
+    """MuJoCo integrator: euler, implicit, implicitfast or rk4; null keeps the model's."""
+    self_collisions: bool = False
+    """Robot bodies collide with each other (holosoma's g1_29dof asset: enable_self_collisions=False)."""
+    max_episode_length_s: float = 20.0
+    """Time-out (truncation) after this many seconds (holosoma's max_episode_length_s)."""
+
+    # --- bodies ---
+    base_body: str = "pelvis"
+    """The floating base: velocities, orientation and the gravity observation are this body's."""
+    feet: list[str] = field(default_factory=lambda: ["left_ankle_roll_link", "right_ankle_roll_link"])
+    """The left and right foot bodies (feet_ori, close_feet_xy)."""
+    foot_points: list[str] = field(default_factory=lambda: ["left_foot_contact_point", "right_foot_contact_point"])
+    """The left and right bodies whose height the gait reward tracks (holosoma's foot_height_name)."""
+    termination_bodies: str = ".*(pelvis|hip|shoulder).*"
+    """Regex (full match) over body names: a contact force on any of them above ``termination_force`` ends the
+    episode (holosoma: the bodies whose names contain pelvis, shoulder or hip)."""
+    termination_force: float = 1.0
+    """Net contact force (N) on a termination body that ends the episode."""
+
+    # --- actuation (as the tracking task's; holosoma robot g1_29dof) ---
+    default_joint_pos: dict[str, float] = field(default_factory=lambda: {
+        ".*_hip_pitch_joint": -0.312, ".*_knee_joint": 0.669, ".*_ankle_pitch_joint": -0.363,
+        ".*_elbow_joint": 0.6, "left_shoulder_roll_joint": 0.2, ".*_shoulder_pitch_joint": 0.2,
+        "right_shoulder_roll_joint": -0.2,
+    })
+    """rad, {joint name or regex: value}; joints matching no key get 0 (the rule of task.kp)."""
+    kp: dict[str, float] = field(default_factory=lambda: {
+        ".*_hip_pitch_joint": 40.18, ".*_hip_roll_joint": 99.10, ".*_hip_yaw_joint": 40.18,
+        ".*_knee_joint": 99.10, ".*_ankle_(pitch|roll)_joint": 28.50, "waist_yaw_joint": 40.18,
+        "waist_(roll|pitch)_joint": 28.50, ".*_(shoulder_(pitch|roll|yaw)|elbow|wrist_roll)_joint": 14.25,
+        ".*_wrist_(pitch|yaw)_joint": 16.78,
+    })
+    """N m / rad, {joint name or regex: value}; every actuated joint needs a value. An exact joint name beats
+    every pattern; two patterns giving one joint different values are an error naming both."""
+    kd: dict[str, float] = field(default_factory=lambda: {
+        ".*_hip_pitch_joint": 2.558, ".*_hip_roll_joint": 6.309, ".*_hip_yaw_joint": 2.558,
+        ".*_knee_joint": 6.309, ".*_ankle_(pitch|roll)_joint": 1.814, "waist_yaw_joint": 2.558,
+        "waist_(roll|pitch)_joint": 1.814, ".*_(shoulder_(pitch|roll|yaw)|elbow|wrist_roll)_joint": 0.907,
+        ".*_wrist_(pitch|yaw)_joint": 1.068,
+    })
+    """N m s / rad, {joint name or regex: value}; keys as for kp."""
+    action_scale: float = 0.25
+    """PD target = default + action_scale x bound_j x action (radians; holosoma's locomotion action_scale)."""
+    action_scale_mode: str = "radians"
+    """radians: scale_j = action_scale; effort_over_kp: scale_j = action_scale x effort_j / kp_j."""
+    action_bound_from_joint_range: bool = True
+    """As holosoma's FastSAC: bound_j = the larger distance from the default to a joint limit / action_scale,
+    so action +-1 reaches that limit."""
+    clip_targets_to_joint_range: bool = False
+    """true: PD targets clamped to the joint range."""
+
+    # --- start state ---
+    base_height: float = 0.8
+    """Base height at a reset (m; holosoma's init_state pos z)."""
+    reset_joint_scale: list[float] = field(default_factory=lambda: [0.5, 1.5])
+    """At a reset each joint starts at its default x uniform [low, high] (holosoma's randomize_dof_state)."""
+
+    # --- task ---
+    commands: CommandConfig = field(default_factory=CommandConfig)
+    """Velocity commands."""
+    gait: GaitConfig = field(default_factory=GaitConfig)
+    """The gait clock the feet_phase reward follows."""
+    rewards: RewardsConfig = field(default_factory=RewardsConfig)
+    """Reward terms."""
+    curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
+    """Penalty curriculum."""
+    push: PushConfig = field(default_factory=PushConfig)
+    """Random pushes."""
+    obs_noise: ObsNoiseConfig = field(default_factory=ObsNoiseConfig)
+    """Actor observation noise."""
+    obs_scales: ObsScalesConfig = field(default_factory=ObsScalesConfig)
+    """Observation scales."""
+    obs_clip: float | None = 100.0
+    """Observation entries are clipped to +-this after noise and scale; null: no clip."""
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    @property
+    def control_dt(self) -> float:
+        """Policy step (s) = sim_dt x decimation."""
+        return self.sim_dt * self.decimation
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first invalid field."""
+        check_sim_fields(self)
+        if not self.max_episode_length_s > 0:
+            raise ValueError(f"task.max_episode_length_s must be > 0, got {self.max_episode_length_s}")
+        if len(self.feet) != 2 or len(self.foot_points) != 2:
+            raise ValueError(f"task.feet and task.foot_points need a left and a right body, got {self.feet} and "
+                             f"{self.foot_points}")
+        try:
+            re.compile(self.termination_bodies)
+        except re.error as exc:
+            raise ValueError(f"task.termination_bodies: bad regex {self.termination_bodies!r}: {exc}") from exc
+        if self.action_scale_mode not in ("effort_over_kp", "radians"):
+            raise ValueError(f"task.action_scale_mode must be effort_over_kp|radians, got {self.action_scale_mode!r}")
+        if not self.action_scale > 0:
+            raise ValueError(f"task.action_scale must be > 0, got {self.action_scale}")
+        _pair(self.reset_joint_scale, "task.reset_joint_scale")
+        c = self.commands
+        for key in ("lin_vel_x", "lin_vel_y", "ang_vel_yaw"):
+            _pair(getattr(c, key), f"task.commands.{key}")
+        if not 0 <= c.stand_prob <= 1:
+            raise ValueError(f"task.commands.stand_prob must be in [0, 1], got {c.stand_prob}")
+        if not c.resampling_time_s > 0:
+            raise ValueError(f"task.commands.resampling_time_s must be > 0, got {c.resampling_time_s}")
+        g = self.gait
+        if not g.period_s > 0 or not 0 <= g.frequency_width < 1 / g.period_s:
+            raise ValueError(f"task.gait needs period_s > 0 and 0 <= frequency_width < 1 / period_s, got "
+                             f"{g.period_s} and {g.frequency_width}")
+        _pair(self.push.interval_s, "task.push.interval_s")
+        if not self.push.interval_s[0] > 0:
+            raise ValueError(f"task.push.interval_s must be > 0, got {list(self.push.interval_s)}")
+        if len(self.push.max_vel) != 2 or min(self.push.max_vel) < 0:
+            raise ValueError(f"task.push.max_vel needs two numbers >= 0, got {list(self.push.max_vel)}")
+        cur = self.curriculum
+        if not 0 <= cur.min_scale <= cur.initial_scale <= cur.max_scale:
+            raise ValueError("task.curriculum needs 0 <= min_scale <= initial_scale <= max_scale, got "
+                             f"{cur.min_scale}, {cur.initial_scale}, {cur.max_scale}")
+        if cur.average_over < 1:
+            raise ValueError(f"task.curriculum.average_over must be >= 1, got {cur.average_over}")
+        for name in RewardsConfig.__dataclass_fields__:
+            term = getattr(self.rewards, name)
+            if term.sigma is not None and not term.sigma > 0:
+                raise ValueError(f"task.rewards.{name}.sigma must be > 0 or null, got {term.sigma}")
+        for name in ("tracking_lin_vel", "tracking_ang_vel", "feet_phase"):
+            if getattr(self.rewards, name).sigma is None:
+                raise ValueError(f"task.rewards.{name}.sigma must be > 0, got null")
+        if self.obs_clip is not None and not self.obs_clip > 0:
+            raise ValueError(f"task.obs_clip must be > 0 or null, got {self.obs_clip}")
+
+    def check_paths(self) -> None:
+        """The user's model exists (checked before training starts anything)."""
+        if self.model_xml is not None and not Path(self.model_xml).expanduser().is_file():
+            raise ValueError(f"task.model_xml={self.model_xml}: no such file (expected an MJCF file, or null)")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LocomotionConfig:
+        """Build from a plain mapping; unknown keys raise."""
+        return build_dataclass(cls, data, "task")
+
+
+def _pair(value: list[float], key: str) -> None:
+    if len(value) != 2 or not value[0] <= value[1]:
+        raise ValueError(f"{key} must be [low, high] with low <= high, got {list(value)}")

@@ -1,0 +1,278 @@
+"""G1 velocity-command locomotion on a physics pool (unilab.sim.physics), holosoma's FastSAC recipe.
+
+One ``step``:
+    backend_step  ctrl = default + scale * action (PD targets); one ``pool.step`` of ``decimation`` substeps
+    update_state  gather robot state; gait clock, command resampling and pushes; reward terms, the contact
+                  termination, time-outs; observations (one parallel driver, :mod:`.driver`)
+    reset_done    terminated | truncated | diverged envs restart upright over the origin with scaled joints,
+                  a new gait clock and command; the penalty curriculum follows the ended episodes
+Flat ground: the floor of the robot's MJCF.
+"""
+
+from __future__ import annotations
+
+import re
+from types import SimpleNamespace
+
+import mujoco
+import numpy as np
+
+from unilab.sim import numba_threads
+from unilab.sim.mujoco.pool import SUBPHASES as POOL_SUBPHASES
+from unilab.sim.physics import BODY_STATE, make_pool
+from unilab.sim.spec import FINAL
+from unilab.tasks.base import Buffers, EpisodeBook, Obs, PoolEnv, StepResult, observations, result
+from unilab.tasks.core.actuation import Actuation
+from unilab.tasks.core.collisions import disable_self_collisions
+from unilab.tasks.core.contacts import require_contact_forces
+from unilab.tasks.core.joints import match_joint_values
+from unilab.tasks.core.kernels import action_to_ctrl
+from unilab.tasks.core.model import load_task_model
+from unilab.tasks.core.symmetry import joint_mirror, partner_indices
+from unilab.tasks.env_streams import env_streams
+from unilab.tasks.g1_locomotion.config import LocomotionConfig
+from unilab.tasks.g1_locomotion.driver import RESTART, SPLIT, START, STEP, loco_driver
+from unilab.tasks.g1_locomotion.observations import obs_layout
+from unilab.tasks.g1_locomotion.rewards import TERM_NAMES, RewardWeights
+from unilab.tasks.g1_locomotion.state import GATHERED, STEP_STATE, CommandParams, LocoArrays
+from unilab.tasks.g1_locomotion.terminations import CONDITION_NAMES
+from unilab.telemetry.phase_timer import PhaseTimer
+
+SUBPHASES = (*POOL_SUBPHASES, "gather", "rewards", "terminations", "observations", "restart")
+
+
+def _body_ids(model: mujoco.MjModel, names: list[str], key: str) -> np.ndarray:
+    ids = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, n) for n in names]
+    missing = [n for n, i in zip(names, ids, strict=True) if i < 0]
+    if missing:
+        raise ValueError(f"{key}: no body named {missing} in the model")
+    return np.array(ids, dtype=np.int64)
+
+
+class LocomotionEnv(PoolEnv):
+    """Vectorised G1 velocity-command locomotion (see ``unilab.tasks.base.VecEnv``).
+
+    Args:
+        cfg: task configuration.
+        num_envs: number of parallel envs.
+        pool_kwargs: the physics pool's options (``sim.*``).
+        seed: seed of the commands, gait clocks, pushes, start states and observation noise.
+    """
+
+    def __init__(self, cfg: LocomotionConfig, num_envs: int, pool_kwargs: dict | None = None, seed: int = 0):
+        cfg.validate()
+        numba_threads.launch()
+        self.cfg = cfg
+        self.num_envs = n = int(num_envs)
+        base = load_task_model(cfg)
+        if base.njnt < 2 or int(base.jnt_type[0]) != int(mujoco.mjtJoint.mjJNT_FREE):
+            raise ValueError("g1_locomotion needs a model whose first joint is the base's free joint")
+        base_id = _body_ids(base, [cfg.base_body], "task.base_body")[0]
+        if base.jnt_bodyid[0] != base_id:
+            raise ValueError(f"task.base_body {cfg.base_body!r} is not the body of the model's free joint "
+                             f"({base.body(base.jnt_bodyid[0]).name!r})")
+        if not cfg.self_collisions:
+            disable_self_collisions(base, cfg.base_body)
+        self.control_dt = cfg.control_dt
+        self.joint_names = [base.joint(j).name for j in range(1, base.njnt)]
+        nj = len(self.joint_names)
+        act = Actuation.from_config(base, self.joint_names, cfg)
+        self.model, self.act_joint = act.model, act.act_joint
+        self.default_joint_pos, self.action_default = act.default_joint_pos, act.action_default
+        self.action_scale, self.action_bound = act.action_scale, act.action_bound
+        self.kp, self.kd = act.kp, act.kd
+
+        self.feet = _body_ids(self.model, cfg.feet, "task.feet")
+        self.foot_points = _body_ids(self.model, cfg.foot_points, "task.foot_points")
+        rx = re.compile(cfg.termination_bodies)
+        root = self.model.body_rootid[base_id]
+        self.termination_bodies = np.array([b for b in range(1, self.model.nbody) if self.model.body_rootid[b] == root
+                                            and rx.fullmatch(self.model.body(b).name)], dtype=np.int64)
+        if not self.termination_bodies.size:
+            raise ValueError(f"task.termination_bodies {cfg.termination_bodies!r} matches no body of the robot")
+        require_contact_forces(self.model, "task.termination_bodies")
+
+        kwargs = dict(pool_kwargs or {})
+        outputs = tuple(dict.fromkeys([*kwargs.pop("outputs", ()), *BODY_STATE, "cfrc_ext"]))
+        kwargs.setdefault("substeps", cfg.decimation)
+        if kwargs.get("contacts") is False:
+            raise ValueError("g1_locomotion's termination reads contact forces: drop contacts=False")
+        kwargs["contacts"] = True
+        self.pool = make_pool(self.model, n, outputs=outputs, **kwargs)
+        self.timer = PhaseTimer()
+        self.pool.timer = self.timer
+        self.host_thread_ids = numba_threads.configure(self.pool.nthread, self.pool.cpu_ids)
+        self.ctrl_default = np.tile(self.action_default, (n, 1))
+
+        self.qpos_adr = np.array([self.model.jnt_qposadr[j] for j in range(1, self.model.njnt)], dtype=np.int64)
+        self.dof_adr = np.array([self.model.jnt_dofadr[j] for j in range(1, self.model.njnt)], dtype=np.int64)
+        self.rewards = RewardWeights(cfg.rewards, cfg.curriculum, self.control_dt)
+        self.layout = obs_layout(nj)
+        sc = cfg.obs_scales
+        self.noise_scale = self.layout.noise_scale(cfg.obs_noise, {"base_ang_vel": sc.base_ang_vel,
+                                                                  "joint_vel": sc.joint_vel})
+        self.thresholds = np.array([cfg.termination_force], dtype=np.float64)
+        self.max_episode_steps = int(round(cfg.max_episode_length_s / self.control_dt))
+        try:
+            self.mirror = self._mirror(base)
+        except ValueError as err:  # a robot without a mirror trains as before; algo.use_symmetry refuses it
+            self.mirror, self.mirror_error = None, str(err)
+
+        self.action_dim = int(self.model.nu)
+        self.obs_dim = self.layout.policy_dim
+        self.critic_obs_dim = self.layout.critic_dim
+        self.reward_term_names = TERM_NAMES
+        self.termination_names = CONDITION_NAMES
+        self.stat_names = ("curriculum/penalty_scale", "curriculum/average_episode_length")
+        self.book = EpisodeBook(n)
+        self.auto_reset = True
+        """False: a finished env is not restarted and keeps running (evaluation rollouts)."""
+        self.split_sub_phases = False
+        """True: update_state runs its stages one region each, timed as sub-phases (benchmark; same results)."""
+        self.state = SimpleNamespace(**vars(GATHERED.allocate(n=n, J=nj)),
+                                     **vars(STEP_STATE.allocate(n=n, A=self.action_dim)))
+        pose_weights = match_joint_values(cfg.rewards.pose.joint_weights, self.joint_names, None,
+                                          "task.rewards.pose.joint_weights")
+        self.arrays = LocoArrays(**vars(self.state), default_joint_pos=self.default_joint_pos,
+                                 action_bound=self.action_bound, pose_weights=pose_weights,
+                                 ang_vel_scale=float(sc.base_ang_vel), joint_vel_scale=float(sc.joint_vel),
+                                 lin_vel_scale=float(sc.base_lin_vel))
+        self._gathered = GATHERED.values(self.state)
+        s = self.state
+        self._cmd = (s.command, s.phase, s.phase_offset, s.phase_dt, s.push_counter, s.push_steps)
+        self.evaluating = False
+        self._params = self._command_params()
+        self._obs_clip = np.inf if cfg.obs_clip is None else float(cfg.obs_clip)
+        self._terms = np.zeros((n, len(TERM_NAMES)))
+        self._reward = np.zeros(n)
+        self._conds = np.zeros((n, len(CONDITION_NAMES)), dtype=bool)
+        self._failed = np.zeros(n, dtype=bool)
+        self._done = np.zeros(n, dtype=bool)
+        self._bad = np.zeros(n, dtype=bool)
+        self._all_rows = np.arange(n, dtype=np.int64)
+        self.obs_noise_streams = env_streams(seed, n, tag=1)
+        self.task_streams = env_streams(seed, n, tag=2)  # commands, gait, pushes, start states
+        self._driver = loco_driver()
+        self._no_info = (np.empty((len(TERM_NAMES), n), dtype=np.float32),
+                         np.empty((len(CONDITION_NAMES), n), dtype=bool))
+
+    def _mirror(self, model: mujoco.MjModel) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        ids = list(range(1, model.njnt))
+        joints = joint_mirror(model, ids)
+        actions = joint_mirror(model, [ids[j] for j in self.act_joint])
+        partner_indices(self.cfg.feet, "foot body")
+        partner_indices(self.cfg.foot_points, "foot point")
+        if not np.allclose(joints(self.default_joint_pos), self.default_joint_pos, rtol=0.0, atol=1e-9):
+            raise ValueError("mirror: the default pose (task.default_joint_pos) is not left/right symmetric")
+        policy, critic = self.layout.mirror(joints, actions)
+        return {"obs": policy, "critic_obs": critic, "action": (actions.perm, actions.sign)}
+
+    def _command_params(self) -> CommandParams:
+        c, g, p = self.cfg.commands, self.cfg.gait, self.cfg.push
+        return CommandParams(
+            ranges=np.array([c.lin_vel_x, c.lin_vel_y, c.ang_vel_yaw], dtype=np.float64),
+            stand_prob=float(c.stand_prob), resample_steps=max(int(c.resampling_time_s / self.control_dt), 1),
+            freq_mean=1.0 / g.period_s, freq_width=float(g.frequency_width), dt=float(self.control_dt),
+            randomize_phase=bool(g.randomize_phase), push=bool(p.enabled),
+            push_interval=np.array(p.interval_s, dtype=np.float64), push_max=np.array(p.max_vel, dtype=np.float64),
+            base_height=float(self.cfg.base_height),
+            joint_scale=np.array(self.cfg.reset_joint_scale, dtype=np.float64), evaluating=bool(self.evaluating))
+
+    # ------------------------------------------------------------------
+    def run_stages(self, stages: int, rows: np.ndarray, out: Buffers, bad: np.ndarray | None = None,
+                   info: tuple[np.ndarray, np.ndarray] | None = None,
+                   start: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+        """The driver's ``stages`` (:mod:`.driver`) for envs ``rows``, writing into ``out`` (``start``: the
+        START stage's ``(qpos, qvel)`` rows)."""
+        p = self.pool
+        terms_info, conds_info = self._no_info if info is None else info
+        policy, critic = out["obs"], out["critic_obs"]
+        sq, sv = start if start is not None else (np.empty((0, p.qpos.shape[1])), np.empty((0, p.qvel.shape[1])))
+        self._driver(
+            stages, self.arrays, rows, (p.body_pos_w, p.body_quat_w, p.qpos, p.qvel, p.cfrc_ext),
+            (self.qpos_adr, self.dof_adr, self.feet, self.foot_points, self.termination_bodies), self._gathered,
+            self._cmd, self._params, self.task_streams,
+            (sq, sv, self.default_joint_pos, self.qpos_adr, self.state.action, self.state.last_action),
+            self.rewards.params, self.rewards.weights, self.thresholds, self.layout.offsets, self.noise_scale,
+            self.obs_noise_streams, self.book.lengths, self.book.returns, self.max_episode_steps,
+            self._bad if bad is None else bad, self._terms, self._reward, self._conds, self._failed,
+            out["reward"], out["terminated"], out["truncated"], self._done, policy, critic,
+            out.get(FINAL + "obs", policy), out.get(FINAL + "critic_obs", critic), terms_info, conds_info,
+            self._obs_clip)
+
+    def _restart(self, rows: np.ndarray, out: Buffers) -> None:
+        start = (np.empty((rows.size, self.pool.qpos.shape[1])), np.empty((rows.size, self.pool.qvel.shape[1])))
+        self.run_stages(START, rows, out, start=start)
+        self.pool.reset(rows, *start)
+        self.run_stages(RESTART, rows, out)
+
+    def reset(self, out: Buffers | None = None) -> Obs:
+        """Restart every env; write and return the first observations."""
+        out = self.buffers() if out is None else out
+        self.book.reset_all()
+        self._restart(self._all_rows, out)
+        return observations(out)
+
+    def evaluate(self, commands: np.ndarray | None) -> None:
+        """``commands`` ``(num_envs, 3)``: from now on every env keeps its command (forward, lateral m/s, yaw
+        rad/s), gait at the mean frequency with the legs at phases 0 and -pi, as holosoma's evaluation mode
+        (pushes as ``task.push`` says); the next ``reset`` starts it. None: back to training's draws."""
+        self.evaluating = commands is not None
+        if commands is not None:
+            commands = np.asarray(commands, dtype=np.float64)
+            if commands.shape != (self.num_envs, 3):
+                raise ValueError(f"commands must have shape {(self.num_envs, 3)}, got {commands.shape}")
+            self.state.command[:] = commands
+        self._params = self._command_params()
+
+    def stats(self) -> dict[str, float]:
+        return {"curriculum/penalty_scale": self.rewards.scale,
+                "curriculum/average_episode_length": self.rewards.average_length}
+
+    def close(self) -> None:
+        if self.pool.cpu_ids is not None:
+            numba_threads.release()
+        super().close()
+
+    def step(self, action: np.ndarray, out: Buffers | None = None) -> StepResult:
+        """Advance every env one policy step; auto-reset finished ones (see ``VecEnv.step``)."""
+        out = self.buffers() if out is None else out
+        timer = self.timer
+        action = np.asarray(action)
+        if action.shape != (self.num_envs, self.action_dim):
+            raise ValueError(f"action must have shape {(self.num_envs, self.action_dim)}, got {action.shape}")
+        with timer.phase("backend_step"):
+            targets = self.pool.ctrl
+            action_to_ctrl(action, self.action_scale, self.ctrl_default, self.state.action, targets)
+            bad = self.pool.step(None, self.cfg.decimation).copy()
+        rows = self._all_rows
+        info = (np.empty((len(TERM_NAMES), self.num_envs), dtype=np.float32),
+                np.empty((len(CONDITION_NAMES), self.num_envs), dtype=bool))
+        with timer.phase("update_state"):
+            self.book.begin_step()
+            if self.split_sub_phases:
+                for name, stages in SPLIT:
+                    with timer.phase(name):
+                        self.run_stages(stages, rows, out, bad, info)
+            else:
+                self.run_stages(STEP, rows, out, bad, info)
+            self.book.count_bad(bad)
+
+        def restart(ids: np.ndarray) -> None:
+            if not self.auto_reset:
+                return
+            with timer.phase("restart"):
+                self._restart(ids, out)
+
+        with timer.phase("reset_done"):
+            done = self._done
+            self.rewards.record(self.book.lengths[done])
+            info = self.book.auto_reset(out, done, restart, reward_terms=dict(zip(TERM_NAMES, info[0])),
+                                        termination_terms=dict(zip(CONDITION_NAMES, info[1])), finals_written=True)
+        return result(out, info)
+
+    def overlay_text(self, env: int = 0) -> str:
+        """The command and the base velocity of env ``env`` (play's text overlay)."""
+        c, v, w = self.state.command[env], self.state.base_lin_b[env], self.state.base_ang_b[env]
+        return (f"command vx {c[0]:+.2f} vy {c[1]:+.2f} yaw {c[2]:+.2f}\n"
+                f"base    vx {v[0]:+.2f} vy {v[1]:+.2f} yaw {w[2]:+.2f}")

@@ -1,0 +1,26 @@
+"""Failure terminations of G1 locomotion (time-outs are truncations), one row each.
+
+Each is ``f(s, e, threshold) -> bool``:
+    contact   a termination body's net contact force exceeds ``task.termination_force`` (holosoma's
+              contact_forces_exceeded); a non-finite base state fails here too
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from unilab.tasks.core.terms import Term
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def contact(s, e, p):
+    return s.contact_force[e] > p or not (np.isfinite(s.base_pos[e, 2]) and np.isfinite(s.gravity_b[e, 2]))
+
+
+# the table: order = column of info["termination_terms"]
+TERMINATIONS = (Term("contact", contact),)
+CONDITION_NAMES = tuple(t.name for t in TERMINATIONS)
+
+# a condition's line in a generated driver
+CONDITION_CALL = "conds[e, {i}] = {f}(s, e, thresholds[{i}])"

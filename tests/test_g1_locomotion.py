@@ -1,0 +1,311 @@
+"""G1 locomotion: each term against holosoma's formula (managers/*/terms/locomotion.py) on synthetic states, the
+gait clock, commands, pushes, the contact termination, the penalty curriculum and the left/right mirror."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from unilab.tasks.core.symmetry import state_mirror
+from unilab.tasks.g1_locomotion.config import CurriculumConfig, LocomotionConfig
+from unilab.tasks.g1_locomotion.driver import GATHER, OBSERVE, REWARDS, TERMINATE
+from unilab.tasks.g1_locomotion.rewards import REWARD_TERMS, TERM_NAMES, RewardWeights
+
+pytestmark = pytest.mark.g1
+N = 16
+
+
+@pytest.fixture(scope="module")
+def env():
+    from unilab.tasks.g1_locomotion.env import LocomotionEnv
+
+    e = LocomotionEnv(LocomotionConfig(), N, pool_kwargs={"nthread": 1}, seed=3)
+    e.reset()
+    yield e
+    e.close()
+
+
+def _rotate_inverse(q_wxyz: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """holosoma's quat_rotate_inverse: R(q)^T v, for (n, 4) w-first quaternions."""
+    w, u = q_wxyz[:, :1], q_wxyz[:, 1:]
+    return v * (2.0 * w ** 2 - 1.0) - np.cross(u, v) * w * 2.0 + u * np.sum(u * v, axis=1, keepdims=True) * 2.0
+
+
+def _rotate(q_wxyz: np.ndarray, v: np.ndarray) -> np.ndarray:
+    w, u = q_wxyz[:, :1], q_wxyz[:, 1:]
+    return v * (2.0 * w ** 2 - 1.0) + np.cross(u, v) * w * 2.0 + u * np.sum(u * v, axis=1, keepdims=True) * 2.0
+
+
+def _unit_quats(rng, shape) -> np.ndarray:
+    q = rng.normal(size=(*shape, 4))
+    return q / np.linalg.norm(q, axis=-1, keepdims=True)
+
+
+def _expected_height(phi: np.ndarray, swing: float) -> np.ndarray:
+    """holosoma's _expected_foot_height."""
+    def bezier(y0, y1, x):
+        return y0 + (y1 - y0) * (x ** 3 + 3 * (x ** 2 * (1 - x)))
+
+    x = (phi + np.pi) / (2 * np.pi)
+    return np.where(x <= 0.5, bezier(0.0, swing, 2 * x), bezier(swing, 0.0, 2 * x - 1))
+
+
+def _synthetic_state(env, rng) -> None:
+    s, n, nj = env.state, env.num_envs, len(env.joint_names)
+    s.base_quat[:] = _unit_quats(rng, (n,))
+    s.base_lin_b[:] = rng.normal(0, 0.7, (n, 3))
+    s.base_ang_b[:] = rng.normal(0, 0.7, (n, 3))
+    s.gravity_b[:] = _rotate_inverse(s.base_quat, np.tile([0.0, 0.0, -1.0], (n, 1)))
+    s.base_pos[:] = rng.normal(0, 1, (n, 3))
+    s.joint_pos[:] = env.default_joint_pos + rng.normal(0, 0.3, (n, nj))
+    s.feet_pos[:] = rng.normal(0, 0.15, (n, 2, 3))
+    s.feet_quat[:] = _unit_quats(rng, (n, 2))
+    s.foot_height[:] = rng.uniform(0, 0.12, (n, 2))
+    s.command[:] = rng.uniform(-1, 1, (n, 3))
+    s.phase[:] = rng.uniform(-np.pi, np.pi, (n, 2))
+    s.action[:] = rng.uniform(-1, 1, (n, env.action_dim))
+    s.last_action[:] = rng.uniform(-1, 1, (n, env.action_dim))
+    s.contact_force[:] = 0.0
+
+
+def test_reward_terms_are_holosomas_formulas(env):
+    rng = np.random.default_rng(0)
+    _synthetic_state(env, rng)
+    s, cfg = env.state, env.cfg.rewards
+    out = env.buffers()
+    info = (np.empty((len(TERM_NAMES), N), np.float32), np.empty((1, N), bool))
+    env.run_stages(REWARDS, env._all_rows, out, np.zeros(N, bool), info)
+    got = dict(zip(TERM_NAMES, env._terms.T))
+    want = {
+        "tracking_lin_vel": np.exp(-np.sum((s.command[:, :2] - s.base_lin_b[:, :2]) ** 2, 1)
+                                   / cfg.tracking_lin_vel.sigma),
+        "tracking_ang_vel": np.exp(-(s.command[:, 2] - s.base_ang_b[:, 2]) ** 2 / cfg.tracking_ang_vel.sigma),
+        "ang_vel_xy": np.sum(s.base_ang_b[:, :2] ** 2, 1),
+        "orientation": np.sum(s.gravity_b[:, :2] ** 2, 1),
+        "action_rate": np.sum((env.action_bound * (s.last_action - s.action)) ** 2, 1),
+        "alive": np.ones(N),
+    }
+    err = sum((s.foot_height[:, k] - _expected_height(s.phase[:, k], cfg.feet_phase.swing_height)) ** 2
+              for k in range(2))
+    want["feet_phase"] = np.exp(-err / cfg.feet_phase.sigma)
+    weights = {"hip_pitch": 0.01, "hip_roll": 1.0, "hip_yaw": 5.0, "knee": 0.01, "ankle_pitch": 5.0, "ankle_roll": 5.0}
+    pose_w = np.array([next((w for k, w in weights.items() if k in n), 50.0) for n in env.joint_names])
+    want["pose"] = np.sum(pose_w * (s.joint_pos - env.default_joint_pos) ** 2, 1)
+    fwd = _rotate(s.base_quat, np.tile([1.0, 0.0, 0.0], (N, 1)))
+    yaw = np.arctan2(fwd[:, 1], fwd[:, 0])
+    dist = np.abs(np.cos(yaw) * (s.feet_pos[:, 0, 1] - s.feet_pos[:, 1, 1])
+                  - np.sin(yaw) * (s.feet_pos[:, 0, 0] - s.feet_pos[:, 1, 0]))
+    want["close_feet_xy"] = (dist < cfg.close_feet_xy.threshold).astype(float)
+    grav = np.tile([0.0, 0.0, -1.0], (N, 1))
+    want["feet_ori"] = sum(np.sqrt(np.sum(_rotate_inverse(s.feet_quat[:, k], grav)[:, :2] ** 2, 1)) for k in range(2))
+    assert set(want) == set(TERM_NAMES)
+    for name in TERM_NAMES:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-9, atol=1e-12, err_msg=name)
+    assert 0 < want["close_feet_xy"].sum() < N  # both cases occur
+    # the reward: control_dt x sum of weight x term, the curriculum's terms x its scale (0.5 at the start)
+    scale = {t.name: env.rewards.scale if getattr(cfg, t.name).curriculum else 1.0 for t in REWARD_TERMS}
+    reward = env.control_dt * sum(getattr(cfg, k).weight * scale[k] * want[k] for k in TERM_NAMES)
+    np.testing.assert_allclose(env._reward, reward, rtol=1e-9)
+
+
+def test_gathered_base_state_is_in_the_base_frame(env):
+    rng = np.random.default_rng(1)
+    p = env.pool
+    qpos, qvel = p.qpos.copy(), p.qvel.copy()
+    qpos[:, 3:7] = _unit_quats(rng, (N,))
+    qvel[:, :6] = rng.normal(0, 1, (N, 6))
+    p.reset(env._all_rows, qpos, qvel)
+    env.run_stages(GATHER, env._all_rows, env.buffers())
+    s = env.state
+    np.testing.assert_allclose(s.base_lin_b, _rotate_inverse(qpos[:, 3:7], qvel[:, :3]), atol=1e-12)
+    np.testing.assert_allclose(s.base_ang_b, qvel[:, 3:6])
+    np.testing.assert_allclose(s.gravity_b, _rotate_inverse(qpos[:, 3:7], np.tile([0.0, 0.0, -1.0], (N, 1))),
+                               atol=1e-12)
+    np.testing.assert_allclose(s.foot_height, p.body_pos_w[:, env.foot_points, 2])
+    env.reset()
+
+
+def test_expected_foot_height_is_zero_in_stance_and_the_swing_height_mid_swing():
+    from unilab.tasks.g1_locomotion.rewards import expected_foot_height
+
+    phis = np.linspace(-np.pi, np.pi, 41)
+    got = np.array([expected_foot_height(p, 0.09) for p in phis])
+    np.testing.assert_allclose(got, _expected_height(phis, 0.09), atol=1e-15)
+    assert expected_foot_height(-np.pi, 0.09) == 0.0 and expected_foot_height(np.pi, 0.09) == 0.0
+    assert expected_foot_height(0.0, 0.09) == pytest.approx(0.09)
+
+
+def test_gait_clock_commands_and_their_draws():
+    from unilab.tasks.g1_locomotion.env import LocomotionEnv
+
+    cfg = LocomotionConfig()
+    cfg.push.enabled = False
+    env = LocomotionEnv(cfg, 400, pool_kwargs={"nthread": 1}, seed=5)
+    try:
+        env.reset()
+        s = env.state
+        # legs half a period apart, phase offsets uniform over the circle
+        np.testing.assert_allclose(np.cos(s.phase[:, 1] - s.phase[:, 0]), -1.0, atol=1e-12)
+        freq = s.phase_dt / (2 * np.pi * env.control_dt)
+        assert freq.min() >= 0.8 and freq.max() <= 1.2 and freq.std() > 0.05
+        stand = ~s.command.any(axis=1)
+        assert 0.1 < stand.mean() < 0.3  # stand_prob 0.2
+        moving = s.command[~stand]
+        assert (np.abs(moving) <= 1.0).all() and moving.std(axis=0).min() > 0.4
+        offset, dt, command = s.phase_offset.copy(), s.phase_dt.copy(), s.command.copy()
+        env.auto_reset = False
+        for k in range(1, 4):
+            env.step(np.zeros((env.num_envs, env.action_dim), np.float32))
+            want = np.fmod(k * dt[:, None] + offset + np.pi, 2 * np.pi) - np.pi
+            want[stand] = np.pi  # a zero command holds both feet down
+            np.testing.assert_allclose(s.phase, want, atol=1e-12)
+        np.testing.assert_array_equal(s.command, command)  # kept until resampling_time_s
+    finally:
+        env.close()
+
+
+def test_evaluation_keeps_the_command_and_starts_the_legs_at_0_and_minus_pi(env):
+    cmd = np.tile([0.5, 0.0, 0.0], (N, 1))
+    env.evaluate(cmd)
+    try:
+        env.reset()
+        np.testing.assert_array_equal(env.state.command, cmd)
+        np.testing.assert_allclose(env.state.phase, np.tile([0.0, -np.pi], (N, 1)))
+        np.testing.assert_allclose(env.state.phase_dt, 2 * np.pi * env.control_dt * 1.0)
+    finally:
+        env.evaluate(None)
+        env.reset()
+
+
+def test_pushes_set_the_base_velocity_when_due():
+    from unilab.tasks.g1_locomotion.env import LocomotionEnv
+
+    cfg = LocomotionConfig()
+    cfg.push.interval_s = [0.1, 0.1]  # every 5 steps
+    cfg.commands.resampling_time_s = 0.08  # a new command every 4 steps
+    env = LocomotionEnv(cfg, 200, pool_kwargs={"nthread": 1}, seed=2)
+    try:
+        env.reset()
+        assert (env.state.push_steps == 5).all()
+        zero = np.zeros((200, env.action_dim), np.float32)
+        for _ in range(3):
+            env.step(zero)
+        command = env.state.command.copy()
+        env.step(zero)
+        assert (env.state.command != command).any(axis=1).mean() > 0.7  # resampled (some stand before and after)
+        assert 0.1 < (~env.state.command.any(axis=1)).mean() < 0.3
+        assert (env.state.push_counter == 4).all()
+        # the push lands after the 5th step's gather: the live base velocity is the kick
+        env.auto_reset = False
+        env.step(zero)
+        assert (env.state.push_counter == 0).all()
+        kick = env.pool.qvel[:, :2]
+        assert (np.abs(kick) <= 1.0).all() and kick.std() > 0.4  # uniform in +-1: std 0.58
+        assert not np.allclose(kick, env.state.base_lin_b[:, :2])
+    finally:
+        env.close()
+
+
+def test_a_robot_that_falls_terminates_on_contact(env):
+    """The zero action (hold the default pose) falls within seconds; the episode ends when a termination body
+    (pelvis, hips, shoulders) touches the floor with more than 1 N, its largest contact force gathered."""
+    env.reset()
+    zero = np.zeros((N, env.action_dim), np.float32)
+    ended = np.zeros(N, bool)
+    for _ in range(250):
+        _, _, term, trunc, info = env.step(zero)
+        assert not trunc.any()
+        ended |= term
+        np.testing.assert_array_equal(term, info["termination_terms"]["contact"])
+    assert ended.all()
+    env.auto_reset = False
+    try:
+        env.step(zero)
+        forces = np.linalg.norm(env.pool.cfrc_ext[:, env.termination_bodies, 3:6], axis=-1).max(axis=1)
+        np.testing.assert_allclose(env.state.contact_force, forces)
+    finally:
+        env.auto_reset = True
+        env.reset()
+
+
+def test_penalty_curriculum_is_holosomas_rule():
+    cur = CurriculumConfig()
+    w = RewardWeights(LocomotionConfig().rewards, cur, 0.02)
+    assert w.scale == 0.5
+    tagged = np.array([getattr(LocomotionConfig().rewards, t.name).curriculum for t in REWARD_TERMS])
+    np.testing.assert_allclose(w.weights[tagged], w.base[tagged] * 0.5)
+    np.testing.assert_allclose(w.weights[~tagged], w.base[~tagged])
+    w.record(np.full(500, 1000))  # half the averaging window: the average moves half way
+    assert w.average_length == pytest.approx(500.0)
+    assert w.scale == pytest.approx(0.5)  # between the thresholds: unchanged
+    w.record(np.full(2000, 1000))
+    assert w.average_length == pytest.approx(1000.0)
+    assert w.scale == pytest.approx(0.5 * 1.001)  # above 750: up by degree, every step
+    for _ in range(2000):
+        w.record(np.zeros(0))
+    assert w.scale == 1.0  # clamped at max_scale
+    np.testing.assert_allclose(w.weights, w.base)
+    w.record(np.full(1000, 10))
+    assert w.scale == pytest.approx(0.999)
+
+
+def test_mirrored_state_gives_the_mirrored_observation(env):
+    """EnvSpec.mirror against the env: env 1 holds the mirror image of env 0 (base and joints, command, the
+    legs' phases swapped, last action); its observation is the mirrored observation of env 0's."""
+    rng = np.random.default_rng(4)
+    sm = state_mirror(env.pool.model)
+    p, s = env.pool, env.state
+    qpos, qvel = p.qpos.copy(), p.qvel.copy()
+    qpos[0, 3:7] = _unit_quats(rng, (1,))[0]
+    qpos[0, 7:] += rng.normal(0, 0.2, qpos.shape[1] - 7)
+    qvel[0] = rng.normal(0, 0.5, qvel.shape[1])
+    qpos[1], qvel[1] = sm.qpos(qpos[0]), sm.qvel(qvel[0])
+    p.reset(env._all_rows, qpos, qvel)
+    s.command[0] = [0.3, -0.4, 0.7]
+    s.command[1] = [0.3, 0.4, -0.7]
+    s.phase[0] = [0.4, 0.4 - np.pi]
+    s.phase[1] = s.phase[0, ::-1]
+    s.last_action[0] = rng.uniform(-1, 1, env.action_dim)
+    s.last_action[1] = sm.ctrl(s.last_action[0])
+    out = env.buffers()
+    env.run_stages(GATHER | OBSERVE, env._all_rows, out)
+    perm, sign = env.spec.mirror["critic_obs"]
+    crit = out["critic_obs"]
+    np.testing.assert_allclose(crit[0][list(perm)] * np.array(sign), crit[1], atol=1e-5)
+    assert np.abs(crit[0] - crit[1]).max() > 0.1
+    twice = np.asarray(perm)[list(perm)]
+    np.testing.assert_array_equal(twice, np.arange(len(perm)))  # mirroring twice: the identity
+    env.reset()
+
+
+def test_terminate_stage_times_out_at_the_episode_length(env):
+    env.reset()
+    env.book.lengths[:] = env.max_episode_steps
+    out = env.buffers()
+    env.run_stages(TERMINATE, env._all_rows, out, np.zeros(N, bool),
+                   (np.empty((len(TERM_NAMES), N), np.float32), np.empty((1, N), bool)))
+    assert out["truncated"].all()
+    assert env.max_episode_steps == 1000  # 20 s at 50 Hz
+    env.reset()
+
+
+def test_unilab_eval_locomotion_zero_baseline_reports_each_bin(tmp_path, capsys):
+    """unilab-eval --task g1_locomotion --policy zero: per-bin survival, errors and tracking terms; the zero action
+    falls within the 2 s episode in every bin, and its standing yaw-rate error is below its turning one."""
+    import json
+
+    from unilab.cli.eval import main
+
+    out = tmp_path / "zero.json"
+    rc = main(["--task", "g1_locomotion", "--policy", "zero", "--envs-per-bin", "2", "--threads", "1", "--pushes",
+               "off", "--no-progress", "--json", str(out), "task.max_episode_length_s=4.0"])
+    assert rc == 0
+    report = json.loads(out.read_text())
+    assert list(report["bins"]) == ["standing", "forward", "lateral", "turning"]
+    assert report["episode_s"] == pytest.approx(4.0)
+    for m in report["bins"].values():
+        assert m["survived"] == 0.0 and m["falls"] == 2 and 0 < m["episode_length_s"] < 4.0
+        assert 0 < m["rew_tracking_lin_vel"] <= 1 and 0 < m["rew_tracking_ang_vel"] <= 1
+    assert report["bins"]["standing"]["yaw_rate_error"] < report["bins"]["turning"]["yaw_rate_error"]
+    assert "standing" in capsys.readouterr().out
+    assert main(["--task", "g1_locomotion", "--policy", "reference"]) == 2  # no reference motion in this task
