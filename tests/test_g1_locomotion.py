@@ -309,3 +309,75 @@ def test_unilab_eval_locomotion_zero_baseline_reports_each_bin(tmp_path, capsys)
     assert report["bins"]["standing"]["yaw_rate_error"] < report["bins"]["turning"]["yaw_rate_error"]
     assert "standing" in capsys.readouterr().out
     assert main(["--task", "g1_locomotion", "--policy", "reference"]) == 2  # no reference motion in this task
+
+
+def _loco_checkpoint(run_dir):
+    """A g1_locomotion checkpoint as the trainer writes it, with a random (non-zero) actor."""
+    import torch
+
+    from unilab.algo.sac.agent import FastSAC
+    from unilab.cli.config import compose_config, explicit_algo_keys, split_argv, to_run_spec
+    from unilab.runtime.checkpoint import checkpoint_path, save_checkpoint
+
+    overrides, _ = split_argv(["--task", "g1_locomotion", "--algo", "sac_cpu_loco", "algo.use_symmetry=false",
+                               "algo.actor_hidden_dims=[32,16]",
+                               "algo.critic_hidden_dims=[16]"])
+    spec = to_run_spec(compose_config(overrides), explicit_algo_keys(overrides))
+    agent = FastSAC(spec.algo, obs_dim=100, critic_obs_dim=103, action_dim=29, device="cpu")
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():  # small actions: the robot stays up for the compared steps
+        for p in agent.actor.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * 0.3 / max(1, p.shape[-1]) ** 0.5)
+    payload = {"iteration": 5, "agent": agent.state_dict(), "config": spec.raw, "task": spec.task_name}
+    path = checkpoint_path(run_dir, 5)
+    save_checkpoint(path, payload)
+    return agent, path
+
+
+def test_export_describes_locomotion_and_sim2sim_walks_it_as_the_env_does(tmp_path):
+    """unilab-export writes the locomotion contract (pieces with their scales, base, termination bodies, gait);
+    scripts/deploy/sim2sim.py, from that file alone, gives the base velocities the env gives in evaluation mode
+    (same start pose, command, gait clock, physics) for the first steps, up to float32 policy arithmetic."""
+    import importlib.util
+    from pathlib import Path
+
+    from unilab.deploy.export import LOCOMOTION_KEYS, METADATA_KEYS, export_policy, read_metadata
+    from unilab.eval.locomotion import eval_config
+    from unilab.eval.rollout import agent_policy
+    from unilab.tasks.g1_locomotion.env import LocomotionEnv
+
+    agent, ckpt = _loco_checkpoint(tmp_path / "run")
+    out = tmp_path / "loco.onnx"
+    export_policy(ckpt, out)
+    meta = read_metadata(out)
+    assert set(METADATA_KEYS) | set(LOCOMOTION_KEYS) <= set(meta) and meta["task"] == "g1_locomotion"
+    pieces = {p["name"]: p for p in meta["obs_layout"]}
+    assert list(pieces)[-2:] == ["sin_phase", "cos_phase"] and "base_lin_vel" not in pieces  # critic only
+    assert pieces["base_ang_vel"]["scale"] == 0.25 and pieces["joint_vel"]["scale"] == 0.05
+    assert pieces["joint_vel"]["noise"] == pytest.approx(0.1) and pieces["joint_pos"]["noise"] == pytest.approx(0.01)
+    assert "pelvis" in meta["termination_bodies"] and meta["gait_period_s"] == 1.0
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "deploy" / "sim2sim.py"
+    spec = importlib.util.spec_from_file_location("sim2sim", script)
+    sim2sim = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sim2sim)
+    steps, command = 20, (0.4, -0.1, 0.3)
+    res = sim2sim.run_locomotion(out, steps=steps, command=command)
+    assert res["fell_at_step"] is None and res["survived"] == 1.0
+    got = np.array(res["per_step"]["base_velocity"])
+
+    cfg = eval_config(LocomotionConfig(reset_joint_scale=[1.0, 1.0]), pushes=False)
+    env = LocomotionEnv(cfg, 1, pool_kwargs={"nthread": 1})
+    try:
+        env.evaluate(np.array([command]))
+        obs = env.reset()
+        policy = agent_policy(agent)
+        want = []
+        for _ in range(steps):
+            obs, _, term, _, _ = env.step(policy(obs))
+            assert not term.any()
+            want.append([env.state.base_lin_b[0, 0], env.state.base_lin_b[0, 1], env.state.base_ang_b[0, 2]])
+    finally:
+        env.close()
+    np.testing.assert_allclose(got, np.array(want), rtol=1e-3, atol=1e-4)
+    assert np.abs(got).max() > 0.01  # the robot moves

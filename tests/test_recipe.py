@@ -48,6 +48,25 @@ def test_plain_train_with_cuda_and_forced_sac_are_the_holosoma_recipe():
                                                                                                400_000)
 
 
+def test_locomotion_picks_holosomas_loco_recipe():
+    """holosoma's g1_29dof_fast_sac: config_values/algo.py fast_sac (gamma 0.97, tau 0.125, 8 updates, actor every
+    4th, 101 atoms, target_entropy_ratio 0) with use_symmetry and 50000 iterations; the CPU recipe keeps
+    sac_cpu's sizes and holosoma's zero-initialised log-std head."""
+    algo, line = _algo(["--task", "g1_locomotion"], cuda=True)
+    assert line == "unilab: recipe sac_loco (CUDA device found)"
+    assert (algo.gamma, algo.tau, algo.num_updates, algo.policy_frequency) == (0.97, 0.125, 8, 4)
+    assert (algo.num_atoms, algo.v_min, algo.v_max, algo.target_entropy_scale) == (101, -20.0, 20.0, 0.0)
+    assert algo.use_symmetry and algo.max_iterations == 50_000 and (algo.num_envs, algo.batch_size) == (4096, 8192)
+    assert algo.actor_hidden_dims == [512, 256, 128] and algo.critic_hidden_dims == [768, 384, 192]
+    algo, line = _algo(["--task", "g1_locomotion"], cuda=False)
+    assert line == "unilab: recipe sac_cpu_loco (no CUDA device; --algo sac_loco forces the GPU recipe)"
+    assert (algo.num_envs, algo.batch_size, algo.num_updates, algo.policy_frequency) == (256, 1024, 2, 2)
+    assert (algo.gamma, algo.tau, algo.target_entropy_scale, algo.use_symmetry) == (0.97, 0.125, 0.0, True)
+    assert not algo.init_log_std_at_target
+    algo, line = _algo(["--task", "g1_locomotion", "--algo", "sac_cpu"], cuda=False)
+    assert line == "unilab: recipe sac_cpu (--algo sac_cpu)" and algo.gamma == 0.99  # a named recipe is kept
+
+
 def test_the_chosen_recipe_does_not_make_algo_keys_explicit_for_resume():
     overrides, _ = split_argv(["--task", "pendulum", "algo.num_envs=8", "training.resume=somewhere"])
     composed, line = choose_recipe(overrides, cuda=False)

@@ -1,7 +1,16 @@
 #!/usr/bin/env python3
-"""Run an exported unilab policy in plain MuJoCo from its ONNX metadata alone, and report tracking metrics.
+"""Run an exported unilab policy in plain MuJoCo from its ONNX metadata alone, and report its metrics.
 
     python scripts/deploy/sim2sim.py policy.onnx [--clip NPZ] [--model MJCF] [--steps N] [--json PATH]
+    python scripts/deploy/sim2sim.py loco.onnx [--command VX VY WZ] [--model MJCF] [--steps N] [--json PATH]
+
+A motion-tracking policy (metadata task g1_motion_tracking) tracks a clip, as below. A locomotion policy
+(g1_locomotion) starts upright at the metadata's base_height with its joints at the defaults and walks at
+``--command`` (forward, lateral m/s, yaw rate rad/s; default 0.5 0 0) with the evaluation gait clock (legs
+at phases 0 and -pi, advancing 2 pi control_dt / gait_period_s per step, both at pi while the command is
+zero); it reports whether it survived (no termination body's net contact force above termination_force),
+the episode length and the mean absolute forward, lateral and yaw-rate errors in the base frame (the
+definitions of ``unilab-eval --task g1_locomotion``).
 
 This is the proof that the exported contract is complete: it imports only
 mujoco, numpy and onnxruntime (no unilab), reads every number it needs from
@@ -57,11 +66,15 @@ _INTEGRATORS = {
     "implicitfast": mujoco.mjtIntegrator.mjINT_IMPLICITFAST,
     "rk4": mujoco.mjtIntegrator.mjINT_RK4,
 }
+LOCO_METRIC_KEYS = ("survived", "episode_length_s", "lin_vel_x_error", "lin_vel_y_error", "yaw_rate_error")
 _REQUIRED = ("obs_dim", "action_dim", "joint_names", "obs_joint_names", "default_joint_pos", "action_scale",
-             "action_bound", "kp",
-             "kd", "effort_limit", "control_dt", "sim_dt", "decimation", "self_collisions", "obs_layout",
-             "anchor_body",
-             "tracked_bodies", "end_effector_bodies", "termination_thresholds", "model_xml", "motion_files")
+             "action_bound", "kp", "kd", "effort_limit", "control_dt", "sim_dt", "decimation", "self_collisions",
+             "obs_layout", "model_xml")
+_TASK_REQUIRED = {
+    "g1_motion_tracking": ("anchor_body", "tracked_bodies", "end_effector_bodies", "termination_thresholds",
+                           "motion_files"),
+    "g1_locomotion": ("base_body", "base_height", "termination_bodies", "termination_force", "gait_period_s"),
+}
 
 
 class Sim2SimError(RuntimeError):
@@ -128,10 +141,13 @@ def read_policy(path: Path) -> tuple[ort.InferenceSession, dict]:
             meta[key] = json.loads(value)
         except json.JSONDecodeError as err:
             raise Sim2SimError(f"{path}: metadata {key!r} is not JSON ({err})") from err
-    missing = [k for k in _REQUIRED if k not in meta]
+    task = meta.get("task", "g1_motion_tracking")
+    if task not in _TASK_REQUIRED:
+        raise Sim2SimError(f"{path}: metadata task {task!r}: sim2sim runs {sorted(_TASK_REQUIRED)}")
+    missing = [k for k in (*_REQUIRED, *_TASK_REQUIRED[task]) if k not in meta]
     if missing:
         raise Sim2SimError(f"{path}: metadata lacks {missing} (export it with unilab-export from a "
-                           "motion-tracking run)")
+                           f"{task} run)")
     try:
         check_metadata(meta)
     except Sim2SimError as err:
@@ -162,7 +178,9 @@ def check_metadata(meta: dict) -> None:
     for key in ("sim_dt", "control_dt"):
         if not (_number(meta[key]) and 0 < meta[key] < math.inf):
             raise bad(key, "a finite number of seconds > 0")
-    for key in ("joint_names", "obs_joint_names", "tracked_bodies", "end_effector_bodies"):
+    tracking = meta.get("task", "g1_motion_tracking") == "g1_motion_tracking"
+    names = ("tracked_bodies", "end_effector_bodies") if tracking else ("termination_bodies",)
+    for key in ("joint_names", "obs_joint_names", *names):
         v, may_be_empty = meta[key], key == "end_effector_bodies"
         if not isinstance(v, list) or not all(isinstance(n, str) for n in v) or not (v or may_be_empty):
             raise bad(key, "a list of names" + ("" if may_be_empty else " (not empty)"))
@@ -198,6 +216,26 @@ def check_metadata(meta: dict) -> None:
                 expected = "a name" if field == "name" else f"an integer >= {0 if field == 'offset' else 1}"
                 raise Sim2SimError(f"metadata obs_layout[{i}] ({piece.get('name', '?')}): {field}="
                                    f"{json.dumps(piece.get(field))}: expected {expected}")
+        if not (_number(piece.get("scale", 1.0)) and math.isfinite(piece.get("scale", 1.0))):
+            raise Sim2SimError(f"metadata obs_layout[{i}] ({piece['name']}): scale={json.dumps(piece['scale'])}: "
+                               "expected a finite number")
+    if meta.get("obs_clip") is not None and not (_number(meta["obs_clip"]) and meta["obs_clip"] > 0):
+        raise bad("obs_clip", "a number > 0 or null")
+    if meta.get("integrator") is not None and meta["integrator"] not in _INTEGRATORS:
+        raise bad("integrator", f"one of {sorted(_INTEGRATORS)} or null")
+    if not isinstance(meta["model_xml"], str):
+        raise bad("model_xml", "a path")
+    if not isinstance(meta.get("input_name", "obs"), str):
+        raise bad("input_name", "the name of the policy's input")
+    if not tracking:
+        if not isinstance(meta["base_body"], str):
+            raise bad("base_body", "a body name")
+        for key in ("base_height", "termination_force", "gait_period_s"):
+            if not (_number(meta[key]) and math.isfinite(meta[key]) and meta[key] >= 0):
+                raise bad(key, "a finite number >= 0")
+        if not meta["gait_period_s"] > 0:
+            raise bad("gait_period_s", "seconds > 0")
+        return
     if meta["anchor_body"] not in meta["tracked_bodies"]:
         raise bad("anchor_body", f"one of tracked_bodies {meta['tracked_bodies']}")
     unknown = [b for b in meta["end_effector_bodies"] if b not in meta["tracked_bodies"]]
@@ -206,15 +244,9 @@ def check_metadata(meta: dict) -> None:
     v = meta["termination_thresholds"]
     if not isinstance(v, dict) or any(k not in v or not (_number(v[k]) and v[k] >= 0) for k in THRESHOLDS):
         raise bad("termination_thresholds", f"numbers >= 0 for {', '.join(THRESHOLDS)}")
-    if meta.get("integrator") is not None and meta["integrator"] not in _INTEGRATORS:
-        raise bad("integrator", f"one of {sorted(_INTEGRATORS)} or null")
-    if not isinstance(meta["model_xml"], str):
-        raise bad("model_xml", "a path")
     v = meta["motion_files"]
     if not isinstance(v, list) or not all(isinstance(f, str) for f in v):
         raise bad("motion_files", "a list of paths")
-    if not isinstance(meta.get("input_name", "obs"), str):
-        raise bad("input_name", "the name of the policy's input")
 
 
 def load_pd_model(path: Path, meta: dict) -> tuple[mujoco.MjModel, np.ndarray]:
@@ -228,9 +260,10 @@ def load_pd_model(path: Path, meta: dict) -> tuple[mujoco.MjModel, np.ndarray]:
             raise Sim2SimError(f"metadata integrator {meta['integrator']!r} is not one of {sorted(_INTEGRATORS)}")
         model.opt.integrator = _INTEGRATORS[meta["integrator"]]
     if not meta["self_collisions"]:  # as in training: robot geoms of conaffinity 1 get 2 (environment only)
-        anchor = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, meta["anchor_body"])
+        key = "anchor_body" if "anchor_body" in meta else "base_body"
+        anchor = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, meta[key])
         if anchor < 0:
-            raise Sim2SimError(f"metadata anchor_body {meta['anchor_body']!r} is not a body of {path}")
+            raise Sim2SimError(f"metadata {key} {meta[key]!r} is not a body of {path}")
         robot = np.flatnonzero(np.asarray(model.body_rootid) == model.body_rootid[anchor])
         geoms = np.flatnonzero(np.isin(np.asarray(model.geom_bodyid), robot))
         geoms = geoms[(model.geom_contype[geoms] == 1) & (model.geom_conaffinity[geoms] == 1)]
@@ -395,7 +428,35 @@ def piece_last_action(s: State) -> np.ndarray:
     return (s.ctx["action_bound"] * s.last_action)[s.ctx["obs_from_action"]]
 
 
-# the contract: piece name -> its values (width checked against the metadata)
+class LocoState:
+    """What the locomotion pieces read at one control step: the robot, the command and the gait phase."""
+
+    def __init__(self, ctx: dict, data: mujoco.MjData, last_action: np.ndarray, command: np.ndarray,
+                 phase: np.ndarray):
+        self.ctx, self.data, self.last_action, self.command, self.phase = ctx, data, last_action, command, phase
+
+
+def piece_projected_gravity(s: LocoState) -> np.ndarray:
+    return rotate_inv(s.data.qpos[3:7], np.array([0.0, 0.0, -1.0]))
+
+
+def piece_command_lin_vel(s: LocoState) -> np.ndarray:
+    return s.command[:2].copy()
+
+
+def piece_command_ang_vel(s: LocoState) -> np.ndarray:
+    return s.command[2:3].copy()
+
+
+def piece_sin_phase(s: LocoState) -> np.ndarray:
+    return np.sin(s.phase)
+
+
+def piece_cos_phase(s: LocoState) -> np.ndarray:
+    return np.cos(s.phase)
+
+
+# the contract: piece name -> its unscaled values (width checked against the metadata; x the piece's scale)
 PIECES = {
     "ref_joint_pos": piece_ref_joint_pos,
     "ref_joint_vel": piece_ref_joint_vel,
@@ -406,30 +467,42 @@ PIECES = {
     "joint_pos_rel": piece_joint_pos_rel,
     "joint_vel": piece_joint_vel,
     "last_action": piece_last_action,
+    # locomotion (g1_locomotion)
+    "projected_gravity": piece_projected_gravity,
+    "command_lin_vel": piece_command_lin_vel,
+    "command_ang_vel": piece_command_ang_vel,
+    "joint_pos": piece_joint_pos_rel,
+    "actions": piece_last_action,
+    "sin_phase": piece_sin_phase,
+    "cos_phase": piece_cos_phase,
 }
 
 
-def check_layout(meta: dict) -> list[tuple[str, int, int]]:
+def check_layout(meta: dict) -> list[tuple[str, int, int, float]]:
     out, offset = [], 0
     for piece in meta["obs_layout"]:
         name, off, width = piece["name"], int(piece["offset"]), int(piece["width"])
+        scale = float(piece.get("scale", 1.0))
         if name not in PIECES:
             raise Sim2SimError(f"observation piece {name!r} is unknown to sim2sim (known: {sorted(PIECES)})")
         if off != offset:
             raise Sim2SimError(f"observation piece {name!r} starts at {off}, expected {offset}")
-        out.append((name, off, width))
+        out.append((name, off, width, scale))
         offset += width
     if offset != int(meta["obs_dim"]):
         raise Sim2SimError(f"observation pieces cover {offset} entries, the policy takes {meta['obs_dim']}")
     return out
 
 
-def observe(layout: list[tuple[str, int, int]], s: State, out: np.ndarray) -> np.ndarray:
-    for name, off, width in layout:
+def observe(layout: list[tuple[str, int, int, float]], s: State | LocoState, out: np.ndarray,
+            clip: float | None = None) -> np.ndarray:
+    for name, off, width, scale in layout:
         v = PIECES[name](s)
         if v.shape != (width,):
             raise Sim2SimError(f"observation piece {name!r} has {v.shape[0]} values, the metadata says {width}")
-        out[off:off + width] = v
+        out[off:off + width] = v * scale if scale != 1.0 else v
+    if clip is not None:
+        np.clip(out, -clip, clip, out=out)
     return out
 
 
@@ -449,20 +522,11 @@ def run(policy: Path, clip: Path | None = None, model_xml: Path | None = None, s
     tracked = list(meta["tracked_bodies"])
     bodies = body_ids(model, tracked)
     ref = load_reference(clip, model, float(meta["control_dt"]), bodies)
-    obs_names = list(meta["obs_joint_names"])
-    act_names = list(meta["joint_names"])
-    obs_qadr, obs_dadr = joint_addresses(model, obs_names, "metadata obs_joint_names")
+    ctx, obs_qadr, obs_dadr = _policy_setup(meta, model)
+    ctx.update(anchor_id=int(bodies[tracked.index(meta["anchor_body"])]),
+               anchor_index=tracked.index(meta["anchor_body"]))
     default = np.asarray(meta["default_joint_pos"], float)
-    missing = [n for n in obs_names if n not in act_names]
-    if missing:
-        raise Sim2SimError(f"observed joints {missing} have no action entry")
-    obs_from_action = np.array([act_names.index(n) for n in obs_names])
-    ctx = {
-        "anchor_id": int(bodies[tracked.index(meta["anchor_body"])]),
-        "anchor_index": tracked.index(meta["anchor_body"]),
-        "obs_qadr": obs_qadr, "obs_dadr": obs_dadr, "obs_default": default[obs_from_action],
-        "obs_from_action": obs_from_action, "action_bound": np.asarray(meta["action_bound"], float),
-    }
+    act_names = list(meta["joint_names"])
     layout = check_layout(meta)
     ee = np.array([tracked.index(b) for b in meta["end_effector_bodies"]], dtype=np.int64)
     thr = meta["termination_thresholds"]
@@ -487,7 +551,7 @@ def run(policy: Path, clip: Path | None = None, model_xml: Path | None = None, s
     for t in range(n_steps + 1):
         if t > 0:
             # the observation shows the reference frame the coming step is scored against (t), as the trainer's
-            observe(layout, State(ctx, data, ref, t, last_action), obs64)
+            observe(layout, State(ctx, data, ref, t, last_action), obs64, meta.get("obs_clip"))
             obs[0] = obs64  # float32, as the trainer's observation buffers
             action = np.clip(sess.run(None, {input_name: obs})[0][0].astype(np.float64), -1.0, 1.0)
             data.ctrl[:] = (default + scale * action)[action_index]
@@ -521,6 +585,81 @@ def run(policy: Path, clip: Path | None = None, model_xml: Path | None = None, s
     return result
 
 
+def _policy_setup(meta: dict, model: mujoco.MjModel) -> tuple[dict, np.ndarray, np.ndarray]:
+    """The pieces' context (joint addresses, defaults, action order and bounds), the observed joints' qpos and
+    dof addresses."""
+    obs_names = list(meta["obs_joint_names"])
+    act_names = list(meta["joint_names"])
+    obs_qadr, obs_dadr = joint_addresses(model, obs_names, "metadata obs_joint_names")
+    default = np.asarray(meta["default_joint_pos"], float)
+    missing = [n for n in obs_names if n not in act_names]
+    if missing:
+        raise Sim2SimError(f"observed joints {missing} have no action entry")
+    obs_from_action = np.array([act_names.index(n) for n in obs_names])
+    ctx = {"obs_qadr": obs_qadr, "obs_dadr": obs_dadr, "obs_default": default[obs_from_action],
+           "obs_from_action": obs_from_action, "action_bound": np.asarray(meta["action_bound"], float)}
+    return ctx, obs_qadr, obs_dadr
+
+
+def run_locomotion(policy: Path, model_xml: Path | None = None, steps: int | None = None,
+                   command: tuple[float, float, float] = (0.5, 0.0, 0.0)) -> dict:
+    """Walk the policy at ``command`` from the start pose for ``steps`` control steps (default: 20 s), stopping at
+    a termination; the metrics (and the per-step base velocities) as a dict."""
+    sess, meta = read_policy(policy)
+    model, action_index = load_pd_model(Path(model_xml or meta["model_xml"]).expanduser(), meta)
+    if model.njnt < 1 or model.jnt_type[0] != mujoco.mjtJoint.mjJNT_FREE:
+        raise Sim2SimError(f"model {model_xml or meta['model_xml']}: the first joint must be the base's free joint")
+    ctx, obs_qadr, _ = _policy_setup(meta, model)
+    layout = check_layout(meta)
+    term_bodies = body_ids(model, list(meta["termination_bodies"]))
+    dt = float(meta["control_dt"])
+    n_steps = int(round(20.0 / dt)) if steps is None else int(steps)
+    default = np.asarray(meta["default_joint_pos"], float)
+    scale = np.asarray(meta["action_scale"], float)
+    decimation = int(meta["decimation"])
+    command = np.asarray(command, dtype=float)
+    stand = math.hypot(command[0], command[1]) < 0.01 and abs(command[2]) < 0.01
+    offset, dphi = np.array([0.0, -math.pi]), 2.0 * math.pi * dt / float(meta["gait_period_s"])
+
+    def phase(length: int) -> np.ndarray:
+        if length > 0 and stand:  # from the first step on, as the trainer's gait clock
+            return np.full(2, math.pi)
+        return np.fmod(length * dphi + offset + math.pi, 2.0 * math.pi) - math.pi
+
+    data = mujoco.MjData(model)
+    data.qpos[:] = 0.0
+    data.qpos[2] = float(meta["base_height"])
+    data.qpos[3] = 1.0
+    data.qpos[obs_qadr] = ctx["obs_default"]
+    mujoco.mj_forward(model, data)
+    obs = np.zeros((1, int(meta["obs_dim"])), dtype=np.float32)
+    obs64 = np.zeros(int(meta["obs_dim"]))
+    last_action = np.zeros(len(meta["joint_names"]))
+    input_name = meta.get("input_name", "obs")
+    vel = np.zeros((n_steps, 3))
+    fell_at = None
+    for t in range(n_steps):
+        observe(layout, LocoState(ctx, data, last_action, command, phase(t)), obs64, meta.get("obs_clip"))
+        obs[0] = obs64
+        action = np.clip(sess.run(None, {input_name: obs})[0][0].astype(np.float64), -1.0, 1.0)
+        data.ctrl[:] = (default + scale * action)[action_index]
+        for _ in range(decimation):
+            mujoco.mj_step(model, data)
+        last_action = action
+        vel[t, :2] = rotate_inv(data.qpos[3:7], data.qvel[0:3])[:2]
+        vel[t, 2] = data.qvel[5]
+        force = np.linalg.norm(data.cfrc_ext[term_bodies, 3:6], axis=1).max()
+        if not force <= float(meta["termination_force"]):  # a non-finite state ends it too
+            fell_at = t + 1
+            break
+    length = n_steps if fell_at is None else fell_at
+    err = np.abs(vel[:length] - command).mean(axis=0) if length else np.zeros(3)
+    return {"policy": str(policy), "model": str(model_xml or meta["model_xml"]), "command": command.tolist(),
+            "steps": n_steps, "fell_at_step": fell_at, "survived": 1.0 if fell_at is None else 0.0,
+            "episode_length_s": length * dt, "lin_vel_x_error": float(err[0]), "lin_vel_y_error": float(err[1]),
+            "yaw_rate_error": float(err[2]), "per_step": {"base_velocity": vel[:length].tolist()}}
+
+
 def check_writable(path: Path) -> None:
     """Make ``path``'s folder and write a scratch file in it (OSError naming ``path`` when impossible)."""
     if path.is_dir():
@@ -548,6 +687,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=None,
                    help="control steps to run: frames 0..N are measured (unilab-eval --max-frames N+1); "
                    "default: the whole clip, from its first frame to its last")
+    p.add_argument("--command", type=float, nargs=3, default=(0.5, 0.0, 0.0), metavar=("VX", "VY", "WZ"),
+                   help="locomotion policies: the velocity command, forward and lateral m/s, yaw rate rad/s "
+                   "(default: 0.5 0 0); --steps default: 20 s")
     p.add_argument("--json", type=Path, default=None, help="also write the metrics (and per-step errors) here")
     return p
 
@@ -564,16 +706,24 @@ def main(argv: list[str] | None = None) -> int:
             print(f"sim2sim: error: --json: {err}", file=sys.stderr)
             return 2
     try:
-        res = run(args.policy, args.clip, args.model, args.steps)
+        _, meta = read_policy(args.policy)
+        if meta.get("task") == "g1_locomotion":
+            res = run_locomotion(args.policy, args.model, args.steps, tuple(args.command))
+        else:
+            res = run(args.policy, args.clip, args.model, args.steps)
     except Sim2SimError as err:
         print(f"sim2sim: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("\nsim2sim: interrupted", file=sys.stderr)
         return 130
-    print(f"sim2sim: {Path(res['clip']).name}: frames 0..{res['steps']} of {res['clip_frames']}"
-          + (f", first failure at frame {res['failed_at_frame']}" if res["failed_at_frame"] is not None else ""))
-    for key in METRIC_KEYS:
+    if "clip" in res:
+        print(f"sim2sim: {Path(res['clip']).name}: frames 0..{res['steps']} of {res['clip_frames']}"
+              + (f", first failure at frame {res['failed_at_frame']}" if res["failed_at_frame"] is not None else ""))
+    else:
+        print(f"sim2sim: command {res['command']}: {res['steps']} steps"
+              + (f", fell at step {res['fell_at_step']}" if res["fell_at_step"] is not None else ""))
+    for key in METRIC_KEYS if "clip" in res else LOCO_METRIC_KEYS:
         print(f"  {key:16s} {res[key]:.4f}")
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,6 @@
 """Where env.step time goes: backend_step / update_state / reset_done, wall ms and cores used.
 
-Steps the G1 motion-tracking env with random actions, then steps a bare
+Steps a G1 env (``--task``: motion tracking or locomotion) with random actions, then steps a bare
 BatchEnvPool of the same PD model, env count, thread sizing, substeps and
 post-step stage (``contacts``) from the same start states ("raw pool"), and
 prints per run
@@ -9,18 +9,16 @@ prints per run
 
 plus env steps/s, raw pool steps/s, and the two ratios the performance bar is
 about: (update_state + reset_done) / env.step wall, and env / raw steps/s.
-A step/s counts one policy step of one env. Then a sub-phase breakdown (ms per
-env.step and cores) of backend_step (the pool's physics and per-env health
-check; the rest of backend_step is the action-to-PD-target kernel) and of the
-host phases (gather with the reference lookup, rewards, terminations,
-observations; restart in reset_done). update_state runs its stages in one
-parallel region, so its sub-phases come from steps run with the stages one
-region each (``split_sub_phases``, interleaved in blocks with the others; same
-results), whose update_state total is printed too, a spin check (raw ``pool.step`` right
-after a parallel host phase vs alone: Numba's workers must not steal MuJoCo's
-cycles), and an Amdahl projection of each phase and of the host share to 16,
-32 and 64 cores from the parallel fraction measured here (DESIGN.md, "Scaling
-rule"; a projection, not a measurement).
+A step/s counts one policy step of one env. Then a sub-phase breakdown (ms per env.step and cores) of
+backend_step (the pool's physics and per-env health check; the rest of backend_step is the action-to-PD-target
+kernel) and of the host phases (gather: the robot state, with the tracking task's reference lookup or the
+locomotion task's commands and gait clock; rewards, terminations, observations; restart in reset_done).
+update_state runs its stages in one parallel region, so its sub-phases come from steps run with the stages one
+region each (``split_sub_phases``, interleaved in blocks with the others; same results), whose update_state
+total is printed too, a spin check (raw ``pool.step`` right after a parallel host phase vs alone: Numba's
+workers must not steal MuJoCo's cycles), and an Amdahl projection of each phase and of the host share to 16,
+32 and 64 cores from the parallel fraction measured here (DESIGN.md, "Scaling rule"; a projection, not a
+measurement).
 
     python scripts/benchmark/env/benchmark_env_step_phase_cpu.py --num-envs 1024 --steps 100
     python scripts/benchmark/env/benchmark_env_step_phase_cpu.py --compare-cpu-ids 0-1 --json out.json
@@ -32,8 +30,10 @@ import argparse
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import psutil
@@ -41,12 +41,40 @@ import psutil
 from unilab.bench.report import format_table, write_json
 from unilab.sim import cpu
 from unilab.sim.mujoco.pool import BatchEnvPool
-from unilab.tasks.g1_motion_tracking.config import MotionTrackingConfig
-from unilab.tasks.g1_motion_tracking.env import SUBPHASES, MotionTrackingEnv
-from unilab.tasks.g1_motion_tracking.step_driver import OBSERVE, REWARDS, SPLIT, step_driver_source
 from unilab.telemetry.phase_timer import PhaseTimer
 
 PHASES = ("backend_step", "update_state", "reset_done")
+TASKS = ("g1_motion_tracking", "g1_locomotion")
+
+
+@dataclass(frozen=True)
+class TaskBench:
+    """What the benchmark needs of a task: its config and env, sub-phase names, stage split and driver source."""
+
+    config: Any
+    make: Callable[..., Any]
+    subphases: tuple[str, ...]
+    split: tuple[tuple[str, int], ...]
+    host_stages: int
+    """The stages of the spin check's host phase (rewards and observations)."""
+    driver_source: Callable[[Any], str]
+
+
+def task_bench(name: str) -> TaskBench:
+    """The :class:`TaskBench` of task ``name`` (one of :data:`TASKS`)."""
+    if name == "g1_locomotion":
+        from unilab.tasks.g1_locomotion import driver
+        from unilab.tasks.g1_locomotion.config import LocomotionConfig
+        from unilab.tasks.g1_locomotion.env import SUBPHASES, LocomotionEnv
+
+        return TaskBench(LocomotionConfig(), LocomotionEnv, SUBPHASES, driver.SPLIT, driver.REWARDS | driver.OBSERVE,
+                         lambda env: driver.loco_driver_source())
+    from unilab.tasks.g1_motion_tracking import step_driver
+    from unilab.tasks.g1_motion_tracking.config import MotionTrackingConfig
+    from unilab.tasks.g1_motion_tracking.env import SUBPHASES, MotionTrackingEnv
+
+    return TaskBench(MotionTrackingConfig(), MotionTrackingEnv, SUBPHASES, step_driver.SPLIT,
+                     step_driver.REWARDS | step_driver.OBSERVE, lambda env: step_driver.step_driver_source(env.layout))
 PROJECT_CORES = (16, 32, 64)
 
 
@@ -61,7 +89,7 @@ def amdahl(ms: float, cores: float, usable: int, n: int) -> float:
     return ms * c * ((1.0 - p) + p / n)
 
 
-def spin_check(env: MotionTrackingEnv, raw: _RawRunner, reps: int = 6) -> dict:
+def spin_check(env: Any, raw: _RawRunner, host_stages: int, reps: int = 6) -> dict:
     """Raw pool.step wall ms alone vs right after a parallel host phase (rewards + observations of all envs)."""
     rows = np.arange(env.num_envs, dtype=np.int64)
     out = env.buffers()
@@ -69,7 +97,7 @@ def spin_check(env: MotionTrackingEnv, raw: _RawRunner, reps: int = 6) -> dict:
     for i in range(2 * reps):
         host = i % 2 == 1
         if host:
-            env.run_stages(REWARDS | OBSERVE, rows, out)  # the env's own host driver, without its pool step
+            env.run_stages(host_stages, rows, out)  # the env's own host driver, without its pool step
         else:
             time.sleep(0.002)  # the same pause-free start: both begin from a just-finished Python call
         c = raw.ctrls[(i // 2) % len(raw.ctrls)]  # a pair steps the same controls from the same state
@@ -84,7 +112,7 @@ def spin_check(env: MotionTrackingEnv, raw: _RawRunner, reps: int = 6) -> dict:
 class _EnvRunner:
     """Times env.step with random actions (phases come from env.timer)."""
 
-    def __init__(self, env: MotionTrackingEnv, rng: np.random.Generator, pool_steps: int):
+    def __init__(self, env: Any, rng: np.random.Generator, pool_steps: int):
         self.env = env
         shape = (env.num_envs, env.action_dim)
         self.actions = [rng.uniform(-1, 1, shape).astype(np.float32) for _ in range(pool_steps)]
@@ -138,7 +166,7 @@ class _RawRunner:
     the physics sees a similar mix of standing and fallen robots.
     """
 
-    def __init__(self, env: MotionTrackingEnv, start_qpos, start_qvel, rng, pool_kwargs: dict, pool_steps: int):
+    def __init__(self, env: Any, start_qpos, start_qvel, rng, pool_kwargs: dict, pool_steps: int):
         n = env.num_envs
         self.env = env
         # the env's pool settings, its post-step stage (contacts) included: the ratio is the host phases' cost
@@ -226,8 +254,8 @@ class ThreadPhaseTimer(PhaseTimer):
         return out
 
 
-def run_one(cfg: MotionTrackingConfig, num_envs: int, steps: int, warmup: int, block: int, cpu_ids: list[int] | None,
-            nthread: int | None, seed: int, thread_steps: int = 6) -> dict:
+def run_one(task: TaskBench, cfg: Any, num_envs: int, steps: int, warmup: int, block: int,
+            cpu_ids: list[int] | None, nthread: int | None, seed: int, thread_steps: int = 6) -> dict:
     """Env and raw-pool timing, interleaved in blocks so machine load hits both alike."""
     pool_kwargs: dict = {}
     if cpu_ids is not None:
@@ -237,7 +265,7 @@ def run_one(cfg: MotionTrackingConfig, num_envs: int, steps: int, warmup: int, b
     rng = np.random.default_rng(seed)
     usable = cpu.usable_cpus()
     t0 = time.perf_counter()
-    env = MotionTrackingEnv(cfg, num_envs, pool_kwargs=pool_kwargs, seed=seed)
+    env = task.make(cfg, num_envs, pool_kwargs=pool_kwargs, seed=seed)
     env.reset()
     start_qpos, start_qvel = env.pool.qpos.copy(), env.pool.qvel.copy()
     # a pinned pool pins the calling thread too; give it back its CPU set so the
@@ -267,16 +295,16 @@ def run_one(cfg: MotionTrackingConfig, num_envs: int, steps: int, warmup: int, b
     summary = env.timer.summary()
     # ms per env.step (restart runs only on steps where an env ended)
     split_summary = split.summary()
-    stage_names = {name for name, _ in SPLIT}  # timed only in the split steps; the others in the main ones
+    stage_names = {name for name, _ in task.split}  # timed only in the split steps; the others in the main ones
     subphases = {}
-    for name in SUBPHASES:
+    for name in task.subphases:
         src = split_summary if name in stage_names else summary
         if name in src:
             subphases[name] = {"ms": src[name].wall_ms_total / steps, "cores": src[name].cores,
                                "count": src[name].count}
-    for name in SUBPHASES:
+    for name in task.subphases:
         phases.pop(name, None)
-    spin = spin_check(env, raw)
+    spin = spin_check(env, raw, task.host_stages)
     raw_stats = {"ms": 1e3 * raw.wall / steps, "cores": raw.cpu / raw.wall, "count": steps,
                  "nthread": raw.pool.nthread, "steps_per_sec": num_envs * steps / raw.wall}
     env_sps = num_envs * steps / envr.wall
@@ -414,6 +442,7 @@ def print_run(r: dict, num_envs: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    p.add_argument("--task", choices=TASKS, default=TASKS[0], help=f"the task (default: {TASKS[0]})")
     p.add_argument("--num-envs", type=int, default=1024)
     p.add_argument("--steps", type=int, default=60, help="timed env steps per run")
     p.add_argument("--warmup", type=int, default=5, help="untimed steps before timing")
@@ -439,7 +468,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.cpu_ids and args.compare_cpu_ids:
         p.error("--cpu-ids and --compare-cpu-ids are exclusive")
 
-    cfg = MotionTrackingConfig()
+    task = task_bench(args.task)
+    cfg = task.config
+    tracking_only = {"--motion-files": args.motion_files, "--randomization": args.randomization,
+                     "--undesired-contacts": args.undesired_contacts}
+    if args.task != "g1_motion_tracking" and any(v is not None for v in tracking_only.values()):
+        p.error(f"{', '.join(k for k, v in tracking_only.items() if v is not None)}: motion tracking only")
     if args.motion_files:
         cfg.motion_files = list(args.motion_files)
     if args.randomization is not None:
@@ -447,7 +481,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.undesired_contacts == "off":
         cfg.rewards.undesired_contacts.weight = 0.0
     if args.show_driver:
-        print(step_driver_source(MotionTrackingEnv(cfg, 1).layout))
+        print(task.driver_source(task.make(cfg, 1)))
         return 0
     runs: list[tuple[list[int] | None, int | None]] = []
     if args.compare_cpu_ids:
@@ -457,10 +491,10 @@ def main(argv: list[str] | None = None) -> int:
     else:
         runs = [(None, args.nthread)]
 
-    print(f"usable cpus {cpu.usable_cpus()}; G1 motion tracking, decimation {cfg.decimation}, sim dt {cfg.sim_dt}")
+    print(f"usable cpus {cpu.usable_cpus()}; {args.task}, decimation {cfg.decimation}, sim dt {cfg.sim_dt}")
     results = []
     for cpu_ids, nthread in runs:
-        r = run_one(cfg, args.num_envs, args.steps, args.warmup, args.block, cpu_ids, nthread, args.seed,
+        r = run_one(task, cfg, args.num_envs, args.steps, args.warmup, args.block, cpu_ids, nthread, args.seed,
                     args.thread_steps)
         print_run(r, args.num_envs)
         results.append(r)
@@ -468,7 +502,7 @@ def main(argv: list[str] | None = None) -> int:
         a, b = results
         print(f"\nA/B env steps/s: {a['label']} {a['env_steps_per_sec']:,.0f} vs {b['label']} "
               f"{b['env_steps_per_sec']:,.0f} ({b['env_steps_per_sec'] / a['env_steps_per_sec']:.3f}x)")
-    out = write_json(args.json, {"benchmark": "env_step_phase_cpu", "num_envs": args.num_envs,
+    out = write_json(args.json, {"benchmark": "env_step_phase_cpu", "task": args.task, "num_envs": args.num_envs,
                                  "steps": args.steps, "decimation": cfg.decimation, "runs": results})
     if out:
         print(f"wrote {out}")

@@ -63,9 +63,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Fixed-budget G1 motion-tracking training, then unilab-eval on the final checkpoint; one JSON "
                     "with the learning-curve summary and the tracking metrics (compare it across commits).",
     )
-    p.add_argument("--algo", default="sac_cpu", help="algorithm recipe (train --algo; default: sac_cpu)")
+    p.add_argument("--algo", default=None,
+                   help="algorithm recipe (train --algo; default: the task's CPU recipe, sac_cpu for motion tracking, "
+                        "sac_cpu_loco for g1_locomotion)")
     p.add_argument("--task", default=TASK,
-                   help=f"train --task (default: {TASK}); unilab-eval runs only for motion-tracking tasks")
+                   help=f"train --task (default: {TASK}); g1_locomotion is evaluated with unilab-eval --task "
+                        "g1_locomotion (command bins, and the zero policy as the baseline)")
     p.add_argument("--minutes", type=float, default=20.0,
                    help="training budget in minutes (training.time_limit_s; default: 20); with --env-steps a "
                         "wall-time cap that stops a run early (the JSON says which budget ended it)")
@@ -110,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def train_command(args: argparse.Namespace) -> list[str]:
     """The ``train`` command line of the benchmark run."""
-    cmd = [sys.executable, "-m", "unilab.cli.train", "--algo", args.algo, "--task", getattr(args, "task", TASK),
+    cmd = [sys.executable, "-m", "unilab.cli.train", "--algo", recipe(args), "--task", getattr(args, "task", TASK),
            f"training.time_limit_s={args.minutes * 60:g}", "training.no_play=true",
            f"training.log_root={args.log_root}", "training.experiment_name=bench_learn",
            "algo.max_iterations=10000000"]  # the time limit ends the run
@@ -243,8 +246,19 @@ def _num_envs(run_dir: Path) -> int:
     return int(cfg["algo"]["num_envs"])
 
 
+def recipe(args: argparse.Namespace) -> str:
+    """``--algo``, or the task's CPU recipe (``registry.RECIPES``; ``sac_cpu`` for motion tracking)."""
+    if args.algo is not None:
+        return args.algo
+    from unilab.cli.config import CPU_RECIPE
+    from unilab.tasks.registry import RECIPES
+
+    return RECIPES.get(getattr(args, "task", TASK), (None, CPU_RECIPE))[1]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.algo = recipe(args)
     if args.arm or args.seeds is not None or args.env_steps is not None or args.parallel != 1:
         return compare_main(args)
     bad = [o for o in args.overrides if "=" not in o]
@@ -529,7 +543,24 @@ def run_job(args: argparse.Namespace, job: Job, cpus: list[int] | None) -> dict[
             run["eval_random_starts"] = random_start_eval(
                 checkpoint, "checkpoint", run_dir / "eval" / "final_random.json", args.random_episodes, cpus, tag,
                 env)
+    if checkpoint is not None and checkpoint.is_file() and args.task == "g1_locomotion":
+        run["eval_locomotion"] = locomotion_eval(checkpoint, "checkpoint", run_dir / "eval" / "final_locomotion.json",
+                                                 cpus, tag, env)
     return run
+
+
+def locomotion_eval(checkpoint: str | Path, policy: str, json_path: Path, cpus: Sequence[int] | None = None,
+                    tag: str = "", env: dict[str, str] | None = None) -> dict[str, Any] | None:
+    """``unilab-eval --task g1_locomotion`` (20 s episodes per command bin, pushes on) of ``policy`` with the task
+    config of ``checkpoint``: its per-bin and overall metrics, None on failure."""
+    cmd = [sys.executable, "-m", "unilab.cli.eval", str(checkpoint), "--task", "g1_locomotion", "--policy", policy,
+           "--json", str(json_path), "--no-progress"]
+    with _print_lock:
+        print(f"unilab-bench learn: {tag}{' '.join(cmd)}", flush=True)
+    if run_eval(cmd, cpus, env) != 0 or not json_path.is_file():
+        return None
+    report = json.loads(json_path.read_text())
+    return {"overall": report["overall"], "bins": report["bins"], "control_dt": report["control_dt"]}
 
 
 def add_checkpoints(runs: list[dict[str, Any]], budget: int | None) -> list[int]:
@@ -569,9 +600,15 @@ def baseline_episode_lengths(args: argparse.Namespace, runs: list[dict[str, Any]
     """Random-start episode length of the zero-action and the reference (open-loop) policies on the task config
     of the first run with a checkpoint (of an arm on this source, not one of ``other_source``): the horizontal
     lines of the plot (None where unavailable)."""
-    out: dict[str, float | None] = {"zero": None, "reference": None}
+    out: dict[str, Any] = {"zero": None, "reference": None}
     ckpt = next((r["checkpoint"] for r in runs if r["checkpoint"] and Path(r["checkpoint"]).is_file()
                  and r["arm"] not in other_source), None)
+    if ckpt is not None and args.task == "g1_locomotion":  # the zero action's episode length, steps
+        zero = locomotion_eval(ckpt, "zero", Path(ckpt).parent / "eval" / "baseline_zero_locomotion.json")
+        if zero is not None:
+            out["zero"] = zero["overall"]["episode_length_s"] / zero["control_dt"]
+            out["zero_locomotion"] = zero
+        return out
     if ckpt is None or not args.random_episodes or "motion_tracking" not in args.task:
         return out
     for kind in out:
@@ -615,9 +652,10 @@ def plot_runs(report: dict[str, Any], path: Path) -> Path:
             continue
         ax.plot(s["env_steps"], s["episode_length"], color=colors[arms.index(r["arm"]) % len(colors)],
                 linestyle=styles[seeds.index(r["seed"]) % len(styles)], label=f"{r['arm']} seed {r['seed']}")
-    for (kind, value), color in zip(report["baselines"].items(), ("0.4", "0.7")):
-        if value is not None:
-            ax.axhline(value, color=color, linestyle="--", linewidth=1, label=f"{kind} policy (random starts)")
+    lines = [(k, v) for k, v in report["baselines"].items() if isinstance(v, (int, float))]
+    where = "command-bin episodes" if report["task"] == "g1_locomotion" else "random starts"
+    for (kind, value), color in zip(lines, ("0.4", "0.7")):
+        ax.axhline(value, color=color, linestyle="--", linewidth=1, label=f"{kind} policy ({where})")
     if report["env_steps_budget"]:
         ax.axvline(report["env_steps_budget"], color="0.8", linewidth=1)
     ax.set_xlabel("env steps")

@@ -96,8 +96,9 @@ GPU_RECIPE, CPU_RECIPE = "sac", "sac_cpu"
 def choose_recipe(overrides: Sequence[str], cuda: bool | None = None) -> tuple[list[str], str]:
     """The overrides with the algo recipe made explicit, and a banner line saying which and why.
 
-    An algo preset the user named (``--algo NAME``) is kept; otherwise the GPU
-    recipe (``sac``) where a CUDA device exists, else the CPU-sized ``sac_cpu``.
+    An algo preset the user named (``--algo NAME``) is kept; otherwise the task's GPU
+    recipe where a CUDA device exists, else its CPU-sized one (``registry.RECIPES``: ``sac`` /
+    ``sac_cpu`` for motion tracking, ``sac_loco`` / ``sac_cpu_loco`` for locomotion).
     ``cuda``: the probe's answer (None: ask :func:`cuda_available`, which
     imports no torch). The user's own overrides still decide
     :func:`explicit_algo_keys` (a resumed run takes the checkpoint's algo).
@@ -110,10 +111,12 @@ def choose_recipe(overrides: Sequence[str], cuda: bool | None = None) -> tuple[l
     resumed = any(ov.split("=", 1)[0] == "training.resume" and ov.split("=", 1)[1] not in ("", "null")
                   for ov in overrides if "=" in ov)
     tail = "; the resumed checkpoint's algo keys win" if resumed else ""
+    task = next((ov.split("=", 1)[1] for ov in overrides if ov.split("=", 1)[0].lstrip("+~") == "task"), None)
+    gpu, cpu = registry.RECIPES.get(task, (GPU_RECIPE, CPU_RECIPE))
     if cuda:
-        return [f"algo={GPU_RECIPE}", *overrides], f"unilab: recipe {GPU_RECIPE} (CUDA device found{tail})"
-    return [f"algo={CPU_RECIPE}", *overrides], (
-        f"unilab: recipe {CPU_RECIPE} (no CUDA device; --algo {GPU_RECIPE} forces the GPU recipe{tail})")
+        return [f"algo={gpu}", *overrides], f"unilab: recipe {gpu} (CUDA device found{tail})"
+    return [f"algo={cpu}", *overrides], (
+        f"unilab: recipe {cpu} (no CUDA device; --algo {gpu} forces the GPU recipe{tail})")
 
 
 def cuda_available() -> bool:
@@ -332,7 +335,8 @@ def help_text(cfg: Any, prog: str = "train") -> str:
         "while the learner (GPU if available) trains on the replay buffer.",
         "",
         f"  --algo NAME   algorithm recipe (available: {', '.join(group_options('algo'))}); default: "
-        f"{GPU_RECIPE} with a CUDA device, else {CPU_RECIPE}",
+        f"the task's GPU recipe with a CUDA device, else its CPU one ({GPU_RECIPE} / {CPU_RECIPE}; "
+        + ", ".join(f"{t}: {g} / {c}" for t, (g, c) in registry.RECIPES.items()) + ")",
         f"  --task NAME   task group (available: {', '.join(group_options('task'))})",
         f"  --sim NAME    physics backend group (available: {', '.join(group_options('sim'))})",
         "  --cfg         print the composed config and exit",

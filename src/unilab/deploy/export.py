@@ -36,16 +36,20 @@ from unilab.tasks.registry import make_env, task_config
 INPUT_NAME = "obs"
 OUTPUT_NAME = "action"
 OPSET = 17  # LayerNormalization is a native op from 17 on; onnxruntime >= 1.20 runs it
-# keys every export carries; the motion-tracking task adds MOTION_TRACKING_KEYS
+# keys every export carries; the motion-tracking task adds MOTION_TRACKING_KEYS, locomotion LOCOMOTION_KEYS
 METADATA_KEYS = (
     "unilab_version", "task", "checkpoint", "iteration", "config", "obs_dim", "action_dim", "input_name",
     "output_name", "action_clip", "control_dt",
 )
-MOTION_TRACKING_KEYS = (
+ROBOT_KEYS = (
     "joint_names", "obs_joint_names", "default_joint_pos", "action_scale", "action_bound", "kp", "kd", "effort_limit",
-    "pd_target_range", "sim_dt", "decimation", "integrator", "self_collisions", "obs_layout", "anchor_body",
-    "tracked_bodies", "end_effector_bodies", "termination_thresholds", "model_xml", "motion_files",
+    "pd_target_range", "sim_dt", "decimation", "integrator", "self_collisions", "obs_layout", "obs_clip", "model_xml",
 )
+"""What every joint-target task's export adds: the robot, its PD servos, timing and the observation pieces."""
+MOTION_TRACKING_KEYS = (*ROBOT_KEYS, "anchor_body", "tracked_bodies", "end_effector_bodies",
+                        "termination_thresholds", "motion_files")
+LOCOMOTION_KEYS = (*ROBOT_KEYS, "base_body", "base_height", "foot_points", "termination_bodies", "termination_force",
+                   "gait_period_s", "command_ranges")
 
 
 class ExportError(ValueError):
@@ -95,23 +99,25 @@ def _finite_or_none(values: np.ndarray) -> list[float | None]:
     return [float(v) if math.isfinite(v) else None for v in np.asarray(values, dtype=np.float64)]
 
 
-def motion_tracking_metadata(env: Any) -> dict[str, Any]:
-    """The deploy contract of a motion-tracking task, read from an env built from the run's config.
+def robot_metadata(env: Any) -> dict[str, Any]:
+    """The deploy contract every joint-target task shares, read from an env built from the run's config: joints,
+    PD servos, timing, the policy's observation pieces in order (name, offset, width, noise, scale: a piece's
+    value is ``scale x quantity``, its noise drawn before the scale) and the MJCF.
 
-    The env is the one place that resolves joint patterns, action scales, the
-    observation preset's layout and the asset paths, so nothing here restates
-    its rules.
+    The env is the one place that resolves joint patterns, action scales, the observation layout and the asset
+    paths, so nothing here restates its rules.
     """
     cfg = env.cfg
     act_joint = np.asarray(env.act_joint)
     joint_names = [env.joint_names[j] for j in act_joint]
-    slices = env.layout.policy_slices
     noise = np.asarray(env.noise_scale, dtype=np.float64)
+    scales = getattr(env, "obs_scales", {})
     layout = []
-    for name, sl in slices.items():
-        piece_noise = noise[sl.start:sl.stop]
+    for name, sl in env.layout.policy_slices.items():
+        scale = float(scales.get(name, 1.0))
+        piece_noise = noise[sl.start:sl.stop] / scale
         layout.append({"name": name, "offset": int(sl.start), "width": int(sl.stop - sl.start),
-                       "noise": float(piece_noise.max()) if piece_noise.size else 0.0})
+                       "noise": float(piece_noise.max()) if piece_noise.size else 0.0, "scale": scale})
     if not layout or layout[-1]["offset"] + layout[-1]["width"] != env.obs_dim:
         raise ExportError(f"the task's observation layout {[p['name'] for p in layout]} does not cover "
                           f"obs_dim={env.obs_dim}")
@@ -124,7 +130,6 @@ def motion_tracking_metadata(env: Any) -> dict[str, Any]:
         from unilab.assets import g1  # noqa: PLC0415 - only for the built-in G1 scene
 
         model_xml = g1.scene_xml_path().resolve()
-    thresholds = {name: float(v) for name, v in zip(env.termination_names, env.thresholds)}
     return {
         "joint_names": joint_names,
         "obs_joint_names": list(env.joint_names),
@@ -140,13 +145,46 @@ def motion_tracking_metadata(env: Any) -> dict[str, Any]:
         "integrator": cfg.integrator,
         "self_collisions": bool(cfg.self_collisions),
         "obs_layout": layout,
+        "obs_clip": None if cfg.obs_clip is None else float(cfg.obs_clip),
+        "model_xml": str(model_xml),
+    }
+
+
+def motion_tracking_metadata(env: Any) -> dict[str, Any]:
+    """:func:`robot_metadata` and the tracking task's bodies, termination thresholds and reference clips."""
+    cfg = env.cfg
+    thresholds = {name: float(v) for name, v in zip(env.termination_names, env.thresholds)}
+    return {
+        **robot_metadata(env),
         "anchor_body": cfg.anchor_body,
         "tracked_bodies": list(cfg.tracked_bodies),
         "end_effector_bodies": list(cfg.end_effector_bodies),
         "termination_thresholds": thresholds,
-        "model_xml": str(model_xml),
         "motion_files": [str(Path(p).resolve()) for p in env.motion.files],
     }
+
+
+def locomotion_metadata(env: Any) -> dict[str, Any]:
+    """:func:`robot_metadata` and the locomotion task's base and its start height (upright, joints at the
+    default), foot points, termination bodies, the gait clock's period (evaluation: legs at phases 0 and -pi,
+    both at pi while the command is zero) and the command ranges."""
+    cfg, model = env.cfg, env.model
+    c = cfg.commands
+    return {
+        **robot_metadata(env),
+        "base_body": cfg.base_body,
+        "base_height": float(cfg.base_height),
+        "foot_points": list(cfg.foot_points),
+        "termination_bodies": [model.body(int(b)).name for b in env.termination_bodies],
+        "termination_force": float(cfg.termination_force),
+        "gait_period_s": float(cfg.gait.period_s),
+        "command_ranges": {"lin_vel_x": list(c.lin_vel_x), "lin_vel_y": list(c.lin_vel_y),
+                           "ang_vel_yaw": list(c.ang_vel_yaw)},
+    }
+
+
+TASK_METADATA = {"g1_motion_tracking": motion_tracking_metadata, "g1_locomotion": locomotion_metadata}
+"""The tasks whose deploy contract an export describes in full."""
 
 
 def export_policy(checkpoint: str | os.PathLike, out: str | os.PathLike) -> ExportResult:
@@ -179,15 +217,15 @@ def export_policy(checkpoint: str | os.PathLike, out: str | os.PathLike) -> Expo
         "output_name": OUTPUT_NAME,
         "action_clip": [-1.0, 1.0],
     }
-    # one simulation of the run's task: its control dt and, for motion tracking, the whole contract
+    # one simulation of the run's task: its control dt and, for a task of TASK_METADATA, the whole contract
     env = make_env(task, task_cfg, 1, pool_kwargs={"nthread": 1})
     try:
         meta["control_dt"] = float(env.control_dt)
-        if task == "g1_motion_tracking":
-            meta.update(motion_tracking_metadata(env))
+        if task in TASK_METADATA:
+            meta.update(TASK_METADATA[task](env))
     finally:
         env.close()
-    if task == "g1_motion_tracking":
+    if task in TASK_METADATA:
         widths = sum(p["width"] for p in meta["obs_layout"])
         if widths != agent.obs_dim or len(meta["joint_names"]) != agent.action_dim:
             raise ExportError(

@@ -66,7 +66,8 @@ def evaluate_locomotion(env: Any, policy, speed: float = 0.5, envs_per_bin: int 
                 break
     env.evaluate(None)
     per = np.maximum(length, 1)[:, None]
-    out: dict[str, Any] = {"speed": speed, "episode_s": steps * dt, "envs_per_bin": envs_per_bin, "bins": {}}
+    out: dict[str, Any] = {"speed": speed, "episode_s": steps * dt, "control_dt": dt, "envs_per_bin": envs_per_bin,
+                           "bins": {}}
     for b, name in enumerate(BINS):
         rows = slice(b * envs_per_bin, (b + 1) * envs_per_bin)
         e, t = err[rows] / per[rows], track[rows] / per[rows]

@@ -17,6 +17,12 @@ CONFIGS: dict[str, str] = {
     "g1_locomotion": "unilab.tasks.g1_locomotion.config:LocomotionConfig",
 }
 
+# a task whose published recipe differs from motion tracking's (sac / sac_cpu) in learner numbers: its GPU and
+# CPU algo presets (config/algo/), which plain `train --task NAME` picks
+RECIPES: dict[str, tuple[str, str]] = {
+    "g1_locomotion": ("sac_loco", "sac_cpu_loco"),
+}
+
 # tasks unilab-eval can measure (training.eval_interval runs it): the tracking metrics need a reference motion
 EVALUATED_TASKS: tuple[str, ...] = ("g1_motion_tracking",)
 

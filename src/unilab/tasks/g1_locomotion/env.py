@@ -80,7 +80,7 @@ class LocomotionEnv(PoolEnv):
         self.model, self.act_joint = act.model, act.act_joint
         self.default_joint_pos, self.action_default = act.default_joint_pos, act.action_default
         self.action_scale, self.action_bound = act.action_scale, act.action_bound
-        self.kp, self.kd = act.kp, act.kd
+        self.kp, self.kd, self.effort = act.kp, act.kd, act.effort
 
         self.feet = _body_ids(self.model, cfg.feet, "task.feet")
         self.foot_points = _body_ids(self.model, cfg.foot_points, "task.foot_points")
@@ -109,8 +109,9 @@ class LocomotionEnv(PoolEnv):
         self.rewards = RewardWeights(cfg.rewards, cfg.curriculum, self.control_dt)
         self.layout = obs_layout(nj)
         sc = cfg.obs_scales
-        self.noise_scale = self.layout.noise_scale(cfg.obs_noise, {"base_ang_vel": sc.base_ang_vel,
-                                                                  "joint_vel": sc.joint_vel})
+        self.obs_scales = {"base_ang_vel": sc.base_ang_vel, "joint_vel": sc.joint_vel, "base_lin_vel": sc.base_lin_vel}
+        """Each scaled piece's factor (its noise is drawn before it, as holosoma)."""
+        self.noise_scale = self.layout.noise_scale(cfg.obs_noise, self.obs_scales)
         self.thresholds = np.array([cfg.termination_force], dtype=np.float64)
         self.max_episode_steps = int(round(cfg.max_episode_length_s / self.control_dt))
         try:
