@@ -381,3 +381,19 @@ def test_export_describes_locomotion_and_sim2sim_walks_it_as_the_env_does(tmp_pa
         env.close()
     np.testing.assert_allclose(got, np.array(want), rtol=1e-3, atol=1e-4)
     assert np.abs(got).max() > 0.01  # the robot moves
+
+
+def test_video_arrows_show_the_command_in_the_heading_frame(env):
+    env.reset()
+    s = env.state
+    yaw = 0.7
+    s.base_quat[0] = [np.cos(yaw / 2), 0.0, 0.0, np.sin(yaw / 2)]
+    s.command[0] = [0.5, 0.2, 0.0]
+    s.base_lin_b[0] = [0.1, -0.3, 0.0]
+    arrows = env.arrows(0)
+    assert arrows.shape == (2, 2, 3)
+    np.testing.assert_allclose(arrows[:, 0], np.tile(env.pool.qpos[0, :3] + [0, 0, 0.5], (2, 1)))
+    c, sn = np.cos(yaw), np.sin(yaw)
+    np.testing.assert_allclose(arrows[0, 1] - arrows[0, 0], [0.5 * c - 0.2 * sn, 0.5 * sn + 0.2 * c, 0.0], atol=1e-12)
+    np.testing.assert_allclose(arrows[1, 1] - arrows[1, 0], [0.1 * c + 0.3 * sn, 0.1 * sn - 0.3 * c, 0.0], atol=1e-12)
+    env.reset()

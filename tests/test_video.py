@@ -200,6 +200,28 @@ def test_text_overlay_in_the_top_left(gl_backend, tmp_path, monkeypatch):
     assert changed[1].sum() == 0  # an empty label writes nothing
 
 
+def test_arrows_are_drawn_in_their_colours(gl_backend, tmp_path, monkeypatch):
+    import mujoco
+
+    q = np.tile(mujoco.MjModel.from_xml_string(TOKEN_XML).qpos0, (2, 1))
+    plain = _token_frames(gl_backend, tmp_path, monkeypatch, "plain", q)
+    arrows = np.zeros((2, 2, 2, 3))
+    arrows[:, :, 0] = [0.0, 0.0, 1.0]
+    arrows[0, 0, 1] = [1.0, 0.0, 1.0]  # frame 0: a green arrow to the right (+x is right on screen)
+    arrows[1, 1, 1] = [-1.0, 0.0, 1.0]  # frame 1: a blue arrow to the left; its first one too short to draw
+    arrows[1, 0, 1] = [0.0, 0.0, 1.0]
+    drawn = _token_frames(gl_backend, tmp_path, monkeypatch, "arrows", q, arrows=arrows)
+    changed = _changed(drawn, plain)
+    for k, (sign, channel) in enumerate(((1, 1), (-1, 2))):  # right and green, left and blue
+        cols = np.nonzero(changed[k])[1]
+        assert cols.size > 30, k
+        assert sign * (cols.mean() - W / 2) > 5, (k, cols.mean())
+        tint = drawn[k][changed[k]]
+        assert tint[:, channel].mean() > tint[:, 0].mean() + 20, k
+    with pytest.raises(ValueError, match="arrows must have shape"):
+        render_states(mujoco.MjModel.from_xml_string(TOKEN_XML), q, tmp_path / "bad.mp4", arrows=arrows[:1])
+
+
 def test_text_overlay_draws_only_its_box():
     frame = np.full((H, W, 3), 200, dtype=np.uint8)
     drawn = video._TextOverlay(H).draw(frame.copy(), "clip_a\nframe 3/10  body err 12 mm")

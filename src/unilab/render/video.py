@@ -196,6 +196,39 @@ def _check_inputs(
     return np.ascontiguousarray(qpos)
 
 
+ARROW_COLORS = ((0.15, 0.85, 0.15, 1.0), (0.15, 0.45, 1.0, 1.0), (1.0, 0.6, 0.1, 1.0))
+"""RGBA of a frame's arrows, in order (a task's first arrow green, e.g. a command; its second blue)."""
+
+
+def _check_arrows(qpos: np.ndarray, arrows: np.ndarray | None) -> np.ndarray | None:
+    """Validated ``(T, k, 2, 3)`` arrows: per frame, ``k`` world-frame (start, end) points; None: none."""
+    if arrows is None:
+        return None
+    arrows = np.ascontiguousarray(arrows, dtype=np.float64)
+    if arrows.ndim != 4 or arrows.shape[0] != qpos.shape[0] or arrows.shape[2:] != (2, 3):
+        raise ValueError(f"arrows must have shape (frames={qpos.shape[0]}, k, 2, 3), got {arrows.shape}")
+    if not 1 <= arrows.shape[1] <= len(ARROW_COLORS):
+        raise ValueError(f"arrows: 1 to {len(ARROW_COLORS)} per frame, got {arrows.shape[1]}")
+    if not np.all(np.isfinite(arrows)):
+        raise ValueError("arrows has non-finite values")
+    return arrows
+
+
+def _add_arrows(scene: mujoco.MjvScene, arrows: np.ndarray) -> None:
+    """One arrow geom per (start, end) row, colours :data:`ARROW_COLORS` in order (too short ones: none)."""
+    import mujoco  # mujoco picks its GL layer at first import (see above)
+
+    for k, (start, end) in enumerate(arrows):
+        if scene.ngeom >= scene.maxgeom or np.linalg.norm(end - start) < 1e-3:
+            continue
+        g = scene.geoms[scene.ngeom]
+        mujoco.mjv_initGeom(g, int(mujoco.mjtGeom.mjGEOM_ARROW), np.zeros(3), np.zeros(3), np.zeros(9),
+                            np.asarray(ARROW_COLORS[k], dtype=np.float32))
+        mujoco.mjv_connector(g, int(mujoco.mjtGeom.mjGEOM_ARROW), 0.02, start, end)
+        g.castshadow = 0
+        scene.ngeom += 1
+
+
 def _check_extras(qpos: np.ndarray, ghost_qpos: np.ndarray | None, ghost: str,
                   labels: Sequence[str] | None) -> tuple[np.ndarray | None, list[str] | None]:
     """Validated ghost poses (None: no ghost) and per-frame texts (None: no text)."""
@@ -316,6 +349,7 @@ def _render_here(
     ghost_qpos: np.ndarray | None = None,
     ghost: str = "overlay",
     labels: Sequence[str] | None = None,
+    arrows: np.ndarray | None = None,
 ) -> Path:
     """Render and encode in this process (its OpenGL layer must work)."""
     import imageio_ffmpeg  # lazy: only to encode
@@ -360,6 +394,8 @@ def _render_here(
             renderer.update_scene(data, cam)
             if ghost_geoms is not None:
                 ghost_geoms.add(renderer.scene, ghost_qpos[k])
+            if arrows is not None:
+                _add_arrows(renderer.scene, arrows[k])
             frame = renderer.render()
             if text is not None:
                 frame = text.draw(frame, labels[k])
@@ -393,6 +429,9 @@ def _render_in_subprocess(model: mujoco.MjModel, qpos: np.ndarray, path: Path, b
         if kw["labels"] is not None:
             (Path(td) / "labels.json").write_text(json.dumps(kw["labels"]))
             extra += ["--labels", str(Path(td) / "labels.json")]
+        if kw["arrows"] is not None:
+            np.save(Path(td) / "arrows.npy", kw["arrows"])
+            extra += ["--arrows", str(Path(td) / "arrows.npy")]
         args = [
             "--model", str(mjb), "--qpos", str(qfile), "--out", str(path),
             "--fps", repr(kw["fps"]), "--width", str(kw["width"]), "--height", str(kw["height"]),
@@ -426,6 +465,7 @@ def render_states(
     ghost_qpos: np.ndarray | None = None,
     ghost: str = "overlay",
     labels: Sequence[str] | None = None,
+    arrows: np.ndarray | None = None,
 ) -> Path:
     """Render each row of ``qpos`` (T, nq) and write an mp4 to ``path``.
 
@@ -440,7 +480,9 @@ def render_states(
     ``ghost`` (one of ``GHOST_MODES``: "overlay" where it is, "side" shifted
     to the robot's right on screen, "off" not at all). ``labels`` (one text
     per frame, lines split by newlines; empty: none) is written in the
-    top-left corner.
+    top-left corner. ``arrows`` (T, k, 2, 3), if given, draws ``k`` arrows per
+    frame from world-frame start to end points, coloured :data:`ARROW_COLORS`
+    in order (the locomotion task: its command and its base velocity).
 
     Raises:
         ValueError: bad shapes, sizes, path suffix or body name.
@@ -451,6 +493,7 @@ def render_states(
     path = Path(path)
     qpos = _check_inputs(model, qpos, path, fps, width, height)
     ghost_qpos, labels = _check_extras(qpos, ghost_qpos, ghost, labels)
+    arrows = _check_arrows(qpos, arrows)
     _track_body_id(model, track_body)  # a bad name fails here, before any process starts
     kw = dict(
         fps=float(fps),
@@ -463,6 +506,7 @@ def render_states(
         ghost_qpos=ghost_qpos,
         ghost=ghost,
         labels=labels,
+        arrows=arrows,
     )
     backend = select_gl_backend()
     if _loaded_gl_backend() == backend:
@@ -486,6 +530,7 @@ def _worker_main(argv: list[str]) -> None:
     p.add_argument("--ghost", choices=GHOST_MODES, default="overlay")
     p.add_argument("--ghost-qpos", default=None)
     p.add_argument("--labels", default=None)
+    p.add_argument("--arrows", default=None)
     a = p.parse_args(argv)
     import mujoco  # mujoco picks its GL layer at first import (see above)
 
@@ -504,4 +549,5 @@ def _worker_main(argv: list[str]) -> None:
         ghost_qpos=None if a.ghost_qpos is None else np.load(a.ghost_qpos),
         ghost=a.ghost,
         labels=None if a.labels is None else json.loads(Path(a.labels).read_text()),
+        arrows=None if a.arrows is None else np.load(a.arrows),
     )

@@ -92,7 +92,8 @@ def play(checkpoint: str | Path, options: PlayConfig | None = None, **changes: A
         fps = 1.0 / env.control_dt
         try:
             res.video = render_states(env.render_model(), np.stack(film.qpos), target, fps=fps, width=width,
-                                      height=height, ghost=opts.ghost, ghost_qpos=film.ghost_qpos(), labels=film.labels)
+                                      height=height, ghost=opts.ghost, ghost_qpos=film.ghost_qpos(), labels=film.labels,
+                                      arrows=None if film.arrows is None else np.stack(film.arrows))
             print(f"play: video written to {res.video}", flush=True)
         except RenderUnavailable as err:
             print(f"play: no video: {err}", flush=True)
@@ -111,6 +112,7 @@ class _Film:
         self.qpos: list[np.ndarray] = []
         self.ghosts: list[np.ndarray] = []
         self.labels: list[str] | None = [] if text else None
+        self.arrows: list[np.ndarray] | None = [] if env.arrows(0) is not None else None
         self.record()
 
     def record(self) -> None:
@@ -119,6 +121,8 @@ class _Film:
             self.ghosts.append(self.env.reference_qpos(0))
         if self.labels is not None:
             self.labels.append(self.env.overlay_text(0) or "")
+        if self.arrows is not None:
+            self.arrows.append(self.env.arrows(0))
 
     def ghost_qpos(self) -> np.ndarray | None:
         return np.stack(self.ghosts) if self.ghost else None

@@ -79,6 +79,10 @@ class VecEnv(Protocol):
     def overlay_text(self, env: int = 0) -> str | None:
         """A line or two on env ``env``'s state for a video frame (e.g. clip, frame, error); None: none."""
 
+    def arrows(self, env: int = 0) -> np.ndarray | None:
+        """``(k, 2, 3)`` world-frame (start, end) points of arrows to draw on env ``env``'s video frame (e.g. a
+        velocity command); None: none."""
+
     def close(self) -> None:
         """Release the physics pool (threads, pinned CPUs)."""
 
@@ -133,6 +137,9 @@ class PoolEnv:
         return None  # tasks with a reference motion override this
 
     def overlay_text(self, env: int = 0) -> str | None:
+        return None
+
+    def arrows(self, env: int = 0) -> np.ndarray | None:
         return None
 
     def close(self) -> None:

@@ -272,6 +272,20 @@ class LocomotionEnv(PoolEnv):
                                         termination_terms=dict(zip(CONDITION_NAMES, info[1])), finals_written=True)
         return result(out, info)
 
+    def arrows(self, env: int = 0) -> np.ndarray:
+        """Above env ``env``'s base: its command (green) and its base velocity (blue), horizontal, in the
+        heading frame (1 m per m/s)."""
+        s = self.state
+        w, x, y, z = s.base_quat[env]
+        yaw = np.arctan2(2.0 * (x * y + w * z), 1.0 - 2.0 * (y * y + z * z))
+        c, sn = np.cos(yaw), np.sin(yaw)
+        start = self.pool.qpos[env, :3] + np.array([0.0, 0.0, 0.5])
+        out = np.empty((2, 2, 3))
+        for k, (vx, vy) in enumerate((s.command[env, :2], s.base_lin_b[env, :2])):
+            out[k, 0] = start
+            out[k, 1] = start + np.array([c * vx - sn * vy, sn * vx + c * vy, 0.0])
+        return out
+
     def overlay_text(self, env: int = 0) -> str:
         """The command and the base velocity of env ``env`` (play's text overlay)."""
         c, v, w = self.state.command[env], self.state.base_lin_b[env], self.state.base_ang_b[env]
