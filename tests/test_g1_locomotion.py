@@ -397,3 +397,43 @@ def test_video_arrows_show_the_command_in_the_heading_frame(env):
     np.testing.assert_allclose(arrows[0, 1] - arrows[0, 0], [0.5 * c - 0.2 * sn, 0.5 * sn + 0.2 * c, 0.0], atol=1e-12)
     np.testing.assert_allclose(arrows[1, 1] - arrows[1, 0], [0.1 * c + 0.3 * sn, 0.1 * sn - 0.3 * c, 0.0], atol=1e-12)
     env.reset()
+
+
+def test_domain_randomization_is_holosomas_locomotion_recipe():
+    """Friction on the foot-floor pairs, link masses x [0.9, 1.2] with their inertia, +[-1, 3] kg on the torso,
+    torso centre of mass +-5 cm, PD gains x [0.9, 1.1] and a 0-1 step action delay, per env; the zero-noise
+    evaluation config turns them off."""
+    import mujoco
+
+    from unilab.eval.locomotion import eval_config
+    from unilab.tasks.g1_locomotion.env import LocomotionEnv
+
+    env = LocomotionEnv(LocomotionConfig(), 64, pool_kwargs={"nthread": 1}, seed=9)
+    try:
+        env.reset()
+        m, r = env.model, env.randomizer
+        mass = env.pool.expand("body_mass")
+        links = [m.body(n).id for n in ("pelvis", "left_hip_roll_link", "right_knee_link")]
+        factor = mass[:, links] / m.body_mass[links]
+        assert 0.9 <= factor.min() and factor.max() <= 1.2 and factor.std() > 0.05
+        np.testing.assert_allclose(env.pool.expand("body_inertia")[:, links] / m.body_inertia[links],
+                                   factor[..., None] * np.ones(3))
+        torso = m.body("torso_link").id
+        added = mass[:, torso] - m.body_mass[torso]
+        assert -1.0 <= added.min() and added.max() <= 3.0 and added.std() > 0.5
+        assert mass[:, m.body("left_ankle_roll_link").id].std() == 0  # not a randomized link
+        pairs = env.pool.expand("pair_friction")[:, :, 0]
+        assert 0.5 <= pairs.min() and pairs.max() <= 1.25 and (pairs == pairs[:, :1]).all()
+        assert set(np.unique(r.delay)) == {0, 1}
+        assert 0.9 <= r.kp_scale.min() and r.kp_scale.max() <= 1.1
+        assert np.abs(r.com_offset).max() <= 0.05 and r.com_offset.std() > 0.01
+        assert {"randomization/mass_scale", "randomization/added_mass"} <= set(env.stats())
+        # the mass change reaches the physics: a heavier torso, a heavier robot
+        assert env.pool.expand("body_subtreemass")[:, 1].std() > 0.5
+    finally:
+        env.close()
+    cfg = eval_config(LocomotionConfig(), pushes=True)
+    assert not any(cfg.randomization.active(t) for t in ("friction", "mass", "pd_gains", "action_delay"))
+    with pytest.raises(ValueError, match="task.randomization.push: not used by g1_locomotion"):
+        LocomotionConfig().from_dict({"randomization": {"push": {"enabled": True}}})
+    assert mujoco.mj_name2id(env.model, mujoco.mjtObj.mjOBJ_BODY, "torso_link") == torso

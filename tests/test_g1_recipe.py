@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from tiny_robot import ROBOT_XML, teleport
 
+from unilab.tasks.core.randomization import TERMS
 from unilab.tasks.g1_motion_tracking.config import (
     ContactTerm,
     MotionTrackingConfig,
@@ -19,7 +20,6 @@ from unilab.tasks.g1_motion_tracking.config import (
     TerminationsConfig,
 )
 from unilab.tasks.g1_motion_tracking.env import MotionTrackingEnv
-from unilab.tasks.g1_motion_tracking.randomization import TERMS
 
 # holosoma config_values/robot.py g1_29dof: dof_names and dof_effort_limit_list
 G1_DOF_NAMES = [

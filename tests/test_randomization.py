@@ -13,9 +13,10 @@ from unilab.runtime.collector import _count
 from unilab.runtime.metrics import MetricsLogger
 from unilab.runtime.stats import Counters, counter_names
 from unilab.sim.quat import quat_rotate_inv
-from unilab.tasks.g1_motion_tracking.config import MotionTrackingConfig, RandomizationConfig, TerminationsConfig
+from unilab.tasks.core.randomization import TERMS
+from unilab.tasks.core.randomization_config import RandomizationConfig
+from unilab.tasks.g1_motion_tracking.config import MotionTrackingConfig, TerminationsConfig
 from unilab.tasks.g1_motion_tracking.env import MotionTrackingEnv
-from unilab.tasks.g1_motion_tracking.randomization import TERMS
 from unilab.telemetry.phase_timer import PhaseTimer
 
 TERM_NAMES = tuple(t.name for t in TERMS)
@@ -27,6 +28,7 @@ def _only(cfg: MotionTrackingConfig, *terms: str) -> MotionTrackingConfig:
     cfg.randomization = RandomizationConfig()
     for name in TERM_NAMES:
         getattr(cfg.randomization, name).enabled = name in terms
+    cfg.randomization.mass.bodies, cfg.randomization.mass.added_body = ".*", cfg.anchor_body  # the tiny robot's
     return cfg
 
 
@@ -83,6 +85,7 @@ def _neutral(cfg: MotionTrackingConfig) -> MotionTrackingConfig:
     r.push.interval_s = [0.02, 0.06]
     r.pd_gains.kp_scale = r.pd_gains.kd_scale = [1.0, 1.0]
     r.action_delay.steps = [0, 0]
+    r.mass.scale, r.mass.added = [1.0, 1.0], [0.0, 0.0]
     return cfg
 
 
@@ -339,7 +342,7 @@ def test_config_errors_name_the_key():
 
 def test_holosoma_defaults():
     r = RandomizationConfig()
-    assert [r.active(n) for n in TERM_NAMES] == [True, True, True, True, False, False]
+    assert [r.active(n) for n in TERM_NAMES] == [True, True, True, True, False, False, False]
     assert r.friction.range == [0.3, 1.6] and r.joint_pos_bias.range == [-0.01, 0.01]
     assert (r.base_com.x, r.base_com.y, r.base_com.z) == ([-0.025, 0.025], [-0.05, 0.05], [-0.05, 0.05])
     assert r.push.interval_s == [1.0, 3.0] and r.push.max_lin_vel + r.push.max_ang_vel == [0.5, 0.5, 0.2, 0.52,

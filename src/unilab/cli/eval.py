@@ -176,7 +176,7 @@ def _locomotion(args: argparse.Namespace) -> int:
         json_path = Path(args.json) if args.json else (Path("eval") if ckpt is None else ckpt.parent / "eval") / name
         check_writable(json_path)
         result = run(ckpt, args.policy, args.speed, args.envs_per_bin, args.pushes == "on", args.seed, args.device,
-                     args.threads, overrides, not args.no_progress)
+                     args.threads, overrides, not args.no_progress, args.randomization == "on")
     except (FileNotFoundError, ValueError, OSError) as err:
         print(f"unilab-eval: error: {err}", file=sys.stderr)
         return 2

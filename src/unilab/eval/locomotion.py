@@ -1,12 +1,12 @@
 """Evaluation of a velocity-command locomotion policy: one fixed command per bin, every env one episode.
 
-Bins (``speed`` m/s or rad/s): standing (0, 0, 0), forward (speed, 0, 0), lateral (0, speed, 0), turning
-(0, 0, speed). Every env runs its bin's command in the task's evaluation mode (mean gait frequency, legs
-starting at phases 0 and -pi; :meth:`LocomotionEnv.evaluate`) for one episode of the task's length, pushes on
-or off, observation noise off. Per bin: the fraction of episodes that survive to the time-out, the mean
-episode length (s), falls, the forward / lateral velocity and yaw-rate tracking errors (mean absolute error
-over the steps before a fall, base frame), and the mean of the tracking reward terms over those steps
-(holosoma's nightly metrics are those terms' episode means).
+Bins (``speed`` m/s or rad/s): standing (0, 0, 0), forward (speed, 0, 0), lateral (0, speed, 0), turning (0, 0,
+speed). Every env runs its bin's command in the task's evaluation mode (mean gait frequency, legs starting at
+phases 0 and -pi; :meth:`LocomotionEnv.evaluate`) for one episode of the task's length, pushes on or off, domain
+randomization off unless kept, observation noise off. Per bin: the fraction of episodes that survive to the
+time-out, the mean episode length (s), falls, the forward / lateral velocity and yaw-rate tracking errors (mean
+absolute error over the steps before a fall, base frame), and the mean of the tracking reward terms over those
+steps (holosoma's nightly metrics are those terms' episode means).
 """
 
 from __future__ import annotations
@@ -28,10 +28,13 @@ def bin_commands(speed: float) -> dict[str, tuple[float, float, float]]:
             "turning": (0.0, 0.0, speed)}
 
 
-def eval_config(cfg: Any, pushes: bool) -> Any:
-    """``cfg`` for evaluation: observation noise off, pushes as asked."""
+def eval_config(cfg: Any, pushes: bool, randomization: bool = False) -> Any:
+    """``cfg`` for evaluation: observation noise off, pushes as asked, domain randomization off unless kept."""
+    from unilab.eval.rollout import disable_randomization  # noqa: PLC0415 - lazy: torch
+
     noise = dataclasses.replace(cfg.obs_noise, **{f.name: 0.0 for f in dataclasses.fields(cfg.obs_noise)})
-    return dataclasses.replace(cfg, obs_noise=noise, push=dataclasses.replace(cfg.push, enabled=bool(pushes)))
+    cfg = dataclasses.replace(cfg, obs_noise=noise, push=dataclasses.replace(cfg.push, enabled=bool(pushes)))
+    return cfg if randomization else dataclasses.replace(cfg, randomization=disable_randomization(cfg.randomization))
 
 
 def evaluate_locomotion(env: Any, policy, speed: float = 0.5, envs_per_bin: int = 16, progress: bool = True,
@@ -97,7 +100,8 @@ def format_locomotion(result: dict[str, Any]) -> str:
 
 
 def run(checkpoint: Path | None, policy_kind: str, speed: float, envs_per_bin: int, pushes: bool, seed: int,
-        device: str, threads: int | None, overrides: dict[str, Any], progress: bool) -> dict[str, Any]:
+        device: str, threads: int | None, overrides: dict[str, Any], progress: bool,
+        randomization: bool = False) -> dict[str, Any]:
     """``unilab-eval --task g1_locomotion``: build the env from the checkpoint's config (or the defaults for the
     zero baseline) and evaluate the checkpoint's mean action or the zero action."""
     import torch  # noqa: PLC0415 - lazy: --help without torch
@@ -117,7 +121,7 @@ def run(checkpoint: Path | None, policy_kind: str, speed: float, envs_per_bin: i
         raw = {"task": apply_task_overrides({"name": "g1_locomotion"}, overrides)}
     if raw["task"].get("name") != "g1_locomotion":
         raise ValueError(f"--task g1_locomotion: the checkpoint's task is {raw['task'].get('name')!r}")
-    cfg = eval_config(task_config("g1_locomotion", raw["task"]), pushes)
+    cfg = eval_config(task_config("g1_locomotion", raw["task"]), pushes, randomization)
     kw = build_dataclass(SimConfig, raw.get("sim", {}), "sim").pool_kwargs()
     kw["cpu_ids"], kw["nthread"] = None, threads
     torch.set_num_threads(threads or 1)
@@ -133,7 +137,7 @@ def run(checkpoint: Path | None, policy_kind: str, speed: float, envs_per_bin: i
         result = evaluate_locomotion(env, policy, speed, envs_per_bin, progress, desc=f"eval {policy_kind}")
     finally:
         env.close()
-    result.update(task="g1_locomotion", policy=policy_kind, pushes=pushes, seed=seed,
+    result.update(task="g1_locomotion", policy=policy_kind, pushes=pushes, randomization=randomization, seed=seed,
                   checkpoint=None if checkpoint is None else str(checkpoint),
                   iteration=None if payload is None else int(payload["iteration"]))
     return result

@@ -17,6 +17,16 @@ from typing import Any
 
 from unilab.dataclass_config import build_dataclass
 from unilab.tasks.core.model import check_sim_fields
+from unilab.tasks.core.randomization_config import (
+    ActionDelayRandomization,
+    BaseComRandomization,
+    FrictionRandomization,
+    JointPosBiasRandomization,
+    MassRandomization,
+    PdGainsRandomization,
+    PushRandomization,
+    RandomizationConfig,
+)
 
 _ARMS_AND_WAIST = "waist_.*|.*_(shoulder|elbow|wrist)_.*"
 
@@ -181,6 +191,22 @@ class ObsScalesConfig:
     """Base linear velocity (critic only)."""
 
 
+def locomotion_randomization() -> RandomizationConfig:
+    """holosoma's g1_29dof_randomization (config_values/loco/g1/randomization.py): friction [0.5, 1.25], torso
+    centre of mass +-5 cm, PD gains x [0.9, 1.1] and an action delay of 0-1 steps at each reset, link masses x
+    [0.9, 1.2] and +[-1, 3] kg on the torso; no joint encoder offsets. Its push is ``task.push`` (it sets the
+    base velocity; ``task.randomization.push`` adds a kick, the tracking recipe's)."""
+    return RandomizationConfig(
+        friction=FrictionRandomization(range=[0.5, 1.25]),
+        base_com=BaseComRandomization(body="torso_link", x=[-0.05, 0.05], y=[-0.05, 0.05], z=[-0.05, 0.05]),
+        joint_pos_bias=JointPosBiasRandomization(enabled=False),
+        push=PushRandomization(enabled=False),
+        pd_gains=PdGainsRandomization(enabled=True),
+        action_delay=ActionDelayRandomization(enabled=True, steps=[0, 1]),
+        mass=MassRandomization(enabled=True),
+    )
+
+
 @dataclass
 class LocomotionConfig:
     """Everything the locomotion task reads (defaults: Unitree G1 29-DoF, holosoma's FastSAC recipe)."""
@@ -263,7 +289,10 @@ class LocomotionConfig:
     curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
     """Penalty curriculum."""
     push: PushConfig = field(default_factory=PushConfig)
-    """Random pushes."""
+    """Random pushes (holosoma's locomotion push: the base velocity is set)."""
+    randomization: RandomizationConfig = field(default_factory=locomotion_randomization)
+    """Domain randomization: friction, torso centre of mass, PD gains, action delay, link and torso masses
+    (task.randomization.enabled=false turns them off; pushes are task.push)."""
     obs_noise: ObsNoiseConfig = field(default_factory=ObsNoiseConfig)
     """Actor observation noise."""
     obs_scales: ObsScalesConfig = field(default_factory=ObsScalesConfig)
@@ -327,6 +356,11 @@ class LocomotionConfig:
                 raise ValueError(f"task.rewards.{name}.sigma must be > 0, got null")
         if self.obs_clip is not None and not self.obs_clip > 0:
             raise ValueError(f"task.obs_clip must be > 0 or null, got {self.obs_clip}")
+        self.randomization.validate()
+        for term, why in (("joint_pos_bias", "its observation has no encoder offsets"),
+                          ("push", "its push is task.push, which sets the base velocity")):
+            if self.randomization.active(term):
+                raise ValueError(f"task.randomization.{term}: not used by g1_locomotion ({why}); leave it off")
 
     def check_paths(self) -> None:
         """The user's model exists (checked before training starts anything)."""

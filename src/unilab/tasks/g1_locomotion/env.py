@@ -28,6 +28,7 @@ from unilab.tasks.core.contacts import require_contact_forces
 from unilab.tasks.core.joints import match_joint_values
 from unilab.tasks.core.kernels import action_to_ctrl
 from unilab.tasks.core.model import load_task_model
+from unilab.tasks.core.randomization import make_randomizer
 from unilab.tasks.core.symmetry import joint_mirror, partner_indices
 from unilab.tasks.env_streams import env_streams
 from unilab.tasks.g1_locomotion.config import LocomotionConfig
@@ -102,7 +103,11 @@ class LocomotionEnv(PoolEnv):
         self.timer = PhaseTimer()
         self.pool.timer = self.timer
         self.host_thread_ids = numba_threads.configure(self.pool.nthread, self.pool.cpu_ids)
-        self.ctrl_default = np.tile(self.action_default, (n, 1))
+        # domain randomization: per-env model fields, own random streams; None when every term is off
+        self.randomizer = make_randomizer(cfg.randomization, self.pool, seed, self.control_dt, cfg.base_body, nj,
+                                          self.kp, self.kd, self.action_default, self.act_joint)
+        self.ctrl_default = (np.tile(self.action_default, (n, 1)) if self.randomizer is None
+                             else self.randomizer.ctrl_default)
 
         self.qpos_adr = np.array([self.model.jnt_qposadr[j] for j in range(1, self.model.njnt)], dtype=np.int64)
         self.dof_adr = np.array([self.model.jnt_dofadr[j] for j in range(1, self.model.njnt)], dtype=np.int64)
@@ -124,7 +129,8 @@ class LocomotionEnv(PoolEnv):
         self.critic_obs_dim = self.layout.critic_dim
         self.reward_term_names = TERM_NAMES
         self.termination_names = CONDITION_NAMES
-        self.stat_names = ("curriculum/penalty_scale", "curriculum/average_episode_length")
+        self.stat_names = ("curriculum/penalty_scale", "curriculum/average_episode_length",
+                           *(() if self.randomizer is None else self.randomizer.stat_names))
         self.book = EpisodeBook(n)
         self.auto_reset = True
         """False: a finished env is not restarted and keeps running (evaluation rollouts)."""
@@ -205,6 +211,8 @@ class LocomotionEnv(PoolEnv):
         start = (np.empty((rows.size, self.pool.qpos.shape[1])), np.empty((rows.size, self.pool.qvel.shape[1])))
         self.run_stages(START, rows, out, start=start)
         self.pool.reset(rows, *start)
+        if self.randomizer is not None:  # reset-time draws (PD gains, action delay)
+            self.randomizer.reset(rows)
         self.run_stages(RESTART, rows, out)
 
     def reset(self, out: Buffers | None = None) -> Obs:
@@ -227,8 +235,10 @@ class LocomotionEnv(PoolEnv):
         self._params = self._command_params()
 
     def stats(self) -> dict[str, float]:
+        """The penalty curriculum's scale and average episode length, and the randomization scalars."""
         return {"curriculum/penalty_scale": self.rewards.scale,
-                "curriculum/average_episode_length": self.rewards.average_length}
+                "curriculum/average_episode_length": self.rewards.average_length,
+                **({} if self.randomizer is None else self.randomizer.stats())}
 
     def close(self) -> None:
         if self.pool.cpu_ids is not None:
@@ -245,7 +255,8 @@ class LocomotionEnv(PoolEnv):
         with timer.phase("backend_step"):
             targets = self.pool.ctrl
             action_to_ctrl(action, self.action_scale, self.ctrl_default, self.state.action, targets)
-            bad = self.pool.step(None, self.cfg.decimation).copy()
+            ctrl = targets if self.randomizer is None else self.randomizer.before_physics(targets)
+            bad = self.pool.step(None if ctrl is targets else ctrl, self.cfg.decimation).copy()
         rows = self._all_rows
         info = (np.empty((len(TERM_NAMES), self.num_envs), dtype=np.float32),
                 np.empty((len(CONDITION_NAMES), self.num_envs), dtype=bool))

@@ -18,6 +18,7 @@ from typing import Any
 
 from unilab.dataclass_config import build_dataclass
 from unilab.tasks.core.model import check_sim_fields
+from unilab.tasks.core.randomization_config import RandomizationConfig
 
 _TRACKED = [
     "pelvis", "left_hip_roll_link", "left_knee_link", "left_ankle_roll_link",
@@ -165,141 +166,6 @@ class ObsNoiseConfig:
     """Noise of the joint positions relative to the defaults (rad)."""
     joint_vel: float = 0.5
     """Noise of the joint velocities (rad/s)."""
-
-
-def _check_range(value: list[float], key: str, lo: float | None = None, n: int = 2) -> None:
-    """``value`` is a list of ``n`` numbers (a [low, high] pair when n == 2), each >= ``lo``."""
-    if len(value) != n:
-        raise ValueError(f"task.randomization.{key} needs {n} numbers, got {list(value)}")
-    if n == 2 and not value[0] <= value[1]:
-        raise ValueError(f"task.randomization.{key} must be [low, high] with low <= high, got {list(value)}")
-    if lo is not None and min(value) < lo:
-        raise ValueError(f"task.randomization.{key} must be >= {lo:g}, got {list(value)}")
-
-
-@dataclass
-class FrictionRandomization:
-    """Setup time: one sliding friction coefficient per env for every geom (holosoma G1 WBT: on)."""
-
-    enabled: bool = True
-    """Draw one coefficient per env when the env is built."""
-    range: list[float] = field(default_factory=lambda: [0.3, 1.6])
-    """[low, high] of the uniform draw; MuJoCo's contact friction (column 0 of geom_friction). MuJoCo has
-    one sliding coefficient where PhysX has a static and a dynamic one: holosoma's static range [0.3, 1.6]
-    is used (its dynamic range, [0.3, 1.2], has no counterpart). The value is written to the robot's geoms
-    and to the ground's, so that MuJoCo's max-of-the-pair rule makes it the contact's coefficient (as
-    holosoma's MuJoCo backend does: one value per env shared by all geoms), and to both sliding columns of
-    every explicit <pair> of a robot geom, whose own friction overrides the geoms' (the G1's feet touch the
-    floor only through such pairs)."""
-
-
-@dataclass
-class BaseComRandomization:
-    """Setup time: a per-env centre-of-mass offset of one body (holosoma G1 WBT: on)."""
-
-    enabled: bool = True
-    """Offset the body's centre of mass (body_ipos) once per env when the env is built."""
-    body: str | None = None
-    """The body whose centre of mass moves; null: the task's anchor_body (torso_link on the G1, holosoma's
-    torso_name)."""
-    x: list[float] = field(default_factory=lambda: [-0.025, 0.025])
-    """[low, high] of the offset along the body's x axis (m), added to its centre of mass."""
-    y: list[float] = field(default_factory=lambda: [-0.05, 0.05])
-    """[low, high] of the offset along the body's y axis (m)."""
-    z: list[float] = field(default_factory=lambda: [-0.05, 0.05])
-    """[low, high] of the offset along the body's z axis (m)."""
-
-
-@dataclass
-class JointPosBiasRandomization:
-    """Setup time: a per-env, per-joint encoder offset (holosoma G1 WBT: on)."""
-
-    enabled: bool = True
-    """Draw one offset per env and joint when the env is built."""
-    range: list[float] = field(default_factory=lambda: [-0.01, 0.01])
-    """[low, high] of the offset (rad), added to the env's default joint positions, as holosoma's
-    setup_dof_pos_bias does: the observed joint_pos_rel (q - default - offset, policy and critic) and the PD
-    targets (default + offset + scale x action) both move; rewards use the true positions."""
-
-
-@dataclass
-class PushRandomization:
-    """Step time: every few seconds per env, add a random kick to the root velocity (holosoma G1 WBT: on)."""
-
-    enabled: bool = True
-    """Push the robots. A kick is applied just before a step's physics (holosoma: just after the previous
-    step's; the same motion, but the observation in between does not show the kick yet)."""
-    interval_s: list[float] = field(default_factory=lambda: [1.0, 3.0])
-    """[low, high] of the uniform time between an env's pushes (s), drawn per env at each reset and after
-    each push, counted in policy steps (truncated to whole steps, as holosoma does)."""
-    max_lin_vel: list[float] = field(default_factory=lambda: [0.5, 0.5, 0.2])
-    """Largest kick of the root linear velocity, world x y z (m/s); each component is uniform in +-this. The
-    kick is ADDED to the current velocity, as holosoma's WBT env does (BeyondMimic's push_by_setting_velocity)."""
-    max_ang_vel: list[float] = field(default_factory=lambda: [0.52, 0.52, 0.78])
-    """Largest kick of the root angular velocity, world x y z (rad/s); uniform in +-this, added."""
-
-
-@dataclass
-class PdGainsRandomization:
-    """Reset time: per-env, per-joint scales of the PD gains kp and kd (holosoma G1 WBT: present, off)."""
-
-    enabled: bool = False
-    """Redraw the scales at each env's reset."""
-    kp_scale: list[float] = field(default_factory=lambda: [0.9, 1.1])
-    """[low, high] of the uniform factor on each joint's kp (the actuators' gain and position bias)."""
-    kd_scale: list[float] = field(default_factory=lambda: [0.9, 1.1])
-    """[low, high] of the uniform factor on each joint's kd (the actuators' velocity bias)."""
-
-
-@dataclass
-class ActionDelayRandomization:
-    """Reset time: a per-env delay of the PD targets, in policy steps (holosoma G1 WBT: present, off)."""
-
-    enabled: bool = False
-    """Redraw each env's delay at its reset (its queued targets restart at the default pose)."""
-    steps: list[int] = field(default_factory=lambda: [0, 1])
-    """[low, high] of the uniform integer delay (policy steps, both included)."""
-
-
-@dataclass
-class RandomizationConfig:
-    """Domain randomization (defaults: holosoma's G1 WBT recipe). Every term is drawn from its own random
-    stream derived from the env seed, so the values are reproducible and the task's other draws (start
-    frames, reset and observation noise) are the same with or without randomization."""
-
-    enabled: bool = True
-    """false turns every term off: the task is then bit-identical to one without randomization."""
-    friction: FrictionRandomization = field(default_factory=FrictionRandomization)
-    """Contact friction (setup time)."""
-    base_com: BaseComRandomization = field(default_factory=BaseComRandomization)
-    """Centre-of-mass offset of the torso (setup time)."""
-    joint_pos_bias: JointPosBiasRandomization = field(default_factory=JointPosBiasRandomization)
-    """Encoder offset on the observed joint positions (setup time)."""
-    push: PushRandomization = field(default_factory=PushRandomization)
-    """Random root-velocity kicks (per-env timers)."""
-    pd_gains: PdGainsRandomization = field(default_factory=PdGainsRandomization)
-    """PD gain scales (reset time)."""
-    action_delay: ActionDelayRandomization = field(default_factory=ActionDelayRandomization)
-    """Delay of the applied PD targets (reset time)."""
-
-    def active(self, term: str) -> bool:
-        """Whether term ``term`` runs (the master switch and its own)."""
-        return bool(self.enabled and getattr(self, term).enabled)
-
-    def validate(self) -> None:
-        """Raise ValueError naming the first invalid key."""
-        _check_range(self.friction.range, "friction.range", lo=0.0)
-        for axis in ("x", "y", "z"):
-            _check_range(getattr(self.base_com, axis), f"base_com.{axis}")
-        _check_range(self.joint_pos_bias.range, "joint_pos_bias.range")
-        _check_range(self.push.interval_s, "push.interval_s")
-        if not self.push.interval_s[0] > 0:
-            raise ValueError(f"task.randomization.push.interval_s must be > 0, got {list(self.push.interval_s)}")
-        _check_range(self.push.max_lin_vel, "push.max_lin_vel", lo=0.0, n=3)
-        _check_range(self.push.max_ang_vel, "push.max_ang_vel", lo=0.0, n=3)
-        _check_range(self.pd_gains.kp_scale, "pd_gains.kp_scale", lo=0.0)
-        _check_range(self.pd_gains.kd_scale, "pd_gains.kd_scale", lo=0.0)
-        _check_range(self.action_delay.steps, "action_delay.steps", lo=0)
 
 
 @dataclass

@@ -39,11 +39,11 @@ from unilab.tasks.core.collisions import disable_self_collisions
 from unilab.tasks.core.contacts import require_contact_forces
 from unilab.tasks.core.kernels import action_to_ctrl
 from unilab.tasks.core.model import load_task_model
+from unilab.tasks.core.randomization import make_randomizer, observed_joint_pos_bias
 from unilab.tasks.env_streams import env_streams
 from unilab.tasks.g1_motion_tracking.config import MotionTrackingConfig, motion_file_list
 from unilab.tasks.g1_motion_tracking.motion import MotionLibrary
 from unilab.tasks.g1_motion_tracking.observations import obs_layout, observation_mirror
-from unilab.tasks.g1_motion_tracking.randomization import make_randomizer, observed_joint_pos_bias
 from unilab.tasks.g1_motion_tracking.resets import StartFrameSampler, start_state
 from unilab.tasks.g1_motion_tracking.rewards import TERM_NAMES, RewardComputer
 from unilab.tasks.g1_motion_tracking.step_driver import RESTART, SPLIT, STEP, step_driver

@@ -1,4 +1,5 @@
-"""Domain randomization of the motion-tracking task: a table of terms writing ``(num_envs, ...)`` arrays.
+"""Domain randomization: a table of terms writing ``(num_envs, ...)`` arrays (every task's; settings
+:mod:`unilab.tasks.core.randomization_config`).
 
 Each row of :data:`TERMS` is one ``task.randomization.<name>`` config key and
 up to three small functions:
@@ -13,7 +14,7 @@ slices of them, with no recompile and no loop over envs. Expanded fields are
 model data, not simulation state, so they survive the pool's ``reset``
 (which rewrites state rows only, or runs ``Batch.reset`` on a persistent pool).
 
-When each term draws (holosoma's G1 WBT recipe, ``config_values/wbt/g1``):
+When each term draws (holosoma's G1 recipes, ``config_values/wbt/g1`` and ``config_values/loco/g1``):
 
     friction        setup   one sliding coefficient per env, every geom of the robot and the ground and
                             every explicit contact pair of a robot geom (the G1's foot-floor pairs)
@@ -25,6 +26,8 @@ When each term draws (holosoma's G1 WBT recipe, ``config_values/wbt/g1``):
     pd_gains        reset   per-env, per-joint scales of kp (gainprm, biasprm[1]) and kd (biasprm[2])
     action_delay    reset   per-env delay (policy steps) of the PD targets; the queue restarts at the
                             default pose
+    mass            setup   per-env mass factor of each matched link (inertia alike) and a mass added to
+                            one body (its inertia scaled by its mass's factor); then ``set_const``
 
 Holosoma applies a push after the physics of a step, we before the physics of
 the next one: the simulated motion is the same, the observation of the step in
@@ -40,11 +43,13 @@ TensorBoard (``env.stats()``, means over each log interval): ``randomization/fri
 (mean coefficient), ``base_com`` (mean offset length, m), ``joint_pos_bias``
 (mean |offset|, rad), ``push_count`` (pushes per env step, all envs),
 ``push_interval_s`` (mean drawn interval), ``pd_gains_kp`` / ``pd_gains_kd``
-(mean scales), ``action_delay`` (mean delay, steps).
+(mean scales), ``action_delay`` (mean delay, steps), ``mass_scale`` (mean link factor), ``added_mass``
+(mean, kg).
 """
 
 from __future__ import annotations
 
+import re
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -54,7 +59,7 @@ import mujoco
 import numpy as np
 
 from unilab.sim.quat import quat_normalize, quat_rotate_inv
-from unilab.tasks.g1_motion_tracking.config import RandomizationConfig
+from unilab.tasks.core.randomization_config import RandomizationConfig
 
 _STREAM = 0x52414E44  # separates the randomization streams from the env's own generator (same seed)
 PREFIX = "randomization/"
@@ -201,6 +206,32 @@ def action_delay_stats(r: DomainRandomizer) -> dict[str, float]:
     return {"action_delay": float(r.delay.mean())}
 
 
+# --- mass -------------------------------------------------------------------------------------
+def mass_setup(r: DomainRandomizer, cfg, rng) -> None:
+    m = r.model
+    rx = re.compile(cfg.bodies)
+    links = np.array([b for b in range(1, m.nbody) if m.body_rootid[b] == r.robot_root
+                      and rx.fullmatch(m.body(b).name)], dtype=np.int64)
+    if not links.size:
+        raise ValueError(f"task.randomization.mass.bodies {cfg.bodies!r} matches no body of the robot")
+    added = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, cfg.added_body)
+    if added < 0:
+        raise ValueError(f"task.randomization.mass.added_body: {cfg.added_body!r} is not a body of the model")
+    mass, inertia = r.pool.expand("body_mass"), r.pool.expand("body_inertia")
+    r.mass_scale = _uniform(rng, cfg.scale, (r.num_envs, links.size))
+    mass[:, links] = m.body_mass[links] * r.mass_scale
+    inertia[:, links] = m.body_inertia[links] * r.mass_scale[..., None]
+    r.added_mass = _uniform(rng, cfg.added, r.num_envs)
+    factor = (mass[:, added] + r.added_mass) / mass[:, added]
+    mass[:, added] = mass[:, added] * factor
+    inertia[:, added] = inertia[:, added] * factor[:, None]
+    r.pool.set_const()  # body_mass and body_inertia are mj_setConst inputs
+
+
+def mass_stats(r: DomainRandomizer) -> dict[str, float]:
+    return {"mass_scale": float(r.mass_scale.mean()), "added_mass": float(r.added_mass.mean())}
+
+
 TERMS = (
     RandomizationTerm("friction", friction_setup, friction_stats),
     RandomizationTerm("base_com", base_com_setup, base_com_stats),
@@ -209,6 +240,7 @@ TERMS = (
     RandomizationTerm("pd_gains", pd_gains_setup, pd_gains_stats, reset=pd_gains_reset),
     RandomizationTerm("action_delay", action_delay_setup, action_delay_stats, reset=action_delay_reset,
                       step=action_delay_step),
+    RandomizationTerm("mass", mass_setup, mass_stats),
 )
 
 
@@ -249,7 +281,7 @@ class DomainRandomizer:
         self.ctrl_default = np.tile(np.asarray(ctrl_default, dtype=np.float64), (self.num_envs, 1))
         m = self.model
         self.com_body = int(com_body)
-        robot = m.body_rootid[robot_body]
+        robot = self.robot_root = int(m.body_rootid[robot_body])
         geom_root = m.body_rootid[m.geom_bodyid]
         # the robot's geoms and the ground's (world body): a contact's friction is the max of its pair
         self.contact_geoms = np.flatnonzero((geom_root == robot) | (m.geom_bodyid == 0))
