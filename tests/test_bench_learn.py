@@ -85,6 +85,33 @@ def test_main_writes_the_json_with_fixed_keys(tmp_path, monkeypatch, capsys):
     assert "curve/return_final" in capsys.readouterr().out
 
 
+def test_locomotion_is_evaluated_per_command_bin_against_the_zero_policy(tmp_path, monkeypatch, capsys):
+    run = _tiny_run(tmp_path / "logs" / "run", [1.0, 2.0, 3.0])
+    ckpt = run / "model_33.pt"
+    ckpt.write_bytes(b"stand-in")
+    commands = []
+
+    def fake_eval(cmd, cpus=None, env=None):
+        commands.append(cmd)
+        policy = cmd[cmd.index("--policy") + 1]
+        out = Path(cmd[cmd.index("--json") + 1])
+        out.parent.mkdir(parents=True, exist_ok=True)
+        length = 3.0 if policy == "checkpoint" else 1.5
+        out.write_text(json.dumps({"overall": {"episode_length_s": length}, "bins": {}, "control_dt": 0.02}))
+        return 0
+
+    monkeypatch.setattr(learn, "run_training", lambda cmd: (0, run, ckpt, 12.5))
+    monkeypatch.setattr(learn, "run_eval", fake_eval)
+    out = tmp_path / "learn.json"
+    assert learn.main(["--task", "g1_locomotion", "--minutes", "0.1", "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["algo"] == "sac_cpu_loco" and data["eval"] == dict.fromkeys(METRIC_NAMES)
+    assert data["eval_locomotion"]["checkpoint"]["overall"]["episode_length_s"] == 3.0
+    assert data["eval_locomotion"]["zero"]["overall"]["episode_length_s"] == 1.5
+    assert all(c[c.index("--task") + 1] == "g1_locomotion" for c in commands) and len(commands) == 2
+    assert "locomotion/zero/episode_length_s" in capsys.readouterr().out
+
+
 def test_main_without_a_checkpoint_still_reports_and_fails(tmp_path, monkeypatch):
     run = _tiny_run(tmp_path / "run", [1.0])
     monkeypatch.setattr(learn, "run_training", lambda cmd: (1, run, None, 3.0))

@@ -209,8 +209,9 @@ def curve_summary(curves: dict[str, list[tuple[int, float, float]]], num_envs: i
 
 def build_report(args: argparse.Namespace, cmd: list[str], rc: int, wall_s: float, run_dir: Path | None,
                  checkpoint: Path | None, curve: dict[str, Any], evaluation: dict[str, Any] | None,
-                 eval_rc: int | None) -> dict[str, Any]:
-    """The benchmark JSON (fixed keys; missing values are null)."""
+                 eval_rc: int | None, locomotion: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The benchmark JSON (fixed keys; missing values are null). ``locomotion``: ``unilab-eval --task
+    g1_locomotion`` of the checkpoint and of the zero policy (per bin and overall), for that task."""
     overall = (evaluation or {}).get("overall", {})
     return {
         "benchmark": "learn",
@@ -228,12 +229,15 @@ def build_report(args: argparse.Namespace, cmd: list[str], rc: int, wall_s: floa
         "eval_returncode": eval_rc,
         "eval": {m: overall.get(m) for m in METRIC_NAMES},
         "eval_clips": (evaluation or {}).get("clips", {}),
+        "eval_locomotion": locomotion,
     }
 
 
 def summary_table(report: dict[str, Any]) -> str:
     rows = [(f"curve/{k}", _cell(v)) for k, v in report["curve"].items()]
     rows += [(f"eval/{k}", _cell(v)) for k, v in report["eval"].items()]
+    for kind, res in (report.get("eval_locomotion") or {}).items():
+        rows += [(f"locomotion/{kind}/{k}", _cell(v)) for k, v in ((res or {}).get("overall") or {}).items()]
     return format_table(["metric", "value"], rows)
 
 
@@ -281,8 +285,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if m:  # the run's last iteration (scalars are logged every log_interval iterations)
         curve["iterations"] = int(m.group(1))
         curve["env_steps"] = curve["iterations"] * curve["num_envs"]
-    evaluation, eval_rc = None, None
-    if checkpoint is not None and checkpoint.is_file():
+    evaluation, eval_rc, locomotion = None, None, None
+    if checkpoint is not None and checkpoint.is_file() and args.task == "g1_locomotion":
+        locomotion = {kind: locomotion_eval(checkpoint, kind, run_dir / "eval" / f"final_locomotion_{kind}.json")
+                      for kind in ("checkpoint", "zero")}
+        eval_rc = 0 if all(locomotion.values()) else 1
+    elif checkpoint is not None and checkpoint.is_file():
         eval_json = run_dir / "eval" / "final.json"
         ecmd = [sys.executable, "-m", "unilab.cli.eval", str(checkpoint), "--json", str(eval_json)]
         if args.eval_max_frames:
@@ -291,7 +299,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         eval_rc = run_eval(ecmd)
         if eval_rc == 0:
             evaluation = json.loads(eval_json.read_text())
-    report = build_report(args, cmd, rc, wall_s, run_dir, checkpoint, curve, evaluation, eval_rc)
+    report = build_report(args, cmd, rc, wall_s, run_dir, checkpoint, curve, evaluation, eval_rc, locomotion)
     print(summary_table(report))
     print(f"unilab-bench learn: JSON written to {write_json(out, report)}")
     return 0 if rc == 0 and eval_rc == 0 else 1

@@ -17,7 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 from tqdm import tqdm
+
+from unilab.algo.sac.agent import FastSAC
+from unilab.dataclass_config import build_dataclass
+from unilab.eval.rollout import agent_policy, disable_randomization
+from unilab.runtime.checkpoint import apply_task_overrides, load_checkpoint, stored_run_config
+from unilab.runtime.config import SimConfig
+from unilab.tasks.registry import make_env, task_config
 
 BINS = ("standing", "forward", "lateral", "turning")
 
@@ -30,8 +38,6 @@ def bin_commands(speed: float) -> dict[str, tuple[float, float, float]]:
 
 def eval_config(cfg: Any, pushes: bool, randomization: bool = False) -> Any:
     """``cfg`` for evaluation: observation noise off, pushes as asked, domain randomization off unless kept."""
-    from unilab.eval.rollout import disable_randomization  # noqa: PLC0415 - lazy: torch
-
     noise = dataclasses.replace(cfg.obs_noise, **{f.name: 0.0 for f in dataclasses.fields(cfg.obs_noise)})
     cfg = dataclasses.replace(cfg, obs_noise=noise, push=dataclasses.replace(cfg.push, enabled=bool(pushes)))
     return cfg if randomization else dataclasses.replace(cfg, randomization=disable_randomization(cfg.randomization))
@@ -104,15 +110,6 @@ def run(checkpoint: Path | None, policy_kind: str, speed: float, envs_per_bin: i
         randomization: bool = False) -> dict[str, Any]:
     """``unilab-eval --task g1_locomotion``: build the env from the checkpoint's config (or the defaults for the
     zero baseline) and evaluate the checkpoint's mean action or the zero action."""
-    import torch  # noqa: PLC0415 - lazy: --help without torch
-
-    from unilab.algo.sac.agent import FastSAC  # noqa: PLC0415
-    from unilab.dataclass_config import build_dataclass  # noqa: PLC0415
-    from unilab.eval.rollout import agent_policy  # noqa: PLC0415
-    from unilab.runtime.checkpoint import apply_task_overrides, load_checkpoint, stored_run_config  # noqa: PLC0415
-    from unilab.runtime.config import SimConfig  # noqa: PLC0415
-    from unilab.tasks.registry import make_env, task_config  # noqa: PLC0415
-
     payload = None
     if checkpoint is not None:
         payload, checkpoint = load_checkpoint(checkpoint)
