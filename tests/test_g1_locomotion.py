@@ -437,3 +437,51 @@ def test_domain_randomization_is_holosomas_locomotion_recipe():
     with pytest.raises(ValueError, match="task.randomization.push: not used by g1_locomotion"):
         LocomotionConfig().from_dict({"randomization": {"push": {"enabled": True}}})
     assert mujoco.mj_name2id(env.model, mujoco.mjtObj.mjOBJ_BODY, "torso_link") == torso
+
+
+def test_mixed_terrain_is_a_height_field_the_robot_stands_on():
+    """task.terrain.kind=mix: the height field's surface is terrain_height at every sample (MuJoCo's ray down
+    hits it), tiles are flat, rough or pitted at holosoma's depths, envs spawn over their tile with the ground's
+    height added, and the feet's height is measured from the ground under them."""
+    import mujoco
+
+    from unilab.tasks.core.terrain import KINDS, terrain_height
+    from unilab.tasks.g1_locomotion.env import LocomotionEnv
+
+    cfg = LocomotionConfig()
+    cfg.terrain.kind, cfg.terrain.rows, cfg.terrain.cols, cfg.terrain.tile_size = "mix", 2, 3, 4.0
+    cfg.terrain.flat, cfg.terrain.rough, cfg.terrain.low_obstacles = 0.0, 0.5, 0.5
+    env = LocomotionEnv(cfg, 24, pool_kwargs={"nthread": 1}, seed=4)
+    try:
+        t = env.terrain
+        assert t.heights.shape == (80, 120) and t.heights.max() <= 0.0 and t.heights.min() >= -0.075 - 1e-12
+        kinds = {KINDS[k] for k in t.tile_kinds}
+        assert kinds == {"rough", "low_obstacles"}
+        m = env.model
+        data = mujoco.MjData(m)
+        mujoco.mj_forward(m, data)
+        terrain_geom = m.geom("terrain").id
+        rng = np.random.default_rng(0)
+        geomid = np.zeros(1, np.int32)
+        for iy, ix in zip(rng.integers(0, 80, 40), rng.integers(0, 120, 40)):
+            x, y = t.origin + np.array([ix, iy]) * t.resolution
+            dist = mujoco.mj_ray(m, data, np.array([x, y, 1.0]), np.array([0.0, 0.0, -1.0]), None, 1, -1, geomid)
+            assert geomid[0] == terrain_geom
+            assert 1.0 - dist == pytest.approx(t.heights[iy, ix], abs=1e-5)
+            assert terrain_height(x, y, *t.lookup) == pytest.approx(t.heights[iy, ix], abs=1e-12)
+        env.reset()
+        base = env.pool.qpos[:, :3]
+        near = np.linalg.norm(base[:, None, :2] - t.tile_centres[None], axis=-1).min(axis=1)
+        assert near.max() <= np.sqrt(2) * cfg.terrain.spawn_offset + 1e-9
+        ground = np.array([terrain_height(x, y, *t.lookup) for x, y in base[:, :2]])
+        np.testing.assert_allclose(base[:, 2], 0.8 + ground)
+        zero = np.zeros((24, env.action_dim), np.float32)
+        for _ in range(5):
+            env.step(zero)
+        s = env.state
+        under = np.array([[terrain_height(*env.pool.body_pos_w[e, p, :2], *t.lookup) for p in env.foot_points]
+                          for e in range(24)])
+        np.testing.assert_allclose(s.foot_height, env.pool.body_pos_w[:, env.foot_points, 2] - under)
+        assert s.foot_height.min() > -0.02  # standing on the field, not through it
+    finally:
+        env.close()

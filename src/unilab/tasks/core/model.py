@@ -3,6 +3,7 @@ integrator."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,20 +12,25 @@ INTEGRATORS = ("euler", "implicit", "implicitfast", "rk4")
 configs validate without it."""
 
 
-def load_task_model(cfg: Any) -> Any:
+def load_task_model(cfg: Any, edit: Callable[[Any], None] | None = None) -> Any:
     """``cfg.model_xml`` (a user's MJCF) or the built-in G1 scene, with ``cfg.sim_dt`` and ``cfg.integrator``
-    (None keeps the model's)."""
+    (None keeps the model's); ``edit(spec)`` changes its ``mujoco.MjSpec`` before it compiles (e.g. terrain)."""
     import mujoco  # noqa: PLC0415 - see INTEGRATORS
 
     if cfg.model_xml:
         path = Path(cfg.model_xml).expanduser()
         if not path.is_file():
             raise FileNotFoundError(f"task model_xml {path} does not exist")
-        model = mujoco.MjModel.from_xml_path(str(path))
     else:
         from unilab.assets import g1  # noqa: PLC0415 - only for the built-in G1 assets
 
-        model = g1.load_model()
+        path = g1.scene_xml_path()
+    if edit is None:
+        model = mujoco.MjModel.from_xml_path(str(path))
+    else:
+        spec = mujoco.MjSpec.from_file(str(path))
+        edit(spec)
+        model = spec.compile()
     model.opt.timestep = cfg.sim_dt
     if cfg.integrator is not None:
         model.opt.integrator = getattr(mujoco.mjtIntegrator, f"mjINT_{cfg.integrator.upper()}")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from unilab.tasks.core.terrain import terrain_height
 from unilab.tasks.env_streams import next_symmetric
 
 
@@ -48,15 +49,21 @@ def _push_interval(e, cp, streams):
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def start_env(k, e, cmd, cp, streams, default_pos, qpos_adr, start_qpos, start_qvel, action, last_action):
-    """Env ``e``'s start: base upright at ``base_height`` over the origin, joints at their default x uniform
-    ``joint_scale``, at rest (into row ``k`` of ``start_qpos``/``start_qvel``); actions cleared; a fresh gait
-    clock (random phase, legs half a period apart), command and push timer."""
+def start_env(k, e, origin, terrain, cmd, cp, streams, default_pos, qpos_adr, start_qpos, start_qvel, action,
+              last_action):
+    """Env ``e``'s start: base upright ``base_height`` over the ground at its origin + uniform
+    +-``spawn_offset`` in x and y, joints at their default x uniform ``joint_scale``, at rest (into row ``k`` of
+    ``start_qpos``/``start_qvel``); actions cleared; a fresh gait clock (random phase, legs half a period
+    apart), command and push timer."""
     for m in range(start_qpos.shape[1]):
         start_qpos[k, m] = 0.0
     for m in range(start_qvel.shape[1]):
         start_qvel[k, m] = 0.0
-    start_qpos[k, 2] = cp.base_height
+    x = origin[e, 0] + cp.spawn_offset * next_symmetric(streams, e)
+    y = origin[e, 1] + cp.spawn_offset * next_symmetric(streams, e)
+    start_qpos[k, 0] = x
+    start_qpos[k, 1] = y
+    start_qpos[k, 2] = cp.base_height + terrain_height(x, y, terrain[0], terrain[1], terrain[2], terrain[3])
     start_qpos[k, 3] = 1.0
     for j in range(qpos_adr.shape[0]):
         start_qpos[k, qpos_adr[j]] = default_pos[j] * _uniform(streams, e, cp.joint_scale[0], cp.joint_scale[1])

@@ -142,6 +142,33 @@ class PushConfig:
 
 
 @dataclass
+class TerrainConfig:
+    """The ground: the model's flat floor, or holosoma's terrain_locomotion_mix as a height field of tiles."""
+
+    kind: str = "flat"
+    """flat (the MJCF's floor) or mix (rows x cols tiles of flat, rough and low-obstacle ground)."""
+    rows: int = 10
+    """Tiles along y."""
+    cols: int = 20
+    """Tiles along x."""
+    tile_size: float = 8.0
+    """Side of a tile (m)."""
+    resolution: float = 0.1
+    """Height-field sample spacing (m; holosoma's horizontal_scale)."""
+    flat: float = 0.2
+    """Share of flat tiles."""
+    rough: float = 0.6
+    """Share of rough tiles (every sample 2.5 to 7.5 cm below 0 at the highest difficulty)."""
+    low_obstacles: float = 0.2
+    """Share of tiles with 30 shallow square pits (up to 3 cm deep)."""
+    difficulties: list[float] = field(default_factory=lambda: [0.5, 0.75, 0.9])
+    """A tile's difficulty is one of these, uniformly (holosoma's randomized terrain)."""
+    spawn_offset: float = 1.0
+    """A reset puts the base at its env's tile centre + uniform +-this in x and y (m); each env's tile is drawn
+    once, when the env is built."""
+
+
+@dataclass
 class CurriculumConfig:
     """Penalty curriculum: the terms marked ``curriculum`` are scaled by a factor that follows the average
     episode length (holosoma's g1_29dof_curriculum_fast_sac)."""
@@ -290,6 +317,8 @@ class LocomotionConfig:
     """Penalty curriculum."""
     push: PushConfig = field(default_factory=PushConfig)
     """Random pushes (holosoma's locomotion push: the base velocity is set)."""
+    terrain: TerrainConfig = field(default_factory=TerrainConfig)
+    """The ground (task.terrain.kind=mix: holosoma's mixed tiles)."""
     randomization: RandomizationConfig = field(default_factory=locomotion_randomization)
     """Domain randomization: friction, torso centre of mass, PD gains, action delay, link and torso masses
     (task.randomization.enabled=false turns them off; pushes are task.push)."""
@@ -356,6 +385,15 @@ class LocomotionConfig:
                 raise ValueError(f"task.rewards.{name}.sigma must be > 0, got null")
         if self.obs_clip is not None and not self.obs_clip > 0:
             raise ValueError(f"task.obs_clip must be > 0 or null, got {self.obs_clip}")
+        t = self.terrain
+        if t.kind not in ("flat", "mix"):
+            raise ValueError(f"task.terrain.kind must be flat|mix, got {t.kind!r}")
+        if min(t.rows, t.cols) < 1 or not 0 < 2 * t.resolution <= t.tile_size:
+            raise ValueError("task.terrain needs rows, cols >= 1 and 0 < 2 x resolution <= tile_size, got "
+                             f"{t.rows}, {t.cols}, {t.resolution}, {t.tile_size}")
+        if min(t.flat, t.rough, t.low_obstacles) < 0 or t.flat + t.rough + t.low_obstacles <= 0 or not t.difficulties:
+            raise ValueError("task.terrain needs shares flat, rough, low_obstacles >= 0 with a positive sum and "
+                             "at least one difficulty")
         self.randomization.validate()
         for term, why in (("joint_pos_bias", "its observation has no encoder offsets"),
                           ("push", "its push is task.push, which sets the base velocity")):

@@ -39,7 +39,7 @@ from unilab.tasks.g1_locomotion.observations import gather_env
 
 
 @njit(cache=True, parallel=True, fastmath=False)
-def loco_driver(stages, s, rows, pool_state, index, gathered, cmd, cp, streams, start, params, weights,
+def loco_driver(stages, s, rows, pool_state, index, gathered, terrain, cmd, cp, streams, start, params, weights,
                 thresholds, offs, noise_scale, noise_streams, lengths, returns, max_steps, bad, terms, reward, conds,
                 failed, out_reward, out_terminated, out_truncated, done, policy, critic, final_policy, final_critic,
                 terms_info, conds_info, obs_clip):
@@ -59,10 +59,10 @@ def loco_driver(stages, s, rows, pool_state, index, gathered, cmd, cp, streams, 
             for i in range(lo, hi):
                 e = rows[i]
                 if stages & START:
-                    start_env(i, e, cmd, cp, streams, default_pos, qpos_adr, start_qpos, start_qvel, action,
-                              last_action)
+                    start_env(i, e, s.origin, terrain, cmd, cp, streams, default_pos, qpos_adr, start_qpos,
+                              start_qvel, action, last_action)
                 if stages & GATHER:
-                    gather_env(e, pool_state, index, gathered)
+                    gather_env(e, pool_state, index, gathered, terrain)
                 if stages & COMMAND:
                     command_step(e, lengths[e], cmd, cp, streams, qvel)
                 if stages & REWARDS:

@@ -4,9 +4,10 @@ One ``step``:
     backend_step  ctrl = default + scale * action (PD targets); one ``pool.step`` of ``decimation`` substeps
     update_state  gather robot state; gait clock, command resampling and pushes; reward terms, the contact
                   termination, time-outs; observations (one parallel driver, :mod:`.driver`)
-    reset_done    terminated | truncated | diverged envs restart upright over the origin with scaled joints,
-                  a new gait clock and command; the penalty curriculum follows the ended episodes
-Flat ground: the floor of the robot's MJCF.
+    reset_done    terminated | truncated | diverged envs restart upright over their spawn point with scaled
+                  joints, a new gait clock and command; the penalty curriculum follows the ended episodes
+Ground: the floor of the robot's MJCF (task.terrain.kind=flat), or a height field of tiles (mix,
+:mod:`unilab.tasks.core.terrain`), each env spawning on a tile drawn when the env is built.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from unilab.tasks.core.kernels import action_to_ctrl
 from unilab.tasks.core.model import load_task_model
 from unilab.tasks.core.randomization import make_randomizer
 from unilab.tasks.core.symmetry import joint_mirror, partner_indices
+from unilab.tasks.core.terrain import FLAT, add_to_spec, make_terrain
 from unilab.tasks.env_streams import env_streams
 from unilab.tasks.g1_locomotion.config import LocomotionConfig
 from unilab.tasks.g1_locomotion.driver import RESTART, SPLIT, START, STEP, loco_driver
@@ -65,7 +67,9 @@ class LocomotionEnv(PoolEnv):
         numba_threads.launch()
         self.cfg = cfg
         self.num_envs = n = int(num_envs)
-        base = load_task_model(cfg)
+        rng = np.random.default_rng([int(seed), 0x544552])  # the terrain's own draws (tiles, spawn tiles)
+        self.terrain = make_terrain(cfg.terrain, rng) if cfg.terrain.kind == "mix" else None
+        base = load_task_model(cfg, None if self.terrain is None else lambda spec: add_to_spec(spec, self.terrain))
         if base.njnt < 2 or int(base.jnt_type[0]) != int(mujoco.mjtJoint.mjJNT_FREE):
             raise ValueError("g1_locomotion needs a model whose first joint is the base's free joint")
         base_id = _body_ids(base, [cfg.base_body], "task.base_body")[0]
@@ -140,7 +144,12 @@ class LocomotionEnv(PoolEnv):
                                      **vars(STEP_STATE.allocate(n=n, A=self.action_dim)))
         pose_weights = match_joint_values(cfg.rewards.pose.joint_weights, self.joint_names, None,
                                           "task.rewards.pose.joint_weights")
-        self.arrays = LocoArrays(**vars(self.state), default_joint_pos=self.default_joint_pos,
+        if self.terrain is None:
+            origin, self._terrain = np.zeros((n, 2)), FLAT
+        else:
+            origin = self.terrain.tile_centres[rng.integers(0, len(self.terrain.tile_centres), n)]
+            self._terrain = self.terrain.lookup
+        self.arrays = LocoArrays(**vars(self.state), origin=origin, default_joint_pos=self.default_joint_pos,
                                  action_bound=self.action_bound, pose_weights=pose_weights,
                                  ang_vel_scale=float(sc.base_ang_vel), joint_vel_scale=float(sc.joint_vel),
                                  lin_vel_scale=float(sc.base_lin_vel))
@@ -183,6 +192,7 @@ class LocomotionEnv(PoolEnv):
             randomize_phase=bool(g.randomize_phase), push=bool(p.enabled),
             push_interval=np.array(p.interval_s, dtype=np.float64), push_max=np.array(p.max_vel, dtype=np.float64),
             base_height=float(self.cfg.base_height),
+            spawn_offset=0.0 if self.terrain is None else float(self.cfg.terrain.spawn_offset),
             joint_scale=np.array(self.cfg.reset_joint_scale, dtype=np.float64), evaluating=bool(self.evaluating))
 
     # ------------------------------------------------------------------
@@ -198,7 +208,7 @@ class LocomotionEnv(PoolEnv):
         self._driver(
             stages, self.arrays, rows, (p.body_pos_w, p.body_quat_w, p.qpos, p.qvel, p.cfrc_ext),
             (self.qpos_adr, self.dof_adr, self.feet, self.foot_points, self.termination_bodies), self._gathered,
-            self._cmd, self._params, self.task_streams,
+            self._terrain, self._cmd, self._params, self.task_streams,
             (sq, sv, self.default_joint_pos, self.qpos_adr, self.state.action, self.state.last_action),
             self.rewards.params, self.rewards.weights, self.thresholds, self.layout.offsets, self.noise_scale,
             self.obs_noise_streams, self.book.lengths, self.book.returns, self.max_episode_steps,

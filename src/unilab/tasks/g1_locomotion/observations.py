@@ -17,6 +17,7 @@ from numba import njit
 from unilab.sim.quat import qrot
 from unilab.tasks.core.observations import PieceLayout
 from unilab.tasks.core.terms import Term
+from unilab.tasks.core.terrain import terrain_height
 
 
 @njit(cache=True, fastmath=False, inline="always")
@@ -112,10 +113,12 @@ def obs_layout(num_joints: int) -> PieceLayout:
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def gather_env(e, pool_state, index, gathered):
+def gather_env(e, pool_state, index, gathered, terrain):
     """Env ``e``'s robot state into its rows of ``gathered`` (the buffers of :data:`~.state.GATHERED`, in row
     order). ``pool_state = (body_pos_w, body_quat_w, qpos, qvel, cfrc_ext)``, ``index = (qpos_adr, dof_adr,
-    feet, foot_points, termination_bodies)``; the base is the model's free joint (qpos 0:7, qvel 0:6)."""
+    feet, foot_points, termination_bodies)``, ``terrain`` the ground's height lookup
+    (:func:`unilab.tasks.core.terrain.terrain_height`); the base is the model's free joint (qpos 0:7, qvel
+    0:6)."""
     xpos, xquat, qpos, qvel, cfrc_ext = pool_state
     qpos_adr, dof_adr, feet, points, term_bodies = index
     (base_pos, base_quat, base_lin_b, base_ang_b, gravity_b, joint_pos, joint_vel, feet_pos, feet_quat,
@@ -139,7 +142,9 @@ def gather_env(e, pool_state, index, gathered):
             feet_pos[e, k, c] = xpos[e, feet[k], c]
         for c in range(4):
             feet_quat[e, k, c] = xquat[e, feet[k], c]
-        foot_height[e, k] = xpos[e, points[k], 2]  # a flat floor at z = 0
+        p = points[k]  # height above the ground under the point (holosoma: a ray cast down to the terrain)
+        foot_height[e, k] = xpos[e, p, 2] - terrain_height(xpos[e, p, 0], xpos[e, p, 1], terrain[0], terrain[1],
+                                                           terrain[2], terrain[3])
     # a running maximum in place: kept in a local, Numba's parfor dropped it (the rows stayed 0)
     contact_force[e] = 0.0
     for k in range(term_bodies.shape[0]):

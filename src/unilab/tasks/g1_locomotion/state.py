@@ -47,6 +47,7 @@ the push timer."""
 LocoArrays = namedtuple("LocoArrays", [
     *GATHERED.names,
     *STEP_STATE.names,
+    "origin",             # (n, 2) world x, y of each env's spawn point (its terrain tile's centre)
     "default_joint_pos",  # (J,)
     "action_bound",       # (A,) factors from the [-1, 1] action to the recipe's (holosoma's) action
     "pose_weights",       # (J,) the pose term's per-joint weights
@@ -65,7 +66,8 @@ CommandParams = namedtuple("CommandParams", [
     "push",            # pushes on
     "push_interval",   # (2,) [low, high] seconds between pushes
     "push_max",        # (2,) largest world x, y base velocity of a push (m/s)
-    "base_height",     # reset base height (m)
+    "base_height",     # reset base height above the ground (m)
+    "spawn_offset",    # a reset puts the base at its origin + uniform +-this in x and y (m)
     "joint_scale",     # (2,) [low, high] of the reset joint factor
     "evaluating",      # fixed commands, mean gait frequency, legs at phase 0 and -pi (pushes as "push")
 ])
