@@ -33,9 +33,10 @@ Holosoma applies a push after the physics of a step, we before the physics of
 the next one: the simulated motion is the same, the observation of the step in
 between does not show the kick yet.
 
-Every term draws from its own generator, seeded from (env seed, term name):
-values are reproducible, do not depend on which other terms are on, and the
-env's own generator (start frames, reset and observation noise) is untouched.
+Every term draws from its own generator, seeded from (env seed, term name), and the terms that draw at
+resets (pd_gains, action_delay) from per-env streams seeded by it, inside parallel kernels (as their
+per-step queue): values are reproducible, do not depend on which other terms are on, and the env's own
+generator (start frames, reset and observation noise) is untouched.
 :func:`make_randomizer` returns None when no term is on: the env then runs
 exactly the code it runs without randomization.
 
@@ -57,9 +58,11 @@ from typing import Any
 
 import mujoco
 import numpy as np
+from numba import njit, prange
 
 from unilab.sim.quat import quat_normalize, quat_rotate_inv
 from unilab.tasks.core.randomization_config import RandomizationConfig
+from unilab.tasks.env_streams import next_symmetric
 
 _STREAM = 0x52414E44  # separates the randomization streams from the env's own generator (same seed)
 PREFIX = "randomization/"
@@ -78,6 +81,17 @@ class RandomizationTerm:
 
 def _uniform(rng: np.random.Generator, pair, size) -> np.ndarray:
     return rng.uniform(float(pair[0]), float(pair[1]), size)
+
+
+def _env_streams(rng: np.random.Generator, num_envs: int) -> np.ndarray:
+    """A term's per-env streams (:mod:`unilab.tasks.env_streams`), from its own generator: the draws its
+    parallel kernels make at resets and steps (a Generator draws on one core)."""
+    return np.random.SeedSequence(int(rng.integers(1 << 62))).generate_state(num_envs, np.uint64)
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def _draw(streams, e, pair):
+    return pair[0] + (pair[1] - pair[0]) * (0.5 * (next_symmetric(streams, e) + 1.0))
 
 
 # --- friction ---------------------------------------------------------------------------------
@@ -165,16 +179,27 @@ def pd_gains_setup(r: DomainRandomizer, cfg, rng) -> None:
     r.kd_scale = np.ones((r.num_envs, r.num_act))
     r.gainprm = r.pool.expand("actuator_gainprm")
     r.biasprm = r.pool.expand("actuator_biasprm")
+    r.pd_streams = _env_streams(rng, r.num_envs)
 
 
 def pd_gains_reset(r: DomainRandomizer, cfg, rng, rows: np.ndarray) -> None:
-    r.kp_scale[rows] = _uniform(rng, cfg.kp_scale, (rows.size, r.num_act))
-    r.kd_scale[rows] = _uniform(rng, cfg.kd_scale, (rows.size, r.num_act))
-    kp = r.kp * r.kp_scale[rows]
-    # the PD servo of pd_model.make_pd_model: force = gain0 ctrl + bias1 q + bias2 qdot = kp (ctrl - q) - kd qdot
-    r.gainprm[rows, :, 0] = kp
-    r.biasprm[rows, :, 1] = -kp
-    r.biasprm[rows, :, 2] = -r.kd * r.kd_scale[rows]
+    _pd_gains_reset(rows, r.pd_streams, np.asarray(cfg.kp_scale, np.float64), np.asarray(cfg.kd_scale, np.float64),
+                    r.kp, r.kd, r.kp_scale, r.kd_scale, r.gainprm, r.biasprm)
+
+
+@njit(cache=True, parallel=True, fastmath=False)
+def _pd_gains_reset(rows, streams, kp_range, kd_range, kp, kd, kp_scale, kd_scale, gainprm, biasprm):
+    """Per restarted env (its own stream): a kp and a kd factor per actuator, and the PD servo of
+    pd_model.make_pd_model with them: force = gain0 ctrl + bias1 q + bias2 qdot = kp (ctrl - q) - kd qdot."""
+    for i in prange(rows.shape[0]):
+        e = rows[i]
+        for a in range(kp.shape[0]):
+            ks = _draw(streams, e, kp_range)
+            kp_scale[e, a] = ks
+            kd_scale[e, a] = _draw(streams, e, kd_range)
+            gainprm[e, a, 0] = kp[a] * ks
+            biasprm[e, a, 1] = -(kp[a] * ks)
+            biasprm[e, a, 2] = -(kd[a] * kd_scale[e, a])
 
 
 def pd_gains_stats(r: DomainRandomizer) -> dict[str, float]:
@@ -187,19 +212,40 @@ def action_delay_setup(r: DomainRandomizer, cfg, rng) -> None:
     r.ctrl_queue = np.empty((r.num_envs, int(cfg.steps[1]) + 1, r.num_act))  # [e, k]: the targets of k steps ago
     r.ctrl_queue[...] = r.ctrl_default[:, None]
     r.delayed_ctrl = np.empty((r.num_envs, r.num_act))
+    r.delay_streams = _env_streams(rng, r.num_envs)
 
 
 def action_delay_reset(r: DomainRandomizer, cfg, rng, rows: np.ndarray) -> None:
-    r.delay[rows] = rng.integers(int(cfg.steps[0]), int(cfg.steps[1]) + 1, rows.size)
-    r.ctrl_queue[rows] = r.ctrl_default[rows, None]
+    _action_delay_reset(rows, r.delay_streams, int(cfg.steps[0]), int(cfg.steps[1]), r.ctrl_default, r.delay,
+                        r.ctrl_queue)
 
 
 def action_delay_step(r: DomainRandomizer, cfg, rng, ctrl: np.ndarray) -> np.ndarray:
-    q = r.ctrl_queue
-    q[:, 1:] = q[:, :-1]
-    q[:, 0] = ctrl
-    r.delayed_ctrl[...] = q[r.env_ids, r.delay]
+    _action_delay_step(ctrl, r.delay, r.ctrl_queue, r.delayed_ctrl)
     return r.delayed_ctrl
+
+
+@njit(cache=True, parallel=True, fastmath=False)
+def _action_delay_reset(rows, streams, low, high, ctrl_default, delay, queue):
+    """Per restarted env: a delay uniform in [low, high] steps (its own stream), its queue at the default pose."""
+    for i in prange(rows.shape[0]):
+        e = rows[i]
+        delay[e] = min(low + int(0.5 * (next_symmetric(streams, e) + 1.0) * (high - low + 1)), high)
+        for k in range(queue.shape[1]):
+            for a in range(queue.shape[2]):
+                queue[e, k, a] = ctrl_default[e, a]
+
+
+@njit(cache=True, parallel=True, fastmath=False)
+def _action_delay_step(ctrl, delay, queue, out):
+    """Per env: the queue moves one step back, takes this step's targets, and gives those of ``delay`` steps ago."""
+    for e in prange(queue.shape[0]):
+        for k in range(queue.shape[1] - 1, 0, -1):
+            for a in range(queue.shape[2]):
+                queue[e, k, a] = queue[e, k - 1, a]
+        for a in range(queue.shape[2]):
+            queue[e, 0, a] = ctrl[e, a]
+            out[e, a] = queue[e, delay[e], a]
 
 
 def action_delay_stats(r: DomainRandomizer) -> dict[str, float]:
