@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from unilab.assets import g1_actuation
 from unilab.dataclass_config import build_dataclass
 from unilab.tasks.core.model import check_sim_fields
 from unilab.tasks.core.randomization_config import (
@@ -269,26 +270,12 @@ class LocomotionConfig:
     """Net contact force (N) on a termination body that ends the episode."""
 
     # --- actuation (as the tracking task's; holosoma robot g1_29dof) ---
-    default_joint_pos: dict[str, float] = field(default_factory=lambda: {
-        ".*_hip_pitch_joint": -0.312, ".*_knee_joint": 0.669, ".*_ankle_pitch_joint": -0.363,
-        ".*_elbow_joint": 0.6, "left_shoulder_roll_joint": 0.2, ".*_shoulder_pitch_joint": 0.2,
-        "right_shoulder_roll_joint": -0.2,
-    })
+    default_joint_pos: dict[str, float] = field(default_factory=lambda: dict(g1_actuation.DEFAULT_JOINT_POS))
     """rad, {joint name or regex: value}; joints matching no key get 0 (the rule of task.kp)."""
-    kp: dict[str, float] = field(default_factory=lambda: {
-        ".*_hip_pitch_joint": 40.18, ".*_hip_roll_joint": 99.10, ".*_hip_yaw_joint": 40.18,
-        ".*_knee_joint": 99.10, ".*_ankle_(pitch|roll)_joint": 28.50, "waist_yaw_joint": 40.18,
-        "waist_(roll|pitch)_joint": 28.50, ".*_(shoulder_(pitch|roll|yaw)|elbow|wrist_roll)_joint": 14.25,
-        ".*_wrist_(pitch|yaw)_joint": 16.78,
-    })
+    kp: dict[str, float] = field(default_factory=lambda: dict(g1_actuation.KP))
     """N m / rad, {joint name or regex: value}; every actuated joint needs a value. An exact joint name beats
     every pattern; two patterns giving one joint different values are an error naming both."""
-    kd: dict[str, float] = field(default_factory=lambda: {
-        ".*_hip_pitch_joint": 2.558, ".*_hip_roll_joint": 6.309, ".*_hip_yaw_joint": 2.558,
-        ".*_knee_joint": 6.309, ".*_ankle_(pitch|roll)_joint": 1.814, "waist_yaw_joint": 2.558,
-        "waist_(roll|pitch)_joint": 1.814, ".*_(shoulder_(pitch|roll|yaw)|elbow|wrist_roll)_joint": 0.907,
-        ".*_wrist_(pitch|yaw)_joint": 1.068,
-    })
+    kd: dict[str, float] = field(default_factory=lambda: dict(g1_actuation.KD))
     """N m s / rad, {joint name or regex: value}; keys as for kp."""
     action_scale: float = 0.25
     """PD target = default + action_scale x bound_j x action (radians; holosoma's locomotion action_scale)."""

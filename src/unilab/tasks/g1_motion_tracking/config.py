@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from unilab.assets import g1_actuation
 from unilab.dataclass_config import build_dataclass
 from unilab.tasks.core.model import check_sim_fields
 from unilab.tasks.core.randomization_config import RandomizationConfig
@@ -27,7 +28,6 @@ _TRACKED = [
     "right_shoulder_roll_link", "right_elbow_link", "right_wrist_yaw_link",
 ]
 _END_EFFECTORS = ["left_ankle_roll_link", "right_ankle_roll_link", "left_wrist_yaw_link", "right_wrist_yaw_link"]
-_ARMS = ".*_(shoulder_(pitch|roll|yaw)|elbow|wrist_roll)_joint"
 
 
 @dataclass
@@ -210,30 +210,17 @@ class MotionTrackingConfig:
     """Tracked bodies checked by the end-effector height termination."""
 
     # --- actuation: PD inside MuJoCo (motor actuators become position actuators) ---
-    default_joint_pos: dict[str, float] = field(default_factory=lambda: {
-        ".*_hip_pitch_joint": -0.312, ".*_knee_joint": 0.669, ".*_ankle_pitch_joint": -0.363,
-        ".*_elbow_joint": 0.6, "left_shoulder_roll_joint": 0.2, ".*_shoulder_pitch_joint": 0.2,
-        "right_shoulder_roll_joint": -0.2,
-    })
+    default_joint_pos: dict[str, float] = field(default_factory=lambda: dict(g1_actuation.DEFAULT_JOINT_POS))
     """rad, {joint name or regex: value}; joints matching no key get 0. An exact joint name beats
     every pattern (+task.default_joint_pos.left_knee_joint=0.5 overrides .*_knee_joint); other keys
     are regexes (full match) and two giving one joint different values are an error naming both;
     a plain-name key naming no joint is an error."""
-    # stiffness = armature x (2 pi 10 Hz)^2, damping = 2 x 2.0 x armature x (2 pi 10 Hz)
-    kp: dict[str, float] = field(default_factory=lambda: {
-        ".*_hip_pitch_joint": 40.18, ".*_hip_roll_joint": 99.10, ".*_hip_yaw_joint": 40.18,
-        ".*_knee_joint": 99.10, ".*_ankle_(pitch|roll)_joint": 28.50, "waist_yaw_joint": 40.18,
-        "waist_(roll|pitch)_joint": 28.50, _ARMS: 14.25, ".*_wrist_(pitch|yaw)_joint": 16.78,
-    })
+    kp: dict[str, float] = field(default_factory=lambda: dict(g1_actuation.KP))
     """N m / rad, {joint name or regex: value}; every actuated joint needs a value. An exact joint
     name beats every pattern (+task.kp.left_knee_joint=120 overrides .*_knee_joint); other keys are
     regexes (full match) and two giving one joint different values are an error naming both; a
     plain-name key naming no joint is an error."""
-    kd: dict[str, float] = field(default_factory=lambda: {
-        ".*_hip_pitch_joint": 2.558, ".*_hip_roll_joint": 6.309, ".*_hip_yaw_joint": 2.558,
-        ".*_knee_joint": 6.309, ".*_ankle_(pitch|roll)_joint": 1.814, "waist_yaw_joint": 2.558,
-        "waist_(roll|pitch)_joint": 1.814, _ARMS: 0.907, ".*_wrist_(pitch|yaw)_joint": 1.068,
-    })
+    kd: dict[str, float] = field(default_factory=lambda: dict(g1_actuation.KD))
     """N m s / rad, {joint name or regex: value}; every actuated joint needs a value; keys as for kp."""
     action_scale: float = 0.25
     """PD target = default + scale_j x action, action in [-1, 1]; scale_j per action_scale_mode
