@@ -485,3 +485,31 @@ def test_mixed_terrain_is_a_height_field_the_robot_stands_on():
         assert s.foot_height.min() > -0.02  # standing on the field, not through it
     finally:
         env.close()
+
+
+def test_a_short_training_run_of_the_locomotion_recipe(tmp_path):
+    """Plain `train --task g1_locomotion` (no CUDA: sac_cpu_loco, symmetry on, randomization on) at tiny sizes:
+    it trains, logs the task's reward terms and curriculum, and writes a checkpoint unilab-eval measures."""
+    import json
+    import subprocess
+    import sys
+
+    from unilab.cli.eval import main as eval_main
+    from unilab.telemetry.scalars import read_scalars
+
+    cmd = [sys.executable, "-m", "unilab.cli.train", "--task", "g1_locomotion", "--algo", "sac_cpu_loco",
+           "algo.num_envs=16", "algo.max_iterations=20", "algo.learning_starts=5", "algo.batch_size=64",
+           "algo.actor_hidden_dims=[32]", "algo.critic_hidden_dims=[32]", "training.no_play=true",
+           "training.log_interval=5", f"training.log_root={tmp_path}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    run = next((tmp_path / "fast_sac" / "g1_locomotion").glob("*_mujoco"))
+    assert (run / "model_20.pt").is_file()
+    tags = set(read_scalars(run))
+    assert {"reward/tracking_lin_vel", "reward/feet_phase", "curriculum/penalty_scale",
+            "randomization/mass_scale"} <= tags
+    out = tmp_path / "eval.json"
+    assert eval_main([str(run), "task.max_episode_length_s=1.0", "--task", "g1_locomotion", "--envs-per-bin", "1",
+                      "--threads", "1", "--no-progress", "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["iteration"] == 20 and set(report["bins"]) == {"standing", "forward", "lateral", "turning"}
