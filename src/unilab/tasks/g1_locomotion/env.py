@@ -22,12 +22,12 @@ from unilab.sim import numba_threads
 from unilab.sim.mujoco.pool import SUBPHASES as POOL_SUBPHASES
 from unilab.sim.physics import BODY_STATE, make_pool
 from unilab.sim.spec import FINAL
-from unilab.tasks.base import Buffers, EpisodeBook, Obs, PoolEnv, StepResult, observations, result
+from unilab.tasks.base import Buffers, EpisodeBook, Obs, observations
 from unilab.tasks.core.actuation import Actuation
 from unilab.tasks.core.collisions import disable_self_collisions
 from unilab.tasks.core.contacts import require_contact_forces
+from unilab.tasks.core.driver_env import DriverEnv
 from unilab.tasks.core.joints import match_joint_values
-from unilab.tasks.core.kernels import action_to_ctrl
 from unilab.tasks.core.model import load_task_model
 from unilab.tasks.core.randomization import make_randomizer
 from unilab.tasks.core.symmetry import joint_mirror, partner_indices
@@ -52,7 +52,7 @@ def _body_ids(model: mujoco.MjModel, names: list[str], key: str) -> np.ndarray:
     return np.array(ids, dtype=np.int64)
 
 
-class LocomotionEnv(PoolEnv):
+class LocomotionEnv(DriverEnv):
     """Vectorised G1 velocity-command locomotion (see ``unilab.tasks.base.VecEnv``).
 
     Args:
@@ -61,6 +61,8 @@ class LocomotionEnv(PoolEnv):
         pool_kwargs: the physics pool's options (``sim.*``).
         seed: seed of the commands, gait clocks, pushes, start states and observation noise.
     """
+
+    step_stages, split_stages = STEP, SPLIT
 
     def __init__(self, cfg: LocomotionConfig, num_envs: int, pool_kwargs: dict | None = None, seed: int = 0):
         cfg.validate()
@@ -255,43 +257,11 @@ class LocomotionEnv(PoolEnv):
             numba_threads.release()
         super().close()
 
-    def step(self, action: np.ndarray, out: Buffers | None = None) -> StepResult:
-        """Advance every env one policy step; auto-reset finished ones (see ``VecEnv.step``)."""
-        out = self.buffers() if out is None else out
-        timer = self.timer
-        action = np.asarray(action)
-        if action.shape != (self.num_envs, self.action_dim):
-            raise ValueError(f"action must have shape {(self.num_envs, self.action_dim)}, got {action.shape}")
-        with timer.phase("backend_step"):
-            targets = self.pool.ctrl
-            action_to_ctrl(action, self.action_scale, self.ctrl_default, self.state.action, targets)
-            ctrl = targets if self.randomizer is None else self.randomizer.before_physics(targets)
-            bad = self.pool.step(None if ctrl is targets else ctrl, self.cfg.decimation).copy()
-        rows = self._all_rows
-        info = (np.empty((len(TERM_NAMES), self.num_envs), dtype=np.float32),
-                np.empty((len(CONDITION_NAMES), self.num_envs), dtype=bool))
-        with timer.phase("update_state"):
-            self.book.begin_step()
-            if self.split_sub_phases:
-                for name, stages in SPLIT:
-                    with timer.phase(name):
-                        self.run_stages(stages, rows, out, bad, info)
-            else:
-                self.run_stages(STEP, rows, out, bad, info)
-            self.book.count_bad(bad)
+    def record_ended(self, done: np.ndarray, out: Buffers) -> None:
+        self.rewards.record(self.book.lengths[done])  # the penalty curriculum (every step, as holosoma's)
 
-        def restart(ids: np.ndarray) -> None:
-            if not self.auto_reset:
-                return
-            with timer.phase("restart"):
-                self._restart(ids, out)
-
-        with timer.phase("reset_done"):
-            done = self._done
-            self.rewards.record(self.book.lengths[done])
-            info = self.book.auto_reset(out, done, restart, reward_terms=dict(zip(TERM_NAMES, info[0])),
-                                        termination_terms=dict(zip(CONDITION_NAMES, info[1])), finals_written=True)
-        return result(out, info)
+    def restart_rows(self, ids: np.ndarray, out: Buffers) -> None:
+        self._restart(ids, out)
 
     def arrows(self, env: int = 0) -> np.ndarray:
         """Above env ``env``'s base: its command (green) and its base velocity (blue), horizontal, in the

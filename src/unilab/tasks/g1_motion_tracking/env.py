@@ -33,11 +33,11 @@ from unilab.sim import numba_threads
 from unilab.sim.mujoco.pool import SUBPHASES as POOL_SUBPHASES
 from unilab.sim.physics import BODY_STATE, make_pool
 from unilab.sim.spec import FINAL
-from unilab.tasks.base import Buffers, EpisodeBook, Obs, PoolEnv, StepResult, observations, result
+from unilab.tasks.base import Buffers, EpisodeBook, Obs, observations
 from unilab.tasks.core.actuation import Actuation
 from unilab.tasks.core.collisions import disable_self_collisions
 from unilab.tasks.core.contacts import require_contact_forces
-from unilab.tasks.core.kernels import action_to_ctrl
+from unilab.tasks.core.driver_env import DriverEnv
 from unilab.tasks.core.model import load_task_model
 from unilab.tasks.core.randomization import make_randomizer, observed_joint_pos_bias
 from unilab.tasks.env_streams import env_streams
@@ -88,7 +88,7 @@ def undesired_contact_bodies(model: mujoco.MjModel, cfg: MotionTrackingConfig) -
     return np.array(ids, dtype=np.int64)
 
 
-class MotionTrackingEnv(PoolEnv):
+class MotionTrackingEnv(DriverEnv):
     """Vectorised motion-tracking env (see ``unilab.tasks.base.VecEnv``).
 
     Args:
@@ -98,6 +98,8 @@ class MotionTrackingEnv(PoolEnv):
           ``contacts`` unless given: on only for the undesired_contacts term, the one term reading contacts).
         seed: seed of the start-frame sampling, reset noise and observation noise.
     """
+
+    step_stages, split_stages = STEP, SPLIT
 
     def __init__(self, cfg: MotionTrackingConfig, num_envs: int, pool_kwargs: dict | None = None, seed: int = 0):
         cfg.validate()
@@ -299,61 +301,17 @@ class MotionTrackingEnv(PoolEnv):
         """This step's randomization scalars (``randomization/<term>``, see :mod:`.randomization`)."""
         return {} if self.randomizer is None else self.randomizer.stats()
 
-    def step(self, action: np.ndarray, out: Buffers | None = None) -> StepResult:
-        """Advance every env one policy step; auto-reset finished ones.
+    def before_update(self) -> None:
+        self.frame += 1
 
-        Returns ``(obs, reward, terminated, truncated, info)`` as in
-        ``unilab.tasks.base.VecEnv`` (written into ``out``).  ``terminated``
-        marks failures (including diverged envs, counted in
-        ``info["num_bad_envs"]``, whose reward is 0); ``truncated`` marks clip
-        ends and time-outs (a failure at a time-out is both: the learner
-        bootstraps it, as holosoma does, and it still counts as a failure).  ``info["final_obs"]`` holds the pre-reset
-        observations in done rows only; ``info["reward_terms"]`` the
-        unweighted terms, ``info["termination_terms"]`` each failure condition.
-        """
-        out = self.buffers() if out is None else out
-        timer = self.timer
-        action = np.asarray(action)
-        if action.shape != (self.num_envs, self.action_dim):
-            raise ValueError(f"action must have shape {(self.num_envs, self.action_dim)}, got {action.shape}")
-        with timer.phase("backend_step"):
-            # action = nan_to_num(clip(action, -1, 1)); PD targets = each env's default + scale * action
-            # written straight into the pool's controls: no copy region of its own (one fork/join fewer)
-            targets = self.pool.ctrl
-            action_to_ctrl(action, self.action_scale, self.ctrl_default, self.state.action, targets)
-            ctrl = targets if self.randomizer is None else self.randomizer.before_physics(targets)
-            bad = self.pool.step(None if ctrl is targets else ctrl, self.cfg.decimation).copy()
+    def record_ended(self, done: np.ndarray, out: Buffers) -> None:
+        # failure statistics decay every step, so record even when nothing ended
+        done_ids = np.flatnonzero(done)
+        self.sampler.record(self.clip[done_ids], self.frame[done_ids], out["terminated"][done_ids])
 
-        rows = self._all_rows
-        # this step's info rows, fresh each step (the caller may keep them): one per term / condition
-        info = (np.empty((len(TERM_NAMES), self.num_envs), dtype=np.float32),
-                np.empty((len(CONDITION_NAMES), self.num_envs), dtype=bool))
-        with timer.phase("update_state"):
-            self.frame += 1
-            self.book.begin_step()
-            if self.split_sub_phases:
-                for name, stages in SPLIT:
-                    with timer.phase(name):
-                        self.run_stages(stages, rows, out, bad, info)
-            else:  # gather, rewards, terminations and step tail, observations, final observations: one region
-                self.run_stages(STEP, rows, out, bad, info)
-            self.book.count_bad(bad)
-
-        def restart(ids: np.ndarray) -> None:
-            if not self.auto_reset:
-                return
-            with timer.phase("restart"):
-                self._restart(ids)
-                self.run_stages(RESTART, ids, out)
-
-        with timer.phase("reset_done"):
-            done = self._done
-            done_ids = np.flatnonzero(done)
-            # failure statistics decay every step, so record even when nothing ended
-            self.sampler.record(self.clip[done_ids], self.frame[done_ids], out["terminated"][done_ids])
-            info = self.book.auto_reset(out, done, restart, reward_terms=dict(zip(TERM_NAMES, info[0])),
-                                        termination_terms=dict(zip(CONDITION_NAMES, info[1])), finals_written=True)
-        return result(out, info)
+    def restart_rows(self, ids: np.ndarray, out: Buffers) -> None:
+        self._restart(ids)
+        self.run_stages(RESTART, ids, out)
 
     # ------------------------------------------------------------------ video (play)
     def reference_qpos(self, env: int = 0) -> np.ndarray:
