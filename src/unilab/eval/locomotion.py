@@ -17,14 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 from tqdm import tqdm
 
 from unilab.algo.sac.agent import FastSAC
-from unilab.dataclass_config import build_dataclass
-from unilab.eval.rollout import agent_policy, disable_randomization
+from unilab.eval.rollout import agent_policy, disable_randomization, eval_pool_kwargs
 from unilab.runtime.checkpoint import apply_task_overrides, load_checkpoint, stored_run_config
-from unilab.runtime.config import SimConfig
 from unilab.tasks.registry import make_env, task_config
 
 BINS = ("standing", "forward", "lateral", "turning")
@@ -119,10 +116,8 @@ def run(checkpoint: Path | None, policy_kind: str, speed: float, envs_per_bin: i
     if raw["task"].get("name") != "g1_locomotion":
         raise ValueError(f"--task g1_locomotion: the checkpoint's task is {raw['task'].get('name')!r}")
     cfg = eval_config(task_config("g1_locomotion", raw["task"]), pushes, randomization)
-    kw = build_dataclass(SimConfig, raw.get("sim", {}), "sim").pool_kwargs()
-    kw["cpu_ids"], kw["nthread"] = None, threads
-    torch.set_num_threads(threads or 1)
-    env = make_env("g1_locomotion", cfg, len(BINS) * envs_per_bin, pool_kwargs=kw, seed=seed)
+    env = make_env("g1_locomotion", cfg, len(BINS) * envs_per_bin, pool_kwargs=eval_pool_kwargs(raw, threads),
+                   seed=seed)
     try:
         if policy_kind == "checkpoint":
             policy = agent_policy(FastSAC.from_checkpoint(payload["agent"], device=device))

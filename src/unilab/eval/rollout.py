@@ -249,6 +249,17 @@ def load_policy_config(checkpoint: str | Path | None, opts: EvalOptions
     return raw, payload, path
 
 
+def eval_pool_kwargs(raw: dict[str, Any], threads: int | None) -> dict[str, Any]:
+    """The physics pool options of an evaluation from the run config ``raw``: its ``sim`` settings, the default
+    thread sizing (``threads``: that many) and no pinning; torch gets ``threads`` (default 1) threads."""
+    kw = build_dataclass(SimConfig, raw.get("sim", {}), "sim").pool_kwargs()
+    kw["cpu_ids"] = None  # a few envs: the default sizing rule, no pinning
+    kw["nthread"] = threads
+    # a policy batch of a few rows gains nothing from more threads, and they would compete with physics
+    torch.set_num_threads(threads or 1)
+    return kw
+
+
 def evaluate(checkpoint: str | Path | None, options: EvalOptions | None = None, **changes: Any) -> EvalResult:
     """Roll out a policy on the task of ``checkpoint`` (file or run dir; None: a baseline on the defaults).
 
@@ -268,12 +279,7 @@ def evaluate(checkpoint: str | Path | None, options: EvalOptions | None = None, 
     files = [files[i] for i in chosen]
     cfg = dataclasses.replace(cfg, motion_files=[str(f) for f in files])
 
-    sim = build_dataclass(SimConfig, raw.get("sim", {}), "sim")
-    kw = sim.pool_kwargs()
-    kw["cpu_ids"] = None  # a few envs: the default sizing rule, no pinning
-    kw["nthread"] = opts.threads
-    # a policy batch of a few rows gains nothing from more threads, and they would compete with physics
-    torch.set_num_threads(opts.threads or 1)
+    kw = eval_pool_kwargs(raw, opts.threads)
     agent = FastSAC.from_checkpoint(payload["agent"], device=opts.device) if opts.policy == "checkpoint" else None
     label = path.name if path is not None else opts.policy
     iteration = None if payload is None else int(payload["iteration"])

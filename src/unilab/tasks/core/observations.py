@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from unilab.tasks.core.symmetry import JointMirror, piece_mirror
+from unilab.tasks.core.symmetry import JointMirror, joint_mirror, piece_mirror
 from unilab.tasks.core.terms import Term
 
 
@@ -73,3 +73,20 @@ class PieceLayout:
             perm[sl], sign[sl] = sl.start + p, s
         n = self.policy_dim
         return (perm[:n], sign[:n]), (perm, sign)
+
+    def env_mirror(self, model, joint_ids: list[int], act_joint: np.ndarray, default_joint_pos: np.ndarray,
+                   bodies: np.ndarray | None = None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """The env's left/right mirror of ``obs``, ``critic_obs`` and ``action`` (``EnvSpec.mirror``) for the
+        observed joints ``joint_ids`` of ``model``, each actuator's joint ``act_joint`` (an index into them) and
+        ``bodies`` (each body piece's partner).
+
+        Raises:
+            ValueError: a joint or actuator without its partner, axes that are not mirror images, or a
+                lopsided default pose.
+        """
+        joints = joint_mirror(model, joint_ids)
+        actions = joint_mirror(model, [joint_ids[j] for j in act_joint])
+        if not np.allclose(joints(default_joint_pos), default_joint_pos, rtol=0.0, atol=1e-9):
+            raise ValueError("mirror: the default pose (task.default_joint_pos) is not left/right symmetric")
+        policy, critic = self.mirror(joints, actions, bodies)
+        return {"obs": policy, "critic_obs": critic, "action": (actions.perm, actions.sign)}

@@ -30,7 +30,7 @@ from unilab.tasks.core.driver_env import DriverEnv
 from unilab.tasks.core.joints import match_joint_values
 from unilab.tasks.core.model import load_task_model
 from unilab.tasks.core.randomization import make_randomizer
-from unilab.tasks.core.symmetry import joint_mirror, partner_indices
+from unilab.tasks.core.symmetry import partner_indices
 from unilab.tasks.core.terrain import FLAT, add_to_spec, make_terrain
 from unilab.tasks.env_streams import env_streams
 from unilab.tasks.g1_locomotion.config import LocomotionConfig
@@ -171,19 +171,14 @@ class LocomotionEnv(DriverEnv):
         self.obs_noise_streams = env_streams(seed, n, tag=1)
         self.task_streams = env_streams(seed, n, tag=2)  # commands, gait, pushes, start states
         self._driver = loco_driver()
+        self._no_start = (np.empty((0, self.pool.qpos.shape[1])), np.empty((0, self.pool.qvel.shape[1])))
         self._no_info = (np.empty((len(TERM_NAMES), n), dtype=np.float32),
                          np.empty((len(CONDITION_NAMES), n), dtype=bool))
 
     def _mirror(self, model: mujoco.MjModel) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        ids = list(range(1, model.njnt))
-        joints = joint_mirror(model, ids)
-        actions = joint_mirror(model, [ids[j] for j in self.act_joint])
         partner_indices(self.cfg.feet, "foot body")
         partner_indices(self.cfg.foot_points, "foot point")
-        if not np.allclose(joints(self.default_joint_pos), self.default_joint_pos, rtol=0.0, atol=1e-9):
-            raise ValueError("mirror: the default pose (task.default_joint_pos) is not left/right symmetric")
-        policy, critic = self.layout.mirror(joints, actions)
-        return {"obs": policy, "critic_obs": critic, "action": (actions.perm, actions.sign)}
+        return self.layout.env_mirror(model, list(range(1, model.njnt)), self.act_joint, self.default_joint_pos)
 
     def _command_params(self) -> CommandParams:
         c, g, p = self.cfg.commands, self.cfg.gait, self.cfg.push
@@ -206,7 +201,7 @@ class LocomotionEnv(DriverEnv):
         p = self.pool
         terms_info, conds_info = self._no_info if info is None else info
         policy, critic = out["obs"], out["critic_obs"]
-        sq, sv = start if start is not None else (np.empty((0, p.qpos.shape[1])), np.empty((0, p.qvel.shape[1])))
+        sq, sv = self._no_start if start is None else start
         self._driver(
             stages, self.arrays, rows, (p.body_pos_w, p.body_quat_w, p.qpos, p.qvel, p.cfrc_ext),
             (self.qpos_adr, self.dof_adr, self.feet, self.foot_points, self.termination_bodies), self._gathered,

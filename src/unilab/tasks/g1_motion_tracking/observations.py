@@ -25,7 +25,7 @@ from numba import njit
 
 from unilab.sim.quat import qmul, qrot
 from unilab.tasks.core.observations import PieceLayout
-from unilab.tasks.core.symmetry import joint_mirror, partner_indices, partner_name
+from unilab.tasks.core.symmetry import partner_indices, partner_name
 from unilab.tasks.core.terms import Term
 from unilab.tasks.g1_motion_tracking.motion import library_row
 
@@ -187,17 +187,12 @@ def observation_mirror(model, joint_names: list[str], act_joint: np.ndarray, tra
         ValueError: the task is not mirror-symmetric (a joint, actuator, tracked body or end effector without
             its partner, axes that are not mirror images, an anchor off the mid-plane, a lopsided default pose).
     """
-    ids = [int(model.joint(n).id) for n in joint_names]
-    joints = joint_mirror(model, ids)
-    actions = joint_mirror(model, [ids[j] for j in act_joint])
     bodies = partner_indices(tracked_bodies, "tracked body")
     partner_indices(end_effectors, "end-effector body")
     if partner_name(anchor_body) != anchor_body:
         raise ValueError(f"mirror: the anchor body {anchor_body!r} is not on the mid-plane")
-    if not np.allclose(joints(default_joint_pos), default_joint_pos, rtol=0.0, atol=1e-9):
-        raise ValueError("mirror: the default pose (task.default_joint_pos) is not left/right symmetric")
-    policy, critic = layout.mirror(joints, actions, bodies)
-    return {"obs": policy, "critic_obs": critic, "action": (actions.perm, actions.sign)}
+    return layout.env_mirror(model, [int(model.joint(n).id) for n in joint_names], act_joint, default_joint_pos,
+                             bodies)
 
 
 def policy_obs_slices(num_joints: int, preset: str = DEFAULT_PRESET) -> dict[str, slice]:
