@@ -1,1 +1,1 @@
-"""Tracking evaluation of a trained motion-tracking policy (``unilab-eval``)."""
+"""Evaluation of a trained policy (``unilab-eval``): motion tracking per clip, locomotion per command bin."""
