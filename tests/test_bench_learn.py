@@ -96,7 +96,8 @@ def test_locomotion_is_evaluated_per_command_bin_against_the_zero_policy(tmp_pat
         policy = cmd[cmd.index("--policy") + 1]
         out = Path(cmd[cmd.index("--json") + 1])
         out.parent.mkdir(parents=True, exist_ok=True)
-        length = 3.0 if policy == "checkpoint" else 1.5
+        pushes = cmd[cmd.index("--pushes") + 1]
+        length = {("checkpoint", "on"): 3.0, ("checkpoint", "off"): 20.0}.get((policy, pushes), 1.5)
         out.write_text(json.dumps({"overall": {"episode_length_s": length}, "bins": {}, "control_dt": 0.02}))
         return 0
 
@@ -108,8 +109,11 @@ def test_locomotion_is_evaluated_per_command_bin_against_the_zero_policy(tmp_pat
     assert data["algo"] == "sac_cpu_loco" and data["eval"] == dict.fromkeys(METRIC_NAMES)
     assert data["eval_locomotion"]["checkpoint"]["overall"]["episode_length_s"] == 3.0
     assert data["eval_locomotion"]["zero"]["overall"]["episode_length_s"] == 1.5
-    assert all(c[c.index("--task") + 1] == "g1_locomotion" for c in commands) and len(commands) == 2
-    assert "locomotion/zero/episode_length_s" in capsys.readouterr().out
+    # the checkpoint once more without pushes: standing still vs falling to pushes
+    assert data["eval_locomotion"]["checkpoint_no_pushes"]["overall"]["episode_length_s"] == 20.0
+    assert all(c[c.index("--task") + 1] == "g1_locomotion" for c in commands) and len(commands) == 3
+    printed = capsys.readouterr().out
+    assert "locomotion/zero/episode_length_s" in printed and "locomotion/checkpoint_no_pushes/" in printed
 
 
 def test_main_without_a_checkpoint_still_reports_and_fails(tmp_path, monkeypatch):

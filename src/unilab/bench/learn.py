@@ -289,6 +289,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if checkpoint is not None and checkpoint.is_file() and args.task == "g1_locomotion":
         locomotion = {kind: locomotion_eval(checkpoint, kind, run_dir / "eval" / f"final_locomotion_{kind}.json")
                       for kind in ("checkpoint", "zero")}
+        # standing still survives pushes-free episodes too: this one tells "falls to pushes" from "cannot stand"
+        locomotion["checkpoint_no_pushes"] = locomotion_eval(
+            checkpoint, "checkpoint", run_dir / "eval" / "final_locomotion_no_pushes.json", pushes=False)
         eval_rc = 0 if all(locomotion.values()) else 1
     elif checkpoint is not None and checkpoint.is_file():
         eval_json = run_dir / "eval" / "final.json"
@@ -558,11 +561,12 @@ def run_job(args: argparse.Namespace, job: Job, cpus: list[int] | None) -> dict[
 
 
 def locomotion_eval(checkpoint: str | Path, policy: str, json_path: Path, cpus: Sequence[int] | None = None,
-                    tag: str = "", env: dict[str, str] | None = None) -> dict[str, Any] | None:
-    """``unilab-eval --task g1_locomotion`` (20 s episodes per command bin, pushes on) of ``policy`` with the task
-    config of ``checkpoint``: its per-bin and overall metrics, None on failure."""
+                    tag: str = "", env: dict[str, str] | None = None, pushes: bool = True) -> dict[str, Any] | None:
+    """``unilab-eval --task g1_locomotion`` (20 s episodes per command bin, the task's pushes on unless ``pushes``
+    is false) of ``policy`` with the task config of ``checkpoint``: its per-bin and overall metrics, None on
+    failure."""
     cmd = [sys.executable, "-m", "unilab.cli.eval", str(checkpoint), "--task", "g1_locomotion", "--policy", policy,
-           "--json", str(json_path), "--no-progress"]
+           "--json", str(json_path), "--no-progress", "--pushes", "on" if pushes else "off"]
     with _print_lock:
         print(f"unilab-bench learn: {tag}{' '.join(cmd)}", flush=True)
     if run_eval(cmd, cpus, env) != 0 or not json_path.is_file():
