@@ -159,8 +159,13 @@ class RewardWeights:
         if not cur.enabled:
             return
         if self.average_length < cur.level_down_threshold:
-            self.scale *= 1.0 - cur.degree
+            scale = self.scale * (1.0 - cur.degree)
         elif self.average_length > cur.level_up_threshold:
-            self.scale *= 1.0 + cur.degree
-        self.scale = float(np.clip(self.scale, cur.min_scale, cur.max_scale))
-        self._apply()
+            scale = self.scale * (1.0 + cur.degree)
+        else:
+            return
+        # plain floats: this runs on the calling thread every step, where NumPy's scalar calls cost tens of us
+        scale = min(max(scale, cur.min_scale), cur.max_scale)
+        if scale != self.scale:
+            self.scale = scale
+            self._apply()
