@@ -8,6 +8,7 @@ noise), so one scratch row per env fills both (:func:`unilab.tasks.core.kernels.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -25,7 +26,8 @@ class PieceLayout:
     num_joints: int
     num_bodies: int = 0
 
-    @property
+    # cached: the layout is frozen, and the env's driver reads the offsets on every call (a restart: several per step)
+    @cached_property
     def slices(self) -> dict[str, slice]:
         """Every piece's slice of the critic observation (the policy pieces: also of the policy's)."""
         out, i = {}, 0
@@ -35,7 +37,7 @@ class PieceLayout:
             i += w
         return out
 
-    @property
+    @cached_property
     def offsets(self) -> np.ndarray:
         return np.array([s.start for s in self.slices.values()], dtype=np.int64)
 

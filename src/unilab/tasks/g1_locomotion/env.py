@@ -119,7 +119,6 @@ class LocomotionEnv(DriverEnv):
         self.dof_adr = np.array([self.model.jnt_dofadr[j] for j in range(1, self.model.njnt)], dtype=np.int64)
         self.rewards = RewardWeights(cfg.rewards, cfg.curriculum, self.control_dt)
         self.layout = obs_layout(nj)
-        self._obs_offsets = self.layout.offsets  # a property that walks the pieces: once, not every call
         sc = cfg.obs_scales
         self.obs_scales = {"base_ang_vel": sc.base_ang_vel, "joint_vel": sc.joint_vel, "base_lin_vel": sc.base_lin_vel}
         """Each scaled piece's factor (its noise is drawn before it, as holosoma)."""
@@ -208,7 +207,7 @@ class LocomotionEnv(DriverEnv):
             (self.qpos_adr, self.dof_adr, self.feet, self.foot_points, self.termination_bodies), self._gathered,
             self._terrain, self._cmd, self._params, self.task_streams,
             (sq, sv, self.default_joint_pos, self.qpos_adr, self.state.action, self.state.last_action),
-            self.rewards.params, self.rewards.weights, self.thresholds, self._obs_offsets, self.noise_scale,
+            self.rewards.params, self.rewards.weights, self.thresholds, self.layout.offsets, self.noise_scale,
             self.obs_noise_streams, self.book.lengths, self.book.returns, self.max_episode_steps,
             self._bad if bad is None else bad, self._terms, self._reward, self._conds, self._failed,
             out["reward"], out["terminated"], out["truncated"], self._done, policy, critic,

@@ -216,7 +216,6 @@ class MotionTrackingEnv(DriverEnv):
             contact_history=int(contacts_cfg.history_steps),
         )
         self._gathered = GATHERED.values(self.state)
-        self._obs_offsets = self.layout.offsets
         self._step_driver = step_driver(self.layout)
         self._bad = np.zeros(n, dtype=bool)  # no env bad (restarts)
         self._no_info = (np.empty((len(TERM_NAMES), n), dtype=np.float32),
@@ -238,7 +237,7 @@ class MotionTrackingEnv(DriverEnv):
             (p.body_pos_w, p.body_quat_w, p.body_lin_vel_w, p.body_ang_vel_w, p.qpos, p.qvel),
             (self.body_ids, self.qpos_adr, self.dof_adr),
             self._gathered,
-            self.rewards.params, self.rewards.weights, self.thresholds, self._obs_offsets, self.noise_scale,
+            self.rewards.params, self.rewards.weights, self.thresholds, self.layout.offsets, self.noise_scale,
             self.obs_noise_streams, self.book.lengths, self.book.returns, float(self.max_episode_steps),
             self._bad if bad is None else bad, self.state.action, self.state.last_action, self._terms, self._reward,
             self._conds, self._failed, out["reward"], out["terminated"], out["truncated"], self._done, policy, critic,
