@@ -180,6 +180,11 @@ def test_env_step_budget_sets_iterations_per_arm_and_pinning_goes_before_the_arm
     assert not any(c.startswith("training.learner_threads=1") for c in cmd)  # the arm sized the learner
     assert "training.learner_threads=1" in learn.pinned_command(jobs[0].cmd, [0], jobs[0].arm)
     assert learn.pinned_command(jobs[0].cmd, None, jobs[0].arm) == jobs[0].cmd
+    # more CPUs per run: the learner's half and the pool's half do not overlap
+    four = learn.pinned_command(jobs[0].cmd, [4, 5, 6, 7], jobs[0].arm)
+    assert "sim.cpu_ids=[6,7]" in four and "training.learner_threads=2" in four
+    assert "sim.cpu_ids=[5,6]" in learn.pinned_command(jobs[0].cmd, [4, 5, 6], jobs[0].arm)
+    assert "sim.cpu_ids=[6]" in learn.pinned_command(jobs[2].cmd, [4, 5, 6], jobs[2].arm)  # the arm's 2 threads
 
 
 def test_curves_are_sampled_at_common_env_steps():

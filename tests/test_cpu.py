@@ -131,3 +131,33 @@ def test_parse_cpu_ids_only_raises_value_error(spec):
     except ValueError:
         return
     assert out is None or all(isinstance(i, int) for i in out)
+
+
+@pytest.mark.parametrize(("usable", "setting", "on_cuda", "learner", "pool"), [
+    (2, None, False, 1, 1),  # the 2-core box: one core each instead of both processes on both
+    (16, None, False, 8, 8),
+    (1, None, False, 1, 1),  # one CPU: both need a thread on it
+    (16, 4, False, 4, 12),  # training.learner_threads sets the split
+    (4, 6, False, 6, 1),  # a learner asking for more than there is still leaves the pool one thread
+    (16, None, True, 1, None),  # GPU learner: the pool keeps its own rule (every usable CPU)
+])
+def test_training_gives_the_pool_the_cpus_the_learner_leaves(usable, setting, on_cuda, learner, pool):
+    from unilab.runtime.trainer import learner_threads, pool_threads
+
+    assert learner_threads(usable, setting, on_cuda) == learner
+    assert pool_threads(usable, setting, on_cuda) == pool
+
+
+@pytest.mark.parametrize(("extra", "expected"), [
+    ([], "split"), (["sim.nthread=3"], 3), (["sim.cpu_ids=[0]"], None),
+])
+def test_trainer_sizes_the_pool_only_when_sim_leaves_it_open(tmp_path, extra, expected):
+    from unilab.cli.config import compose_config, explicit_algo_keys, split_argv, to_run_spec
+    from unilab.runtime.trainer import Trainer, pool_threads
+
+    overrides, _ = split_argv(["--task", "pendulum", "algo.device=cpu", *extra])
+    spec = to_run_spec(compose_config(overrides), explicit_algo_keys(overrides))
+    kw = Trainer(spec, run_dir=tmp_path)._pool_kwargs()
+    if expected == "split":
+        expected = pool_threads(cpu.usable_cpu_count(), None, on_cuda=False)
+    assert kw["nthread"] == expected

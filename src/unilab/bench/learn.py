@@ -462,13 +462,17 @@ def make_jobs(args: argparse.Namespace, arms: list[Arm], seeds: list[int]) -> li
 
 
 def pinned_command(cmd: list[str], cpus: list[int] | None, arm: Arm) -> list[str]:
-    """``cmd`` with the pool pinned to ``cpus`` and the learner sized to them (unless the arm sizes it)."""
+    """``cmd`` with the learner sized to ``cpus`` (unless the arm sizes it) and the pool pinned to the CPUs it
+    leaves (one CPU: both on it); the process itself runs on all of ``cpus``."""
     if cpus is None:
         return list(cmd)
-    extra = [f"sim.cpu_ids=[{','.join(map(str, cpus))}]"]
-    if not any(o.split("=", 1)[0] == "training.learner_threads" for o in arm.overrides):
-        # the trainer's own rule on a CPU learner: half the usable CPUs, at least one
-        extra.append(f"training.learner_threads={max(1, len(cpus) // 2)}")
+    sized = [o.split("=", 1)[1] for o in arm.overrides if o.split("=", 1)[0] == "training.learner_threads"]
+    # the trainer's own split on a CPU learner: half the CPUs for the learner, the pool pinned to the rest
+    learner = int(sized[-1]) if sized and sized[-1].isdigit() else max(1, len(cpus) // 2)
+    pool = cpus[min(learner, len(cpus) - 1):] if len(cpus) > 1 else cpus
+    extra = [f"sim.cpu_ids=[{','.join(map(str, pool))}]"]
+    if not sized:
+        extra.append(f"training.learner_threads={learner}")
     # before the arm's overrides (the last value of a key wins), after the base
     head = len(cmd) - len(arm.overrides) - 1
     return cmd[:head] + extra + cmd[head:]

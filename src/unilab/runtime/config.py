@@ -86,7 +86,8 @@ class TrainingConfig:
     play_steps: int = PlayConfig.steps
     """Control steps play records after training."""
     learner_threads: int | None = None
-    """torch CPU threads of the learner; null: 1 with CUDA, else half the usable CPUs."""
+    """torch CPU threads of the learner; null: 1 with CUDA, else half the usable CPUs (the pool then gets the
+    rest unless sim.nthread or sim.cpu_ids says otherwise)."""
     collector_timeout_s: float = 600.0
     """Longest a step may take before the learner declares the collector hung."""
     startup_timeout_s: float = 900.0
@@ -155,7 +156,8 @@ class SimConfig:
     backend: str = "mujoco"
     """Physics backend; mujoco (mujoco.batch) is the one unilab has."""
     nthread: int | str | None = None
-    """Pool threads: null = min(num_envs, usable CPUs); an int >= 1; or auto (measured, cached)."""
+    """Pool threads: an int >= 1; auto (measured, cached); null = min(num_envs, usable CPUs), except in
+    training with the learner on the CPU: the usable CPUs its threads leave free (at least 1)."""
     cpu_ids: Any = None
     """Pin pool threads to these CPUs ("0-7", [0,1]); null = no pinning (torchrun ranks get a partition)."""
     persistent: bool = False

@@ -28,6 +28,7 @@ import yaml
 
 from unilab.algo.sac.agent import FastSAC
 from unilab.algo.sac.config import SACConfig
+from unilab.algo.sac.device import resolve_device
 from unilab.algo.sac.replay import ReplayBuffer
 from unilab.runtime import distributed, shm
 from unilab.runtime.checkpoint import (
@@ -47,6 +48,24 @@ from unilab.sim import cpu
 from unilab.sim.spec import EnvSpec
 from unilab.telemetry.phase_timer import PhaseTimer
 from unilab.telemetry.trace import TraceRecorder, merge_traces
+
+
+def learner_threads(usable: int, setting: int | None, on_cuda: bool) -> int:
+    """torch threads of the learner: ``training.learner_threads``, else 1 when it trains on a GPU (its host
+    work is launching kernels), else half the ``usable`` CPUs."""
+    if setting is not None:
+        return int(setting)
+    return 1 if on_cuda else max(1, usable // 2)
+
+
+def pool_threads(usable: int, learner_setting: int | None, on_cuda: bool) -> int | None:
+    """Physics pool threads when ``sim.nthread`` and ``sim.cpu_ids`` are unset: with the learner on the CPU,
+    the CPUs its threads leave free (at least 1): a pool thread on a learner's core makes both wait for each
+    other's time slices, and the learner's updates are what bounds a CPU run. With a GPU, None (the pool's
+    own rule: every usable CPU)."""
+    if on_cuda:
+        return None
+    return max(1, usable - learner_threads(usable, learner_setting, on_cuda))
 
 
 @dataclass
@@ -135,6 +154,9 @@ class Trainer:
             kw["cpu_ids"] = distributed.cpu_partition(
                 cpu.usable_cpus(), self.dist.local_rank, self.dist.local_world_size)
             kw["nthread"] = None
+        elif kw["cpu_ids"] is None and kw["nthread"] is None:
+            kw["nthread"] = pool_threads(cpu.usable_cpu_count(), self.spec.training.learner_threads,
+                                         resolve_device(self.spec.algo.device).type == "cuda")
         return kw
 
     def _start_collector(self) -> CollectorClient:
@@ -165,10 +187,8 @@ class Trainer:
         return agent, replay
 
     def _set_threads(self, device: torch.device) -> None:
-        n = self.spec.training.learner_threads
-        if n is None:
-            n = 1 if device.type == "cuda" else max(1, cpu.usable_cpu_count() // 2)
-        torch.set_num_threads(int(n))
+        torch.set_num_threads(learner_threads(cpu.usable_cpu_count(), self.spec.training.learner_threads,
+                                              device.type == "cuda"))
 
     # ---------------------------------------------------------------- running
     def train(self) -> TrainResult:
