@@ -338,8 +338,7 @@ def test_export_describes_locomotion_and_sim2sim_walks_it_as_the_env_does(tmp_pa
     """unilab-export writes the locomotion contract (pieces with their scales, base, termination bodies, gait);
     scripts/deploy/sim2sim.py, from that file alone, gives the base velocities the env gives in evaluation mode
     (same start pose, command, gait clock, physics) for the first steps, up to float32 policy arithmetic."""
-    import importlib.util
-    from pathlib import Path
+    from script_modules import load_script
 
     from unilab.deploy.export import LOCOMOTION_KEYS, METADATA_KEYS, export_policy, read_metadata
     from unilab.eval.locomotion import eval_config
@@ -357,10 +356,7 @@ def test_export_describes_locomotion_and_sim2sim_walks_it_as_the_env_does(tmp_pa
     assert pieces["joint_vel"]["noise"] == pytest.approx(0.1) and pieces["joint_pos"]["noise"] == pytest.approx(0.01)
     assert "pelvis" in meta["termination_bodies"] and meta["gait_period_s"] == 1.0
 
-    script = Path(__file__).resolve().parents[1] / "scripts" / "deploy" / "sim2sim.py"
-    spec = importlib.util.spec_from_file_location("sim2sim", script)
-    sim2sim = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sim2sim)
+    sim2sim = load_script("deploy/sim2sim.py")
     steps, command = 20, (0.4, -0.1, 0.3)
     res = sim2sim.run_locomotion(out, steps=steps, command=command)
     assert res["fell_at_step"] is None and res["survived"] == 1.0

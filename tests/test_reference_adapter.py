@@ -7,22 +7,11 @@ receives holosoma's bounded action divided by ``b_j``.
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import torch
+from script_modules import load_script
 
 from unilab.sim.spec import FINAL
-
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "reference" / "holosoma_fast_sac.py"
-
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("holosoma_fast_sac", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 class RecordingEnv:
@@ -59,7 +48,7 @@ def holosoma_bounds(robot_config) -> np.ndarray:
 
 
 def test_view_bounds_are_unilabs_and_the_env_gets_the_unit_action():
-    script = load_script()
+    script = load_script("reference/holosoma_fast_sac.py")
     env = RecordingEnv()
     view = script.EnvView(env)
     np.testing.assert_allclose(holosoma_bounds(view.robot_config), env.action_bound, rtol=1e-12)

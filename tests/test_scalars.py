@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import errno
-import importlib.util
 import math
 import os
 import subprocess
@@ -14,11 +13,11 @@ from pathlib import Path
 import imageio.v3 as iio
 import numpy as np
 import pytest
+from script_modules import load_script
 
 from unilab.telemetry.scalars import ScalarWriter, read_scalars
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
-PLOT_SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "plot_curves.py"
 
 
 def _f32(x: float) -> float:
@@ -121,10 +120,7 @@ def test_read_scalars_missing_or_empty_dir(tmp_path):
 
 @pytest.fixture(scope="module")
 def plot_module():
-    spec = importlib.util.spec_from_file_location("plot_curves", PLOT_SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("plot_curves.py")
 
 
 def test_plot_default_tags(plot_module):

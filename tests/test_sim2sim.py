@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -12,8 +11,9 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper
+from script_modules import SCRIPTS, load_script
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "deploy" / "sim2sim.py"
+SCRIPT = SCRIPTS / "deploy" / "sim2sim.py"
 METRICS = ("success_rate", "mpjpe_mm", "mpjpe_local_mm", "anchor_pos_err", "anchor_ori_err", "joint_pos_err",
            "joint_vel_err")
 # sim2sim and unilab-eval run the same physics on the same observations; only the policy's float32
@@ -25,10 +25,7 @@ REL_TOL, ABS_TOL = 1e-3, 1e-4
 
 
 def _script_module():
-    spec = importlib.util.spec_from_file_location("sim2sim", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("deploy/sim2sim.py")
 
 
 def _run(*args: str, importtime: bool = False) -> subprocess.CompletedProcess:

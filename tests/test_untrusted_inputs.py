@@ -17,6 +17,7 @@ import psutil
 import pytest
 import torch
 from runtime_helpers import popen_train, run_dirs, train_cmd, wait_for_line
+from script_modules import SCRIPTS, load_script
 
 from unilab.runtime import shm
 from unilab.runtime.checkpoint import latest_checkpoint, load_checkpoint
@@ -305,16 +306,11 @@ def test_fetch_force_is_suggested_only_for_corrupt_cached_files(monkeypatch, tmp
 
 
 # ------------------------------------------------------------------ sim2sim: the ONNX metadata is input too
-SIM2SIM = Path(__file__).resolve().parents[1] / "scripts" / "deploy" / "sim2sim.py"
+SIM2SIM = SCRIPTS / "deploy" / "sim2sim.py"
 
 
 def _sim2sim():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("sim2sim", SIM2SIM)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("deploy/sim2sim.py")
 
 
 def _good_meta() -> dict:
