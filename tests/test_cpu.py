@@ -159,5 +159,5 @@ def test_trainer_sizes_the_pool_only_when_sim_leaves_it_open(tmp_path, extra, ex
     spec = to_run_spec(compose_config(overrides), explicit_algo_keys(overrides))
     kw = Trainer(spec, run_dir=tmp_path)._pool_kwargs()
     if expected == "split":
-        expected = pool_threads(cpu.usable_cpu_count(), None, on_cuda=False)
+        expected = min(spec.algo.num_envs, pool_threads(cpu.usable_cpu_count(), None, on_cuda=False))
     assert kw["nthread"] == expected

@@ -14,6 +14,8 @@ import pytest
 from runtime_helpers import popen_train, run_dirs, train_cmd, wait_for_line
 
 from unilab.runtime.checkpoint import latest_checkpoint, load_checkpoint
+from unilab.runtime.trainer import learner_threads, pool_threads
+from unilab.sim import cpu
 from unilab.telemetry.scalars import read_scalars
 
 METRIC_TAGS = [
@@ -53,6 +55,12 @@ def test_training_writes_metrics_checkpoints_and_trace(tmp_path):
     assert len(pids) == 2
     assert {"learner_train", "learner_collector_wait", "env_step", "backend_step", "action_wait"} <= names
     assert re.search(r"^unilab: iter 30\b", out.stdout, re.M)  # a console line at every log point with interval 0
+    # the banner says how the CPUs are split: the learner's half, the pool the rest (at most one per env)
+    usable = cpu.usable_cpu_count()
+    split = re.search(r"learner on cpu \((\d+) torch threads\), collector pool nthread=(\d+)", out.stdout)
+    assert split, out.stdout
+    assert (int(split[1]), int(split[2])) == (learner_threads(usable, None, False),
+                                              min(8, pool_threads(usable, None, False)))
 
 
 def test_resume_continues_the_iteration_count(tmp_path):

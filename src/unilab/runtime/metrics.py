@@ -66,14 +66,15 @@ class MetricsLogger:
         would wait forever in its next gradient all-reduce."""
         self._console_bad = [0.0, 0.0, 0]  # bad env steps, env steps, iterations since the last console line
 
-    def banner(self, spec: Any, env: EnvSpec, device: Any, dist: Any) -> None:
+    def banner(self, spec: Any, env: EnvSpec, device: Any, dist: Any, learner_threads: int) -> None:
         """Print what is about to run (once)."""
         if not self.enabled:
             return
         a = spec.algo
         print(
             f"unilab: FastSAC on {spec.task_name}: {a.num_envs} envs, obs {env.obs_dim}/{env.critic_obs_dim}, "
-            f"action {env.action_dim}, learner on {device}, collector pool nthread={env.nthread} "
+            f"action {env.action_dim}, learner on {device} ({learner_threads} torch threads), "
+            f"collector pool nthread={env.nthread} "
             f"cpu_ids={None if env.cpu_ids is None else list(env.cpu_ids)} persistent={env.persistent}, "
             f"ranks={dist.world_size}",
             flush=True,

@@ -155,8 +155,9 @@ class Trainer:
                 cpu.usable_cpus(), self.dist.local_rank, self.dist.local_world_size)
             kw["nthread"] = None
         elif kw["cpu_ids"] is None and kw["nthread"] is None:
-            kw["nthread"] = pool_threads(cpu.usable_cpu_count(), self.spec.training.learner_threads,
-                                         resolve_device(self.spec.algo.device).type == "cuda")
+            n = pool_threads(cpu.usable_cpu_count(), self.spec.training.learner_threads,
+                             resolve_device(self.spec.algo.device).type == "cuda")
+            kw["nthread"] = None if n is None else min(n, self.spec.algo.num_envs)  # never more threads than envs
         return kw
 
     def _start_collector(self) -> CollectorClient:
@@ -238,7 +239,7 @@ class Trainer:
             divergence_window=tr.divergence_window, max_iterations=a.max_iterations, time_limit_s=tr.time_limit_s,
             agree=distributed.any_rank if self.dist.world_size > 1 else None,
         )
-        metrics.banner(self.spec, env, agent.device, self.dist)
+        metrics.banner(self.spec, env, agent.device, self.dist, torch.get_num_threads())
         if self.dist.world_size > 1:
             print(
                 f"unilab[rank {self.dist.rank}/{self.dist.world_size}]: collector pid {col.pid} pinned to "
