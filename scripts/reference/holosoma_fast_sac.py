@@ -42,6 +42,7 @@ from unilab.bench.learn import RANDOM_START_ENVS, RUN_KEYS, add_checkpoints, com
 from unilab.cli.config import compose_config
 from unilab.eval.rollout import eval_task_config, random_start_metrics
 from unilab.runtime.config import SimConfig
+from unilab.sim.spec import FINAL
 from unilab.tasks.registry import make_env, task_config
 
 CPU_RECIPE = "sac_cpu"
@@ -85,7 +86,7 @@ class EnvView:
         dims = {"actor_obs": env.obs_dim, "critic_obs": env.critic_obs_dim}
         self.observation_manager = SimpleNamespace(get_obs_dims=lambda: dims, cfg=SimpleNamespace(groups={}))
         self.out = env.buffers()
-        self.length = [0] * env.num_envs
+        self.length = np.zeros(env.num_envs, dtype=np.int64)
         self.ended: list[int] = []
         self.env_steps = 0
 
@@ -103,12 +104,10 @@ class EnvView:
         self.env_steps += self.num_envs
         term, trunc = self.out["terminated"], self.out["truncated"]
         done = term | trunc
-        for e in range(self.num_envs):
-            self.length[e] += 1
-            if done[e]:
-                self.ended.append(self.length[e])
-                self.length[e] = 0
-        info = {"time_outs": torch.from_numpy(trunc.astype("int64")), "final_observations": self._obs("final_"),
+        self.length += 1
+        self.ended.extend(self.length[done].tolist())
+        self.length[done] = 0
+        info = {"time_outs": torch.from_numpy(trunc.astype("int64")), "final_observations": self._obs(FINAL),
                 "episode": {}, "episode_all": {}, "to_log": {}}
         return self._obs(), torch.from_numpy(self.out["reward"].copy()), torch.from_numpy(done.astype("int64")), info
 

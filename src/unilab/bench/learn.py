@@ -466,13 +466,15 @@ def pinned_command(cmd: list[str], cpus: list[int] | None, arm: Arm) -> list[str
     leaves (one CPU: both on it); the process itself runs on all of ``cpus``."""
     if cpus is None:
         return list(cmd)
+    from unilab.runtime.trainer import learner_threads, pool_threads  # imports torch; only here
+
     sized = [o.split("=", 1)[1] for o in arm.overrides if o.split("=", 1)[0] == "training.learner_threads"]
-    # the trainer's own split on a CPU learner: half the CPUs for the learner, the pool pinned to the rest
-    learner = int(sized[-1]) if sized and sized[-1].isdigit() else max(1, len(cpus) // 2)
-    pool = cpus[min(learner, len(cpus) - 1):] if len(cpus) > 1 else cpus
+    setting = int(sized[-1]) if sized and sized[-1].isdigit() else None
+    # the trainer's own split on a CPU learner, with the pool pinned to the CPUs the learner leaves
+    pool = cpus[-pool_threads(len(cpus), setting, on_cuda=False):]
     extra = [f"sim.cpu_ids=[{','.join(map(str, pool))}]"]
     if not sized:
-        extra.append(f"training.learner_threads={learner}")
+        extra.append(f"training.learner_threads={learner_threads(len(cpus), None, on_cuda=False)}")
     # before the arm's overrides (the last value of a key wins), after the base
     head = len(cmd) - len(arm.overrides) - 1
     return cmd[:head] + extra + cmd[head:]
