@@ -57,7 +57,7 @@ def test_training_writes_metrics_checkpoints_and_trace(tmp_path):
     assert re.search(r"^unilab: iter 30\b", out.stdout, re.M)  # a console line at every log point with interval 0
     # the banner says how the CPUs are split: the learner's half, the pool the rest (at most one per env)
     usable = cpu.usable_cpu_count()
-    split = re.search(r"learner on cpu \((\d+) torch threads\), collector pool nthread=(\d+)", out.stdout)
+    split = re.search(r"learner on cpu \(torch threads: (\d+)\), collector pool nthread=(\d+)", out.stdout)
     assert split, out.stdout
     assert (int(split[1]), int(split[2])) == (learner_threads(usable, None, False),
                                               min(8, pool_threads(usable, None, False)))

@@ -73,7 +73,7 @@ class MetricsLogger:
         a = spec.algo
         print(
             f"unilab: FastSAC on {spec.task_name}: {a.num_envs} envs, obs {env.obs_dim}/{env.critic_obs_dim}, "
-            f"action {env.action_dim}, learner on {device} ({learner_threads} torch threads), "
+            f"action {env.action_dim}, learner on {device} (torch threads: {learner_threads}), "
             f"collector pool nthread={env.nthread} "
             f"cpu_ids={None if env.cpu_ids is None else list(env.cpu_ids)} persistent={env.persistent}, "
             f"ranks={dist.world_size}",
