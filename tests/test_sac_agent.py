@@ -117,6 +117,28 @@ def test_policy_frequency_delays_actor_updates():
     assert changed == [False, False, True, False, False, True]
 
 
+def test_the_actor_step_computes_no_critic_weight_gradients():
+    """The critic's gradients after an update are its own loss's: the actor step (policy_frequency 1) adds none,
+    and the critic trains again afterwards, also when the actor's forward pass fails."""
+    with_actor = FastSAC(_cfg(policy_frequency=1), OBS, COBS, ACT)
+    critic_only = FastSAC(_cfg(policy_frequency=2), OBS, COBS, ACT)  # no actor step on the first update
+    for agent in (with_actor, critic_only):
+        torch.manual_seed(0)  # the same next-state action samples in both
+        agent.update(_batch())
+    assert any(p.grad is not None for p in with_actor.actor.parameters())
+    assert all(p.grad is None for p in critic_only.actor.parameters())
+    for a, b in zip(with_actor.critic.parameters(), critic_only.critic.parameters(), strict=True):
+        assert a.requires_grad and torch.equal(a.grad, b.grad)
+
+    def fail(*args):
+        raise RuntimeError("actor forward failed")
+
+    with_actor._actor_loss_fn = fail
+    with pytest.raises(RuntimeError, match="actor forward failed"):
+        with_actor.update(_batch(seed=1))
+    assert all(p.requires_grad for p in with_actor.critic.parameters())
+
+
 def test_update_metrics_and_obs_normalizer_tracks_batches():
     agent = FastSAC(_cfg(), OBS, COBS, ACT)
     m = agent.update(_batch())

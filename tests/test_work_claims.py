@@ -9,28 +9,24 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from numba import njit, prange
 
-from unilab.sim.work_claims import CHUNKS, chunk_size, claim, num_chunks
+from unilab.sim.work_claims import CHUNKS, chunk_size, claimed, new_counter, num_chunks
 
 
 @njit(parallel=True, cache=True)
 def _cover(n, least, hits, owner, slow_work):
     """The module's pattern: ``hits[i]`` counts item i's visits, ``owner[c]`` is chunk c's thread;
     the thread that claims chunk 0 first does ``slow_work`` iterations of busy work."""
-    counter = np.zeros(1, np.int64)
+    counter = new_counter()
     for _ in prange(num_chunks(n, least)):
-        while True:
-            lo, hi = claim(counter, n, least)
-            if lo >= hi:
-                break
-            owner[lo // chunk_size(n, least)] = numba.get_thread_id()
-            if lo == 0:
+        for i in claimed(counter, n, least):
+            owner[i // chunk_size(n, least)] = numba.get_thread_id()
+            if i == 0:
                 x = 0.0
                 for k in range(slow_work):
                     x += np.sqrt(k + x * 1e-9)
                 if x < 0.0:
                     hits[0] += 1  # never: keeps the busy work from being optimised away
-            for i in range(lo, hi):
-                hits[i] += 1
+            hits[i] += 1
 
 
 def _run(n: int, least: int, threads: int, slow_work: int = 0) -> tuple[np.ndarray, np.ndarray]:

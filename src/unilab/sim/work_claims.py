@@ -21,16 +21,13 @@ The pattern (``n`` items, chunks of at least ``least``)::
 
     counter = new_counter()
     for _ in prange(num_chunks(n, least)):  # no more participants than chunks
-        while True:
-            lo, hi = claim(counter, n, least)
-            if lo >= hi:
-                break
-            for i in range(lo, hi):
-                ...
+        for i in claimed(counter, n, least):
+            ...
 
-Each kernel spells the pattern out rather than passing its per-env body to one shared kernel as a function
-argument: Numba compiles such a kernel but cannot load it back from its cache (the argument's type names the
-function object, which differs in every process), so every process would compile every kernel again.
+:func:`claimed` holds the claim loop once: a Numba generator, which loads
+from Numba's cache like any function (a per-env body passed to one shared kernel as a function argument
+would not: the argument's type names the function object, which differs in
+every process, so every process would compile every kernel again).
 
 Each thread's first iteration drains the counter; its other iterations find it
 empty at once (one atomic add each). ``n`` items are cut into about
@@ -44,8 +41,8 @@ chunks of 16 envs, 0.98 ms with 32, 0.54 ms with 64.
 
 :func:`new_counter`, not ``np.zeros(1)``: in a ``parallel=True`` function Numba
 turns ``np.zeros``/``np.ones``, array expressions and ``.sum()`` into parallel
-loops of their own, each one more fork/join of the team (tests check that every
-host kernel compiles to one parallel loop).
+loops of their own, each one more fork/join of the team (``unilab-bench env-phases``
+shows it as fewer cores used).
 """
 
 from __future__ import annotations
@@ -118,3 +115,16 @@ def claim(counter, n, least):
     c = _fetch_add_one(counter)
     lo = min(c * size, n)
     return lo, min(lo + size, n)
+
+
+@njit  # not cached: Numba 0.68 loads a cached generator without registering it for callers compiled later
+def claimed(counter, n, least):
+    """The items of ``range(n)`` in the chunks this thread claims, one after another, until none is left
+    (the loop of the module doc's pattern; ``counter`` and ``least`` as in :func:`claim`)."""
+    while True:
+        lo, hi = claim(counter, n, least)
+        if lo >= hi:
+            return
+        while lo < hi:  # not `yield from range(...)`: Numba compiles no `yield from`
+            yield lo
+            lo += 1

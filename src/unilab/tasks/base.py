@@ -24,7 +24,7 @@ import numpy as np
 from numba import njit, prange
 
 from unilab.sim.spec import FINAL, EnvSpec, allocate, env_outputs, observation_names
-from unilab.sim.work_claims import LEAST_BYTES, LEAST_ROWS, claim, new_counter, num_chunks
+from unilab.sim.work_claims import LEAST_BYTES, LEAST_ROWS, claimed, new_counter, num_chunks
 from unilab.telemetry.phase_timer import PhaseTimer
 
 Obs = dict[str, np.ndarray]
@@ -222,14 +222,10 @@ def copy_rows_at(ids, src, dst):
     n = ids.shape[0]
     counter = new_counter()
     for _ in prange(num_chunks(n, LEAST_ROWS)):
-        while True:
-            lo, hi = claim(counter, n, LEAST_ROWS)
-            if lo >= hi:
-                break
-            for i in range(lo, hi):
-                e = ids[i]
-                for j in range(src.shape[1]):
-                    dst[e, j] = src[e, j]
+        for i in claimed(counter, n, LEAST_ROWS):
+            e = ids[i]
+            for j in range(src.shape[1]):
+                dst[e, j] = src[e, j]
 
 
 @njit(cache=True, fastmath=False, inline="always")
@@ -257,13 +253,9 @@ def _settle_all(terminated, truncated, bad, reward, returns, out_reward, out_ter
     n = done.shape[0]
     counter = new_counter()
     for _ in prange(num_chunks(n, LEAST_BYTES)):
-        while True:
-            lo, hi = claim(counter, n, LEAST_BYTES)
-            if lo >= hi:
-                break
-            for e in range(lo, hi):
-                done[e] = settle_env(e, terminated[e], truncated[e], bad, reward, returns, out_reward,
-                                     out_terminated, out_truncated)
+        for e in claimed(counter, n, LEAST_BYTES):
+            done[e] = settle_env(e, terminated[e], truncated[e], bad, reward, returns, out_reward,
+                                 out_terminated, out_truncated)
 
 
 def observations(out: Buffers, names: tuple[str, ...] = ("obs", "critic_obs")) -> Obs:

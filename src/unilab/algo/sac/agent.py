@@ -317,8 +317,13 @@ class FastSAC:
 
         # the actor steps on the 2nd, 4th, ... critic step of a run of policy_frequency (holosoma: i % 2 == 1)
         if self.num_updates_done % self.cfg.policy_frequency == self.cfg.policy_frequency - 1:
-            # the critic is not trained by the actor loss; its grads are dropped by the next zero_grad
-            actor_loss, log_prob, log_std_mean = self._actor_loss_fn(obs, obs_c, self.log_alpha.detach().exp())
+            # the actor's gradient needs dQ/da only: with the critic's weights frozen for the forward pass, the
+            # backward pass skips their gradients (a third of its matmuls), and the actor's gradient is the same
+            self.critic.requires_grad_(False)
+            try:
+                actor_loss, log_prob, log_std_mean = self._actor_loss_fn(obs, obs_c, self.log_alpha.detach().exp())
+            finally:
+                self.critic.requires_grad_(True)
             actor_grad_norm, actor_skipped = self._step(self.actor_optimizer, actor_loss, list(self.actor.parameters()))
             self._last_actor_metrics = {
                 "actor_loss": actor_loss.detach(), "entropy": -log_prob.mean(), "log_std_mean": log_std_mean,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from numba import njit, prange
 
-from unilab.sim.work_claims import LEAST_ROWS, claim, new_counter, num_chunks
+from unilab.sim.work_claims import LEAST_ROWS, claimed, new_counter, num_chunks
 
 
 @njit(cache=True, fastmath=False, inline="always")
@@ -40,9 +40,5 @@ def origin_velocities(ids, xpos, cvel, subtree_com, rootid, lin, ang):
     n = ids.shape[0]
     counter = new_counter()
     for _ in prange(num_chunks(n, LEAST_ROWS)):
-        while True:
-            lo, hi = claim(counter, n, LEAST_ROWS)
-            if lo >= hi:
-                break
-            for k in range(lo, hi):
-                origin_velocity_env(ids[k], xpos, cvel, subtree_com, rootid, lin, ang)
+        for k in claimed(counter, n, LEAST_ROWS):
+            origin_velocity_env(ids[k], xpos, cvel, subtree_com, rootid, lin, ang)

@@ -26,7 +26,7 @@ from unilab.sim import cpu, numba_threads
 from unilab.sim.mujoco.autotune import autotune
 from unilab.sim.mujoco.body_state import origin_velocities, origin_velocity_env
 from unilab.sim.mujoco.contacts import forward_without_contacts
-from unilab.sim.work_claims import LEAST_BYTES, LEAST_ROWS, chunk_size, claim, new_counter, num_chunks
+from unilab.sim.work_claims import LEAST_BYTES, LEAST_ROWS, chunk_size, claimed, new_counter, num_chunks
 from unilab.telemetry.phase_timer import PhaseTimer
 
 # Warnings that mean the state diverged (MuJoCo may even have reset the sim
@@ -403,13 +403,9 @@ def _copy_rows(src, dst):
     n = dst.shape[0]
     counter = new_counter()
     for _ in prange(num_chunks(n, LEAST_ROWS)):
-        while True:
-            lo, hi = claim(counter, n, LEAST_ROWS)
-            if lo >= hi:
-                break
-            for e in range(lo, hi):
-                for j in range(dst.shape[1]):
-                    dst[e, j] = src[e, j]
+        for e in claimed(counter, n, LEAST_ROWS):
+            for j in range(dst.shape[1]):
+                dst[e, j] = src[e, j]
 
 
 @njit(cache=True, parallel=True, fastmath=False)
@@ -431,39 +427,35 @@ def _health_kernel(qpos, qvel, max_qvel, warning_count, warn_cols, warn_seen, fl
         counts[c] = 0
     counter = new_counter()
     for _ in prange(num_chunks(n, LEAST_BYTES)):
-        while True:
-            lo, hi = claim(counter, n, LEAST_BYTES)
-            if lo >= hi:
-                break
-            for e in range(lo, hi):
-                origin_velocity_env(e, xpos, cvel, subtree_com, rootid, lin, ang)
-                f = 0
-                for i in range(qpos.shape[1]):
-                    if not np.isfinite(qpos[e, i]):
-                        f = NONFINITE
-                vmax = 0.0
-                nan = False
-                for i in range(qvel.shape[1]):
-                    v = abs(qvel[e, i])
-                    if np.isnan(v):
-                        nan = True
-                    elif v > vmax:
-                        vmax = v
-                if nan or np.isinf(vmax):
-                    f |= NONFINITE
-                if not nan and vmax > max_qvel:
-                    f |= FAST
-                rose = False
+        for e in claimed(counter, n, LEAST_BYTES):
+            origin_velocity_env(e, xpos, cvel, subtree_com, rootid, lin, ang)
+            f = 0
+            for i in range(qpos.shape[1]):
+                if not np.isfinite(qpos[e, i]):
+                    f = NONFINITE
+            vmax = 0.0
+            nan = False
+            for i in range(qvel.shape[1]):
+                v = abs(qvel[e, i])
+                if np.isnan(v):
+                    nan = True
+                elif v > vmax:
+                    vmax = v
+            if nan or np.isinf(vmax):
+                f |= NONFINITE
+            if not nan and vmax > max_qvel:
+                f |= FAST
+            rose = False
+            for k in range(warn_cols.shape[0]):
+                if warning_count[e, warn_cols[k]] > warn_seen[e, k]:
+                    rose = True
+            if rose:
+                f |= WARNED
                 for k in range(warn_cols.shape[0]):
-                    if warning_count[e, warn_cols[k]] > warn_seen[e, k]:
-                        rose = True
-                if rose:
-                    f |= WARNED
-                    for k in range(warn_cols.shape[0]):
-                        warn_seen[e, k] = warning_count[e, warn_cols[k]]
-                flags[e] = f
-                if f:
-                    counts[lo // chunk_size(n, LEAST_BYTES)] += 1
+                    warn_seen[e, k] = warning_count[e, warn_cols[k]]
+            flags[e] = f
+            if f:
+                counts[e // chunk_size(n, LEAST_BYTES)] += 1  # e's chunk, which only this thread runs
     flagged = 0
     for c in range(counts.shape[0]):
         flagged += counts[c]
@@ -479,22 +471,18 @@ def _reset_rows(ids, fresh_row, fresh, state, warning, qpos, qvel, qpos_out, qve
     n = ids.shape[0]
     counter = new_counter()
     for _ in prange(num_chunks(n, LEAST_BYTES)):
-        while True:
-            lo, hi = claim(counter, n, LEAST_BYTES)
-            if lo >= hi:
-                break
-            for k in range(lo, hi):
-                e = ids[k]
-                if fresh_row:
-                    for i in range(fresh.shape[0]):
-                        state[e, i] = fresh[i]
-                    for w in range(warning.shape[1]):
-                        for c in range(warning.shape[2]):
-                            warning[e, w, c] = 0
-                for i in range(qpos.shape[1]):
-                    qpos_out[e, i] = qpos[k, i]
-                for i in range(qvel.shape[1]):
-                    qvel_out[e, i] = qvel[k, i]
-                bad[e] = False
-                for c in range(warn_cols.shape[0]):
-                    warn_seen[e, c] = warning_count[e, warn_cols[c]]
+        for k in claimed(counter, n, LEAST_BYTES):
+            e = ids[k]
+            if fresh_row:
+                for i in range(fresh.shape[0]):
+                    state[e, i] = fresh[i]
+                for w in range(warning.shape[1]):
+                    for c in range(warning.shape[2]):
+                        warning[e, w, c] = 0
+            for i in range(qpos.shape[1]):
+                qpos_out[e, i] = qpos[k, i]
+            for i in range(qvel.shape[1]):
+                qvel_out[e, i] = qvel[k, i]
+            bad[e] = False
+            for c in range(warn_cols.shape[0]):
+                warn_seen[e, c] = warning_count[e, warn_cols[c]]

@@ -3,8 +3,8 @@
 The action-to-PD-target kernel (:func:`action_to_ctrl`, a parallel region of its own: a NumPy pass over
 ``(num_envs, ...)`` arrays would run on one core; DESIGN.md, "Scaling rule"), and the pieces of a step
 driver (:mod:`unilab.tasks.core.terms`): the weighted reward, the failure flag, the step's end (done
-semantics, last action) and the float32 observation rows, each ``@njit(inline="always")`` for one env ``e``,
-writing that env's rows only.
+semantics, last action), the info columns and the float32 observation and final-observation rows, each
+``@njit(inline="always")`` for one env ``e``, writing that env's rows only.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from unilab.sim.work_claims import LEAST_ROWS, claim, new_counter, num_chunks
+from unilab.sim.work_claims import LEAST_ROWS, claimed, new_counter, num_chunks
 from unilab.tasks.base import settle_env
 from unilab.tasks.env_streams import next_symmetric
 
@@ -62,6 +62,24 @@ def settle_step(e, failed, timeout, bad, reward, returns, terms, action, last_ac
     return done
 
 
+@njit(cache=True, fastmath=False, inline="always")
+def info_columns(e, terms, conds, terms_info, conds_info):
+    """Env ``e``'s reward terms (float32) and conditions into its column of the ``(k, num_envs)`` info rows."""
+    for k in range(terms.shape[1]):
+        terms_info[k, e] = np.float32(terms[e, k])
+    for k in range(conds.shape[1]):
+        conds_info[k, e] = conds[e, k]
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def copy_final_obs(e, policy, critic, final_policy, final_critic):
+    """Env ``e``'s observation rows into the final-observation buffers (its episode ended this step)."""
+    for m in range(policy.shape[1]):
+        final_policy[e, m] = policy[e, m]
+    for m in range(critic.shape[1]):
+        final_critic[e, m] = critic[e, m]
+
+
 @njit(cache=True, fastmath=False)
 def any_nonzero(x):
     """Some entry of ``x`` is not 0 (a driver draws observation noise only then)."""
@@ -108,18 +126,14 @@ def action_to_ctrl(action_in, scale, default, action, ctrl):
     n = action.shape[0]
     counter = new_counter()
     for _ in prange(num_chunks(n, LEAST_ROWS)):
-        while True:
-            lo, hi = claim(counter, n, LEAST_ROWS)
-            if lo >= hi:
-                break
-            for e in range(lo, hi):
-                for j in range(action.shape[1]):
-                    a = np.float64(action_in[e, j])
-                    if np.isnan(a):
-                        a = 0.0
-                    elif a < -1.0:
-                        a = -1.0
-                    elif a > 1.0:
-                        a = 1.0
-                    action[e, j] = a
-                    ctrl[e, j] = a * scale[j] + default[e, j]
+        for e in claimed(counter, n, LEAST_ROWS):
+            for j in range(action.shape[1]):
+                a = np.float64(action_in[e, j])
+                if np.isnan(a):
+                    a = 0.0
+                elif a < -1.0:
+                    a = -1.0
+                elif a > 1.0:
+                    a = 1.0
+                action[e, j] = a
+                ctrl[e, j] = a * scale[j] + default[e, j]

@@ -31,8 +31,9 @@ SPLIT = (("gather", GATHER | COMMAND), ("rewards", REWARDS), ("terminations", TE
          ("observations", OBSERVE | FINALS))
 
 _TEMPLATE = '''
-from unilab.sim.work_claims import LEAST_BYTES, claim, new_counter, num_chunks
-from unilab.tasks.core.kernels import any_condition, any_nonzero, settle_step, weighted_sum, write_obs
+from unilab.sim.work_claims import LEAST_BYTES, claimed, new_counter, num_chunks
+from unilab.tasks.core.kernels import (any_condition, any_nonzero, copy_final_obs, info_columns, settle_step,
+                                      weighted_sum, write_obs)
 from unilab.tasks.g1_locomotion.commands import command_step, start_env
 from unilab.tasks.g1_locomotion.driver import COMMAND, FINALS, GATHER, OBSERVE, REWARDS, START, TERMINATE
 from unilab.tasks.g1_locomotion.observations import gather_env
@@ -52,39 +53,29 @@ def loco_driver(stages, s, rows, pool_state, index, gathered, terrain, cmd, cp, 
     counter = new_counter()
     for _ in prange(num_chunks(n, LEAST_BYTES)):
         row = np.empty(critic.shape[1])
-        while True:
-            lo, hi = claim(counter, n, LEAST_BYTES)
-            if lo >= hi:
-                break
-            for i in range(lo, hi):
-                e = rows[i]
-                if stages & START:
-                    start_env(i, e, s.origin, terrain, cmd, cp, streams, default_pos, qpos_adr, start_qpos,
-                              start_qvel, action, last_action)
-                if stages & GATHER:
-                    gather_env(e, pool_state, index, gathered, terrain)
-                if stages & COMMAND:
-                    command_step(e, lengths[e], cmd, cp, streams, qvel)
-                if stages & REWARDS:
-                    {rewards}
-                    reward[e] = weighted_sum(terms, e, weights)
-                if stages & TERMINATE:
-                    {terminations}
-                    failed[e] = any_condition(conds, e)
-                    done[e] = settle_step(e, failed[e], lengths[e] >= max_steps, bad, reward, returns, terms,
-                                          action, last_action, out_reward, out_terminated, out_truncated)
-                    for k in range(terms.shape[1]):
-                        terms_info[k, e] = np.float32(terms[e, k])
-                    for k in range(conds.shape[1]):
-                        conds_info[k, e] = conds[e, k]
-                if stages & OBSERVE:
-                    {observations}
-                    write_obs(e, row, noise_scale, use_noise, noise_streams, obs_clip, policy, critic)
-                if stages & FINALS and done[e]:
-                    for m in range(policy.shape[1]):
-                        final_policy[e, m] = policy[e, m]
-                    for m in range(critic.shape[1]):
-                        final_critic[e, m] = critic[e, m]
+        for i in claimed(counter, n, LEAST_BYTES):
+            e = rows[i]
+            if stages & START:
+                start_env(i, e, s.origin, terrain, cmd, cp, streams, default_pos, qpos_adr, start_qpos,
+                          start_qvel, action, last_action)
+            if stages & GATHER:
+                gather_env(e, pool_state, index, gathered, terrain)
+            if stages & COMMAND:
+                command_step(e, lengths[e], cmd, cp, streams, qvel)
+            if stages & REWARDS:
+                {rewards}
+                reward[e] = weighted_sum(terms, e, weights)
+            if stages & TERMINATE:
+                {terminations}
+                failed[e] = any_condition(conds, e)
+                done[e] = settle_step(e, failed[e], lengths[e] >= max_steps, bad, reward, returns, terms,
+                                      action, last_action, out_reward, out_terminated, out_truncated)
+                info_columns(e, terms, conds, terms_info, conds_info)
+            if stages & OBSERVE:
+                {observations}
+                write_obs(e, row, noise_scale, use_noise, noise_streams, obs_clip, policy, critic)
+            if stages & FINALS and done[e]:
+                copy_final_obs(e, policy, critic, final_policy, final_critic)
 '''
 
 _BLOCKS = {"rewards": (REWARD_TERM_CALL, REWARD_TERMS), "terminations": (CONDITION_CALL, TERMINATIONS),

@@ -6,7 +6,7 @@ import numpy as np
 from numba import njit, prange
 
 from unilab.sim.quat import qmul, qrot
-from unilab.sim.work_claims import LEAST_ROWS, claim, new_counter, num_chunks
+from unilab.sim.work_claims import LEAST_ROWS, claimed, new_counter, num_chunks
 from unilab.tasks.env_streams import next_symmetric
 from unilab.tasks.g1_motion_tracking.config import ResetConfig, ResetNoiseConfig
 from unilab.tasks.g1_motion_tracking.motion import MotionLibrary, library_row
@@ -171,51 +171,47 @@ def _start_state_driver(rows, starts, episode, clip_offsets, num_frames, lib_qpo
     counter = new_counter()  # chunks claimed as threads come free (unilab.sim.work_claims)
     for _ in prange(num_chunks(n, LEAST_ROWS)):
         d = np.empty(12 + nj)
-        while True:
-            k0, k1 = claim(counter, n, LEAST_ROWS)  # (lo and hi are the joint limits)
-            if k0 >= k1:
-                break
-            for k in range(k0, k1):
-                e = rows[k]
-                c = new_clip[k]
-                clip[e] = c
-                frame[e] = new_frame[k]
-                ref_index[e] = library_row(clip_offsets, num_frames, c, new_frame[k])
-                for j in range(last_action.shape[1]):
-                    last_action[e, j] = 0.0
-                for i in range(12 + nj):
-                    x = next_symmetric(streams, e)
-                    d[i] = x * scales[i] if use[min(i // 3, 4)] else 0.0
-                r = ref_index[e]
-                for i in range(qpos.shape[1]):
-                    qpos[k, i] = lib_qpos[r, i]
-                for i in range(qvel.shape[1]):
-                    qvel[k, i] = lib_qvel[r, i]
+        for k in claimed(counter, n, LEAST_ROWS):
+            e = rows[k]
+            c = new_clip[k]
+            clip[e] = c
+            frame[e] = new_frame[k]
+            ref_index[e] = library_row(clip_offsets, num_frames, c, new_frame[k])
+            for j in range(last_action.shape[1]):
+                last_action[e, j] = 0.0
+            for i in range(12 + nj):
+                x = next_symmetric(streams, e)
+                d[i] = x * scales[i] if use[min(i // 3, 4)] else 0.0
+            r = ref_index[e]
+            for i in range(qpos.shape[1]):
+                qpos[k, i] = lib_qpos[r, i]
+            for i in range(qvel.shape[1]):
+                qvel[k, i] = lib_qvel[r, i]
+            for c in range(3):
+                qpos[k, c] = qpos[k, c] + d[c]
+            if use[1]:
+                cr, sr = np.cos(0.5 * d[3]), np.sin(0.5 * d[3])
+                cp, sp = np.cos(0.5 * d[4]), np.sin(0.5 * d[4])
+                cy, sy = np.cos(0.5 * d[5]), np.sin(0.5 * d[5])
+                # extrinsic x then y then z, times the reference orientation
+                t = qmul(cr * cp * cy + sr * sp * sy, sr * cp * cy - cr * sp * sy, cr * sp * cy + sr * cp * sy,
+                         cr * cp * sy - sr * sp * cy, qpos[k, 3], qpos[k, 4], qpos[k, 5], qpos[k, 6])
+                norm = np.sqrt(t[0] * t[0] + t[1] * t[1] + t[2] * t[2] + t[3] * t[3])
+                if norm > 0:
+                    for c in range(4):
+                        qpos[k, 3 + c] = t[c] / norm
+                else:  # zero or NaN norm: identity
+                    qpos[k, 3], qpos[k, 4], qpos[k, 5], qpos[k, 6] = 1.0, 0.0, 0.0, 0.0
+            for c in range(3):
+                qvel[k, c] = qvel[k, c] + d[6 + c]
+            if use[3]:
+                v = qrot(qpos[k, 3], qpos[k, 4], qpos[k, 5], qpos[k, 6], d[9], d[10], d[11], True)
                 for c in range(3):
-                    qpos[k, c] = qpos[k, c] + d[c]
-                if use[1]:
-                    cr, sr = np.cos(0.5 * d[3]), np.sin(0.5 * d[3])
-                    cp, sp = np.cos(0.5 * d[4]), np.sin(0.5 * d[4])
-                    cy, sy = np.cos(0.5 * d[5]), np.sin(0.5 * d[5])
-                    # extrinsic x then y then z, times the reference orientation
-                    t = qmul(cr * cp * cy + sr * sp * sy, sr * cp * cy - cr * sp * sy, cr * sp * cy + sr * cp * sy,
-                             cr * cp * sy - sr * sp * cy, qpos[k, 3], qpos[k, 4], qpos[k, 5], qpos[k, 6])
-                    norm = np.sqrt(t[0] * t[0] + t[1] * t[1] + t[2] * t[2] + t[3] * t[3])
-                    if norm > 0:
-                        for c in range(4):
-                            qpos[k, 3 + c] = t[c] / norm
-                    else:  # zero or NaN norm: identity
-                        qpos[k, 3], qpos[k, 4], qpos[k, 5], qpos[k, 6] = 1.0, 0.0, 0.0, 0.0
-                for c in range(3):
-                    qvel[k, c] = qvel[k, c] + d[6 + c]
-                if use[3]:
-                    v = qrot(qpos[k, 3], qpos[k, 4], qpos[k, 5], qpos[k, 6], d[9], d[10], d[11], True)
-                    for c in range(3):
-                        qvel[k, 3 + c] = qvel[k, 3 + c] + v[c]
-                if use[4]:
-                    for j in range(nj):
-                        x = qpos[k, qadr[j]] + d[12 + j]
-                        if not np.isnan(x):  # np.clip: max(x, lo) then min(., hi), a NaN passes through
-                            x = x if x > lo[j] else lo[j]
-                            x = x if x < hi[j] else hi[j]
-                        qpos[k, qadr[j]] = x
+                    qvel[k, 3 + c] = qvel[k, 3 + c] + v[c]
+            if use[4]:
+                for j in range(nj):
+                    x = qpos[k, qadr[j]] + d[12 + j]
+                    if not np.isnan(x):  # np.clip: max(x, lo) then min(., hi), a NaN passes through
+                        x = x if x > lo[j] else lo[j]
+                        x = x if x < hi[j] else hi[j]
+                    qpos[k, qadr[j]] = x

@@ -53,8 +53,8 @@ RESTART = GATHER | CLEAR | OBSERVE
 SPLIT = (("gather", GATHER), ("rewards", REWARDS), ("terminations", TERMINATE), ("observations", OBSERVE | FINALS))
 
 _TEMPLATE = '''
-from unilab.sim.work_claims import LEAST_BYTES, claim, new_counter, num_chunks
-from unilab.tasks.core.kernels import any_condition, any_nonzero, weighted_sum, write_obs
+from unilab.sim.work_claims import LEAST_BYTES, claimed, new_counter, num_chunks
+from unilab.tasks.core.kernels import any_condition, any_nonzero, copy_final_obs, info_columns, weighted_sum, write_obs
 from unilab.tasks.g1_motion_tracking.observations import gather_env
 from unilab.tasks.g1_motion_tracking.motion import library_row
 from unilab.tasks.g1_motion_tracking.rewards import clear_contact_age, update_contact_age
@@ -76,40 +76,30 @@ def step_driver(stages, s, rows, lookup, pool_state, index, gathered, params, we
     counter = new_counter()
     for _ in prange(num_chunks(n, LEAST_BYTES)):
         row = np.empty(critic.shape[1])
-        while True:
-            lo, hi = claim(counter, n, LEAST_BYTES)
-            if lo >= hi:
-                break
-            for i in range(lo, hi):
-                e = rows[i]
-                if stages & GATHER:
-                    gather_env(e, clip, frame, clip_offsets, num_frames, pool_state, index, gathered)
-                if stages & CLEAR:
-                    clear_contact_age(e, contact_age)
-                r = s.ref_index[e]
-                if stages & REWARDS:
-                    update_contact_age(e, cfrc_ext, contact_ids, contact_threshold, contact_age)
-                    {rewards}
-                    reward[e] = weighted_sum(terms, e, weights)
-                if stages & TERMINATE:
-                    {terminations}
-                    failed[e] = any_condition(conds, e)
-                    done[e] = step_tail(e, failed[e], frame, clip, num_frames, lengths, max_steps, bad, reward,
-                                        returns, terms, action, last_action, out_reward, out_terminated,
-                                        out_truncated)
-                    for k in range(terms.shape[1]):
-                        terms_info[k, e] = np.float32(terms[e, k])
-                    for k in range(conds.shape[1]):
-                        conds_info[k, e] = conds[e, k]
-                if stages & OBSERVE:
-                    ro = library_row(clip_offsets, num_frames, clip[e], frame[e] + 1)
-                    {observations}
-                    write_obs(e, row, noise_scale, use_noise, noise_streams, obs_clip, policy, critic)
-                if stages & FINALS and done[e]:
-                    for m in range(policy.shape[1]):
-                        final_policy[e, m] = policy[e, m]
-                    for m in range(critic.shape[1]):
-                        final_critic[e, m] = critic[e, m]
+        for i in claimed(counter, n, LEAST_BYTES):
+            e = rows[i]
+            if stages & GATHER:
+                gather_env(e, clip, frame, clip_offsets, num_frames, pool_state, index, gathered)
+            if stages & CLEAR:
+                clear_contact_age(e, contact_age)
+            r = s.ref_index[e]
+            if stages & REWARDS:
+                update_contact_age(e, cfrc_ext, contact_ids, contact_threshold, contact_age)
+                {rewards}
+                reward[e] = weighted_sum(terms, e, weights)
+            if stages & TERMINATE:
+                {terminations}
+                failed[e] = any_condition(conds, e)
+                done[e] = step_tail(e, failed[e], frame, clip, num_frames, lengths, max_steps, bad, reward,
+                                    returns, terms, action, last_action, out_reward, out_terminated,
+                                    out_truncated)
+                info_columns(e, terms, conds, terms_info, conds_info)
+            if stages & OBSERVE:
+                ro = library_row(clip_offsets, num_frames, clip[e], frame[e] + 1)
+                {observations}
+                write_obs(e, row, noise_scale, use_noise, noise_streams, obs_clip, policy, critic)
+            if stages & FINALS and done[e]:
+                copy_final_obs(e, policy, critic, final_policy, final_critic)
 '''
 
 
