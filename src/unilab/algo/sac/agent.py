@@ -318,7 +318,8 @@ class FastSAC:
         # the actor steps on the 2nd, 4th, ... critic step of a run of policy_frequency (holosoma: i % 2 == 1)
         if self.num_updates_done % self.cfg.policy_frequency == self.cfg.policy_frequency - 1:
             # the actor's gradient needs dQ/da only: with the critic's weights frozen for the forward pass, the
-            # backward pass skips their gradients (a third of its matmuls), and the actor's gradient is the same
+            # backward pass skips their gradients (per critic layer one of its three matmuls in this step), and
+            # the actor's gradient is the same
             self.critic.requires_grad_(False)
             try:
                 actor_loss, log_prob, log_std_mean = self._actor_loss_fn(obs, obs_c, self.log_alpha.detach().exp())
