@@ -292,7 +292,7 @@ import sys, time
 import numpy as np
 import unilab.runtime.collector  # the collector process's imports: the env's, never torch's
 from unilab.sim import cpu, numba_threads
-from unilab.tasks.base import copy_rows_at
+from unilab.sim.work_claims import copy_rows_at
 assert "torch" not in sys.modules
 workers = numba_threads.configure(2)
 src = np.ones((4096, 200))

@@ -48,7 +48,7 @@ shows it as fewer cores used).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, types
+from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
@@ -128,3 +128,15 @@ def claimed(counter, n, least):
         while lo < hi:  # not `yield from range(...)`: Numba compiles no `yield from`
             yield lo
             lo += 1
+
+
+@njit(cache=True, parallel=True, fastmath=False)
+def copy_rows_at(ids, src, dst):
+    """``dst[ids] = src[ids]`` for ``(num_envs, k)`` arrays, in claimed chunks of rows (a fancy copy is serial)."""
+    n = ids.shape[0]
+    counter = new_counter()
+    for _ in prange(num_chunks(n, LEAST_ROWS)):
+        for i in claimed(counter, n, LEAST_ROWS):
+            e = ids[i]
+            for j in range(src.shape[1]):
+                dst[e, j] = src[e, j]

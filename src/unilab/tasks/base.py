@@ -24,7 +24,7 @@ import numpy as np
 from numba import njit, prange
 
 from unilab.sim.spec import FINAL, EnvSpec, allocate, env_outputs, observation_names
-from unilab.sim.work_claims import LEAST_BYTES, LEAST_ROWS, claimed, new_counter, num_chunks
+from unilab.sim.work_claims import LEAST_BYTES, claimed, copy_rows_at, new_counter, num_chunks
 from unilab.telemetry.phase_timer import PhaseTimer
 
 Obs = dict[str, np.ndarray]
@@ -214,18 +214,6 @@ class EpisodeBook:
     def reset_all(self) -> None:
         self.returns[...] = 0.0
         self.lengths[...] = 0
-
-
-@njit(cache=True, parallel=True, fastmath=False)
-def copy_rows_at(ids, src, dst):
-    """``dst[ids] = src[ids]`` for ``(num_envs, k)`` arrays, in claimed chunks of rows (a fancy copy is serial)."""
-    n = ids.shape[0]
-    counter = new_counter()
-    for _ in prange(num_chunks(n, LEAST_ROWS)):
-        for i in claimed(counter, n, LEAST_ROWS):
-            e = ids[i]
-            for j in range(src.shape[1]):
-                dst[e, j] = src[e, j]
 
 
 @njit(cache=True, fastmath=False, inline="always")

@@ -26,7 +26,7 @@ from unilab.sim import cpu, numba_threads
 from unilab.sim.mujoco.autotune import autotune
 from unilab.sim.mujoco.body_state import origin_velocities, origin_velocity_env
 from unilab.sim.mujoco.contacts import forward_without_contacts
-from unilab.sim.work_claims import LEAST_BYTES, LEAST_ROWS, chunk_size, claimed, new_counter, num_chunks
+from unilab.sim.work_claims import LEAST_BYTES, chunk_size, claimed, copy_rows_at, new_counter, num_chunks
 from unilab.telemetry.phase_timer import PhaseTimer
 
 # Warnings that mean the state diverged (MuJoCo may even have reset the sim
@@ -169,6 +169,7 @@ class BatchEnvPool:
         self.qpos = b.bind("qpos")
         self.qvel = b.bind("qvel")
         self.ctrl = b.bind("ctrl")
+        self._all_rows = np.arange(self.num_envs)  # step() copies every ctrl row
         self.act = b.bind("act")
         for name in outputs:
             if name not in _BODY_VELOCITIES:
@@ -270,7 +271,7 @@ class BatchEnvPool:
         if ctrl is not None:
             if ctrl.shape != self.ctrl.shape:
                 raise ValueError(f"ctrl has shape {ctrl.shape}, expected {self.ctrl.shape}")
-            _copy_rows(ctrl, self.ctrl)
+            copy_rows_at(self._all_rows, ctrl, self.ctrl)
         with self.timer.phase("physics"):
             try:
                 # contacts=False: the substeps as always, then the post-step stage without collision
@@ -395,17 +396,6 @@ class BatchEnvPool:
             f"BatchEnvPool(num_envs={self.num_envs}, nthread={self.nthread}, "
             f"persistent={self.persistent}, cpu_ids={self.cpu_ids})"
         )
-
-
-@njit(cache=True, parallel=True, fastmath=False)
-def _copy_rows(src, dst):
-    """``dst[...] = src`` for ``(num_envs, k)`` arrays, one env per iteration."""
-    n = dst.shape[0]
-    counter = new_counter()
-    for _ in prange(num_chunks(n, LEAST_ROWS)):
-        for e in claimed(counter, n, LEAST_ROWS):
-            for j in range(dst.shape[1]):
-                dst[e, j] = src[e, j]
 
 
 @njit(cache=True, parallel=True, fastmath=False)
