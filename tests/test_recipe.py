@@ -28,7 +28,7 @@ def test_plain_train_without_cuda_is_the_cpu_recipe():
     algo, line = _algo(["--task", "pendulum"], cuda=False)
     assert line == "unilab: recipe sac_cpu (no CUDA device; --algo sac forces the GPU recipe)"
     assert (algo.num_envs, algo.batch_size, algo.num_atoms, algo.actor_hidden_dims) == (256, 512, 101, [256, 128, 64])
-    assert (algo.num_updates, algo.policy_frequency) == (4, 2)  # holosoma's 4 updates, on half the batch
+    assert (algo.num_updates, algo.policy_frequency) == (4, 2)  # holosoma's 4 updates per iteration, at batch 512
     assert algo.critic_hidden_dims == [256, 128, 64] and algo.learning_starts == 10
     assert algo.init_log_std_at_target  # the one non-size difference (docs/RECIPE.md, with its A/B)
     assert algo.distributional and algo.gamma == 0.99  # the rest is the GPU recipe's
