@@ -200,6 +200,22 @@ def test_curves_are_sampled_at_common_env_steps():
     assert runs[1]["at_checkpoints"]["episode_length"] == [None] * 20
 
 
+def test_compare_table_shows_the_earliest_first_failure_from_frame_0():
+    from unilab.eval.metrics import METRIC_NAMES
+
+    def run(arm, clips):
+        return {**dict.fromkeys(learn.RUN_KEYS), "arm": arm, "seed": 0, "eval": dict.fromkeys(METRIC_NAMES),
+                "eval_clips": clips}
+
+    report = {"checkpoint_env_steps": [5 * k for k in range(1, 21)],
+              "runs": [run("failing", {"a": {"first_failure_frame": 84}, "b": {"first_failure_frame": 21}}),
+                       run("tracking", {"a": {"first_failure_frame": None}}), run("no_eval", None)]}
+    lines = learn.compare_table(report).splitlines()
+    col = [c.strip() for c in lines[0].split("|")].index("first_fail")
+    cells = {row.split("|")[0].strip(): row.split("|")[col].strip() for row in lines[2:]}
+    assert cells == {"failing": "21", "tracking": "-", "no_eval": "-"}
+
+
 @pytest.mark.slow
 def test_two_arms_train_to_equal_env_steps_and_write_json_and_png(tmp_path, capsys):
     """Two pendulum arms with different num_envs, side by side on disjoint CPUs where there are two."""

@@ -322,7 +322,7 @@ RUN_KEYS = ("arm", "seed", "overrides", "command", "cpu_ids", "run_dir", "checkp
             "eval_returncode", "stopped_by", "num_envs", "num_updates", "iterations", "env_steps",
             "env_steps_target", "train_process_wall_s", "train_wall_s", "steps_per_sec", "learner_train_ms",
             "learner_ms_per_update", "collector_env_step_ms", "episode_length_last10pct", "return_last10pct",
-            "at_checkpoints", "series", "curve", "eval", "eval_random_starts")
+            "at_checkpoints", "series", "curve", "eval", "eval_clips", "eval_random_starts")
 """The keys of every entry of ``runs`` in the comparison JSON (null when unknown)."""
 TIMING_TAGS = {
     "timing/learner_train_ms": "learner_train_ms",
@@ -554,8 +554,9 @@ def run_job(args: argparse.Namespace, job: Job, cpus: list[int] | None) -> dict[
             print(f"unilab-bench learn: {tag}{' '.join(ecmd)}", flush=True)
         run["eval_returncode"] = run_eval(ecmd, cpus, env)
         if run["eval_returncode"] == 0:
-            overall = json.loads(eval_json.read_text()).get("overall", {})
-            run["eval"] = {k: overall.get(k) for k in METRIC_NAMES}
+            evaluation = json.loads(eval_json.read_text())
+            run["eval"] = {k: evaluation.get("overall", {}).get(k) for k in METRIC_NAMES}
+            run["eval_clips"] = evaluation.get("clips", {})
         if args.random_episodes:
             run["eval_random_starts"] = random_start_eval(
                 checkpoint, "checkpoint", run_dir / "eval" / "final_random.json", args.random_episodes, cpus, tag,
@@ -691,18 +692,20 @@ def plot_runs(report: dict[str, Any], path: Path) -> Path:
 
 def compare_table(report: dict[str, Any]) -> str:
     """arm, seed, env steps, speed, train episode length at 25/50/75/100 % of the budget and its last tenth,
-    eval metrics."""
+    the first failure on the clips from frame 0 (the earliest over clips; "-" when none failed), eval metrics."""
     steps = report["checkpoint_env_steps"]
     picks = [round(f * CHECKPOINTS) - 1 for f in TABLE_FRACTIONS]
     headers = ["arm", "seed", "env_steps", "stop", "wall_s", "steps/s", "ms/update",
-               *[f"len@{round(100 * f)}%" for f in TABLE_FRACTIONS], "len_last10%", *METRIC_NAMES]
+               *[f"len@{round(100 * f)}%" for f in TABLE_FRACTIONS], "len_last10%", "first_fail", *METRIC_NAMES]
     rows = []
     for r in report["runs"]:
         lengths = (r["at_checkpoints"] or {}).get("episode_length") or [None] * len(steps)
         at = [lengths[i] if i < len(lengths) else None for i in picks]
+        fails = [c["first_failure_frame"] for c in (r.get("eval_clips") or {}).values()
+                 if c.get("first_failure_frame") is not None]
         rows.append([r["arm"], r["seed"], r["env_steps"], r["stopped_by"], r["train_process_wall_s"],
                      r["steps_per_sec"], r["learner_ms_per_update"], *at, r["episode_length_last10pct"],
-                     *[r["eval"].get(k) for k in METRIC_NAMES]])
+                     min(fails) if fails else None, *[r["eval"].get(k) for k in METRIC_NAMES]])
     return format_table(headers, [[_fmt(v) for v in row] for row in rows])
 
 

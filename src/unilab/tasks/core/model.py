@@ -36,12 +36,3 @@ def load_task_model(cfg: Any, edit: Callable[[Any], None] | None = None) -> Any:
         model.opt.integrator = getattr(mujoco.mjtIntegrator, f"mjINT_{cfg.integrator.upper()}")
     return model
 
-
-def check_sim_fields(cfg: Any) -> None:
-    """ValueError naming the first invalid one of ``task.sim_dt``, ``task.decimation``, ``task.integrator``."""
-    if not cfg.sim_dt > 0:
-        raise ValueError(f"task.sim_dt must be > 0, got {cfg.sim_dt}")
-    if int(cfg.decimation) != cfg.decimation or cfg.decimation < 1:
-        raise ValueError(f"task.decimation must be an int >= 1, got {cfg.decimation}")
-    if cfg.integrator is not None and cfg.integrator not in INTEGRATORS:
-        raise ValueError(f"task.integrator must be {'|'.join(INTEGRATORS)}|null, got {cfg.integrator!r}")

@@ -10,14 +10,8 @@ defaults (holosoma ``config_values``): ``loco/g1/reward.py`` (``g1_29dof_loco_fa
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
-from unilab.assets import g1_actuation
-from unilab.dataclass_config import build_dataclass
-from unilab.tasks.core.model import check_sim_fields
 from unilab.tasks.core.randomization_config import (
     ActionDelayRandomization,
     BaseComRandomization,
@@ -28,6 +22,7 @@ from unilab.tasks.core.randomization_config import (
     PushRandomization,
     RandomizationConfig,
 )
+from unilab.tasks.core.robot_config import RobotTaskConfig
 
 _ARMS_AND_WAIST = "waist_.*|.*_(shoulder|elbow|wrist)_.*"
 
@@ -236,23 +231,15 @@ def locomotion_randomization() -> RandomizationConfig:
 
 
 @dataclass
-class LocomotionConfig:
-    """Everything the locomotion task reads (defaults: Unitree G1 29-DoF, holosoma's FastSAC recipe)."""
+class LocomotionConfig(RobotTaskConfig):
+    """Everything the locomotion task reads (defaults: Unitree G1 29-DoF, holosoma's FastSAC recipe); the model,
+    simulation and actuation fields are :class:`~unilab.tasks.core.robot_config.RobotTaskConfig`'s (self-collisions
+    off as holosoma's g1_29dof asset)."""
 
     name: str = "g1_locomotion"
-    """Task registry name."""
-    model_xml: str | None = None
-    """MJCF scene of the robot (a free-floating base and a floor); null: the built-in G1 scene."""
-
-    # --- simulation ---
-    sim_dt: float = 0.005
-    """Physics timestep (s)."""
-    decimation: int = 4
-    """Physics substeps per policy step (0.005 s x 4 = 50 Hz control)."""
-    integrator: str | None = "implicitfast"
-    """MuJoCo integrator: euler, implicit, implicitfast or rk4; null keeps the model's."""
-    self_collisions: bool = False
-    """Robot bodies collide with each other (holosoma's g1_29dof asset: enable_self_collisions=False)."""
+    action_scale_mode: str = "radians"
+    """radians: scale_j = action_scale (holosoma's locomotion action_scale); effort_over_kp: scale_j =
+    action_scale x effort_j / kp_j."""
     max_episode_length_s: float = 20.0
     """Time-out (truncation) after this many seconds (holosoma's max_episode_length_s)."""
 
@@ -268,24 +255,6 @@ class LocomotionConfig:
     episode (holosoma: the bodies whose names contain pelvis, shoulder or hip)."""
     termination_force: float = 1.0
     """Net contact force (N) on a termination body that ends the episode."""
-
-    # --- actuation (as the tracking task's; holosoma robot g1_29dof) ---
-    default_joint_pos: dict[str, float] = field(default_factory=lambda: dict(g1_actuation.DEFAULT_JOINT_POS))
-    """rad, {joint name or regex: value}; joints matching no key get 0 (the rule of task.kp)."""
-    kp: dict[str, float] = field(default_factory=lambda: dict(g1_actuation.KP))
-    """N m / rad, {joint name or regex: value}; every actuated joint needs a value. An exact joint name beats
-    every pattern; two patterns giving one joint different values are an error naming both."""
-    kd: dict[str, float] = field(default_factory=lambda: dict(g1_actuation.KD))
-    """N m s / rad, {joint name or regex: value}; keys as for kp."""
-    action_scale: float = 0.25
-    """PD target = default + action_scale x bound_j x action (radians; holosoma's locomotion action_scale)."""
-    action_scale_mode: str = "radians"
-    """radians: scale_j = action_scale; effort_over_kp: scale_j = action_scale x effort_j / kp_j."""
-    action_bound_from_joint_range: bool = True
-    """As holosoma's FastSAC: bound_j = the larger distance from the default to a joint limit / action_scale,
-    so action +-1 reaches that limit."""
-    clip_targets_to_joint_range: bool = False
-    """true: PD targets clamped to the joint range."""
 
     # --- start state ---
     base_height: float = 0.8
@@ -313,20 +282,13 @@ class LocomotionConfig:
     """Actor observation noise."""
     obs_scales: ObsScalesConfig = field(default_factory=ObsScalesConfig)
     """Observation scales."""
-    obs_clip: float | None = 100.0
-    """Observation entries are clipped to +-this after noise and scale; null: no clip."""
 
     def __post_init__(self) -> None:
         self.validate()
 
-    @property
-    def control_dt(self) -> float:
-        """Policy step (s) = sim_dt x decimation."""
-        return self.sim_dt * self.decimation
-
     def validate(self) -> None:
         """Raise ValueError naming the first invalid field."""
-        check_sim_fields(self)
+        super().validate()
         if not self.max_episode_length_s > 0:
             raise ValueError(f"task.max_episode_length_s must be > 0, got {self.max_episode_length_s}")
         if len(self.feet) != 2 or len(self.foot_points) != 2:
@@ -336,10 +298,6 @@ class LocomotionConfig:
             re.compile(self.termination_bodies)
         except re.error as exc:
             raise ValueError(f"task.termination_bodies: bad regex {self.termination_bodies!r}: {exc}") from exc
-        if self.action_scale_mode not in ("effort_over_kp", "radians"):
-            raise ValueError(f"task.action_scale_mode must be effort_over_kp|radians, got {self.action_scale_mode!r}")
-        if not self.action_scale > 0:
-            raise ValueError(f"task.action_scale must be > 0, got {self.action_scale}")
         _pair(self.reset_joint_scale, "task.reset_joint_scale")
         c = self.commands
         for key in ("lin_vel_x", "lin_vel_y", "ang_vel_yaw"):
@@ -370,8 +328,6 @@ class LocomotionConfig:
         for name in ("tracking_lin_vel", "tracking_ang_vel", "feet_phase"):
             if getattr(self.rewards, name).sigma is None:
                 raise ValueError(f"task.rewards.{name}.sigma must be > 0, got null")
-        if self.obs_clip is not None and not self.obs_clip > 0:
-            raise ValueError(f"task.obs_clip must be > 0 or null, got {self.obs_clip}")
         t = self.terrain
         if t.kind not in ("flat", "mix"):
             raise ValueError(f"task.terrain.kind must be flat|mix, got {t.kind!r}")
@@ -386,16 +342,6 @@ class LocomotionConfig:
                           ("push", "its push is task.push, which sets the base velocity")):
             if self.randomization.active(term):
                 raise ValueError(f"task.randomization.{term}: not used by g1_locomotion ({why}); leave it off")
-
-    def check_paths(self) -> None:
-        """The user's model exists (checked before training starts anything)."""
-        if self.model_xml is not None and not Path(self.model_xml).expanduser().is_file():
-            raise ValueError(f"task.model_xml={self.model_xml}: no such file (expected an MJCF file, or null)")
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> LocomotionConfig:
-        """Build from a plain mapping; unknown keys raise."""
-        return build_dataclass(cls, data, "task")
 
 
 def _pair(value: list[float], key: str) -> None:

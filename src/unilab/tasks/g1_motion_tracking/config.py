@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from unilab.assets import g1_actuation
-from unilab.dataclass_config import build_dataclass
-from unilab.tasks.core.model import check_sim_fields
 from unilab.tasks.core.randomization_config import RandomizationConfig
+from unilab.tasks.core.robot_config import RobotTaskConfig
 
 _TRACKED = [
     "pelvis", "left_hip_roll_link", "left_knee_link", "left_ankle_roll_link",
@@ -169,15 +166,18 @@ class ObsNoiseConfig:
 
 
 @dataclass
-class MotionTrackingConfig:
-    """Everything the motion-tracking task reads (defaults: Unitree G1 29-DoF whole-body tracking)."""
+class MotionTrackingConfig(RobotTaskConfig):
+    """Everything the motion-tracking task reads (defaults: Unitree G1 29-DoF whole-body tracking); the model,
+    simulation and actuation fields are :class:`~unilab.tasks.core.robot_config.RobotTaskConfig`'s."""
 
     name: str = "g1_motion_tracking"
-    """Task registry name."""
+    self_collisions: bool = True
+    """Robot bodies collide with each other, as in holosoma's G1 WBT experiments (g1_29dof_wbt_fast_sac sets the
+    robot asset's enable_self_collisions=True; the asset's own default is False). Off: robot geoms touch the
+    environment only (holosoma's MuJoCo scene gives them conaffinity 2). With them on, the G1 MJCF's pelvis and
+    hip geoms overlap in about half of the built-in clip's frames."""
 
-    # --- model and motions ---
-    model_xml: str | None = None
-    """MJCF scene of the robot; null: the built-in G1 scene (fetched into $UNILAB_CACHE)."""
+    # --- motions ---
     motion_files: Any = None
     """npz clips (BeyondMimic layout): a list of paths, or one path (a list of one);
     null: the built-in G1 clips."""
@@ -185,19 +185,6 @@ class MotionTrackingConfig:
     """Also use the built-in clips recorded with an object (*_w_obj*); they are skipped by default."""
     include_terrain_clips: bool = False
     """Also use the built-in clips recorded on terrain (*_slope*); skipped by default: the scene is flat."""
-
-    # --- simulation ---
-    sim_dt: float = 0.005
-    """Physics timestep (s)."""
-    decimation: int = 4
-    """Physics substeps per policy step (0.005 s x 4 = 50 Hz control)."""
-    integrator: str | None = "implicitfast"
-    """MuJoCo integrator: euler, implicit, implicitfast or rk4; null keeps the model's."""
-    self_collisions: bool = True
-    """Robot bodies collide with each other, as in holosoma's G1 WBT experiments (g1_29dof_wbt_fast_sac sets the
-    robot asset's enable_self_collisions=True; the asset's own default is False). Off: robot geoms touch the
-    environment only (holosoma's MuJoCo scene gives them conaffinity 2). With them on, the G1 MJCF's pelvis and
-    hip geoms overlap in about half of the built-in clip's frames."""
     max_episode_length_s: float | None = 10.0
     """Time-out (truncation) even before the clip ends (s); null: only the clip's end."""
 
@@ -209,36 +196,7 @@ class MotionTrackingConfig:
     end_effector_bodies: list[str] = field(default_factory=lambda: list(_END_EFFECTORS))
     """Tracked bodies checked by the end-effector height termination."""
 
-    # --- actuation: PD inside MuJoCo (motor actuators become position actuators) ---
-    default_joint_pos: dict[str, float] = field(default_factory=lambda: dict(g1_actuation.DEFAULT_JOINT_POS))
-    """rad, {joint name or regex: value}; joints matching no key get 0. An exact joint name beats
-    every pattern (+task.default_joint_pos.left_knee_joint=0.5 overrides .*_knee_joint); other keys
-    are regexes (full match) and two giving one joint different values are an error naming both;
-    a plain-name key naming no joint is an error."""
-    kp: dict[str, float] = field(default_factory=lambda: dict(g1_actuation.KP))
-    """N m / rad, {joint name or regex: value}; every actuated joint needs a value. An exact joint
-    name beats every pattern (+task.kp.left_knee_joint=120 overrides .*_knee_joint); other keys are
-    regexes (full match) and two giving one joint different values are an error naming both; a
-    plain-name key naming no joint is an error."""
-    kd: dict[str, float] = field(default_factory=lambda: dict(g1_actuation.KD))
-    """N m s / rad, {joint name or regex: value}; every actuated joint needs a value; keys as for kp."""
-    action_scale: float = 0.25
-    """PD target = default + scale_j x action, action in [-1, 1]; scale_j per action_scale_mode
-    (x action_bound_from_joint_range)."""
-    action_scale_mode: str = "effort_over_kp"
-    """effort_over_kp: scale_j = action_scale x effort_limit_j / kp_j; radians: scale_j = action_scale."""
-    action_bound_from_joint_range: bool = True
-    """true: as holosoma's FastSAC, the squashed action's bound is range_j / action_scale per joint
-    (range_j: the larger distance from the default to a joint limit), so scale_j is further multiplied
-    by that bound (action +-1 moves the target by range_j x effort_j / kp_j); false: scale_j as it is.
-    Needs every actuated joint limited."""
-    clip_targets_to_joint_range: bool = False
-    """true: actuator ctrlrange = joint range (targets clamped); false: targets unclamped."""
-
     # --- observations, rewards, terminations, resets ---
-    obs_clip: float | None = 100.0
-    """Policy and critic observation entries are clipped to +-this after noise (holosoma's
-    clip_observations); null: no clip."""
     policy_obs: str = "deployable"
     """Actor observation set: deployable (what a real robot computes: reference joints, reference anchor
     orientation in the robot frame, base angular velocity, joints, last action) or privileged (also the
@@ -264,19 +222,9 @@ class MotionTrackingConfig:
         self.motion_files = motion_file_list(self.motion_files)
         self.validate()
 
-    @property
-    def control_dt(self) -> float:
-        """Policy step (s) = sim_dt x decimation."""
-        return self.sim_dt * self.decimation
-
     def validate(self) -> None:
         """Raise ValueError naming the first invalid field."""
-        check_sim_fields(self)
-        if self.action_scale_mode not in ("effort_over_kp", "radians"):
-            raise ValueError(f"task.action_scale_mode must be effort_over_kp|radians, got {self.action_scale_mode!r}")
-        if self.action_bound_from_joint_range and not self.action_scale > 0:
-            raise ValueError(
-                f"task.action_scale must be > 0 with action_bound_from_joint_range, got {self.action_scale}")
+        super().validate()
         from unilab.tasks.g1_motion_tracking.observations import check_preset  # noqa: PLC0415 - it imports numba
 
         check_preset(self.policy_obs)
@@ -309,8 +257,6 @@ class MotionTrackingConfig:
             re.compile(contacts.bodies)
         except re.error as exc:
             raise ValueError(f"task.rewards.undesired_contacts.bodies: bad regex {contacts.bodies!r}: {exc}") from exc
-        if self.obs_clip is not None and not self.obs_clip > 0:
-            raise ValueError(f"task.obs_clip must be > 0 or null, got {self.obs_clip}")
         if not 0 < self.reset.noise.joint_pos_limit_factor <= 1:
             raise ValueError("task.reset.noise.joint_pos_limit_factor must be in (0, 1], "
                              f"got {self.reset.noise.joint_pos_limit_factor}")
@@ -322,19 +268,13 @@ class MotionTrackingConfig:
 
     def check_paths(self) -> None:
         """The user's model and clips exist (checked before training starts anything)."""
-        if self.model_xml is not None and not Path(self.model_xml).expanduser().is_file():
-            raise ValueError(f"task.model_xml={self.model_xml}: no such file (expected an MJCF file, or null)")
+        super().check_paths()
         for i, path in enumerate(self.motion_files or ()):
             if not Path(path).expanduser().is_file():
                 raise ValueError(
                     f"task.motion_files[{i}]={path}: no such file "
                     "(expected npz clips: a path or a list of paths, or null)"
                 )
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> MotionTrackingConfig:
-        """Build from a plain mapping (e.g. ``OmegaConf.to_container(cfg.task)``); unknown keys raise."""
-        return build_dataclass(cls, data, "task")
 
 
 def motion_file_list(value: Any, key: str = "task.motion_files") -> list[str] | None:
