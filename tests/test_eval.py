@@ -539,3 +539,48 @@ def test_g1_zero_policy_cli_runs_without_a_checkpoint(tmp_path, capsys):
     report = json.loads(clip_out.read_text())
     assert report["policy"] == "zero" and report["starts"] == "clip"
     assert set(report["overall"]) == set(METRIC_NAMES) and len(report["clips"]) == 1
+
+
+def test_clip_frame_counts_are_the_motion_librarys(tiny_cfg):
+    from unilab.tasks.g1_motion_tracking.env import MotionTrackingEnv, task_motion_files
+    from unilab.tasks.g1_motion_tracking.motion import clip_frame_counts
+
+    for cfg in (tiny_cfg, dataclasses.replace(tiny_cfg, decimation=3)):  # another control_dt resamples the clip
+        env = MotionTrackingEnv(cfg, 1)
+        try:
+            counts = clip_frame_counts(task_motion_files(cfg), cfg.control_dt)
+            np.testing.assert_array_equal(counts, env.motion.num_frames)
+        finally:
+            env.close()
+
+
+def test_start_stride_must_be_positive():
+    from unilab.eval.rollout import EvalOptions
+
+    with pytest.raises(ValueError, match="start_stride"):
+        EvalOptions(start_stride=0)
+
+
+@pytest.mark.g1
+def test_g1_start_sweep_starts_every_kth_frame_and_keeps_the_frame_0_result(tmp_path, capsys):
+    from unilab.cli.eval import main
+    from unilab.eval.rollout import evaluate
+
+    common = dict(policy="zero", clips=["0"], max_frames=40, threads=1, progress=False)  # zero fails from every start
+    plain = evaluate(None, **common).to_json()["clips"]
+    sweep = evaluate(None, start_stride=10, **common)
+    clip = sweep.to_json()["clips"]
+    (name, entry), = clip.items()
+    assert entry["start_frames"] == [0, 10, 20, 30] and sweep.env_start.tolist() == [0, 10, 20, 30]
+    # the frame-0 start is the plain evaluation's rollout: the same failure, wherever the later starts fail
+    assert entry["first_failure_frame"] == plain[name]["first_failure_frame"]
+    assert entry["failure_frames"][0] == plain[name]["first_failure_frame"]
+    for start, failed in zip(entry["start_frames"], entry["failure_frames"]):
+        assert start < failed < start + 20  # holding the default pose fails within 20 frames (11 from frame 0)
+    assert entry["success_rate"] == 0.0
+
+    out = tmp_path / "sweep.json"
+    assert main(["--policy", "zero", "--clips", "0", "--max-frames", "40", "--start-stride", "10", "--threads",
+                 "1", "--json", str(out), "--no-progress", "--no-plot"]) == 0
+    assert json.loads(out.read_text())["clips"][name]["failure_frames"] == entry["failure_frames"]
+    assert "start->failure frame: 0->" in capsys.readouterr().out

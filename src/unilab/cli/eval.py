@@ -25,6 +25,12 @@ Baselines (--policy zero|reference|random) need no checkpoint: zero holds the de
 in [-1, 1]. Without a checkpoint the task is g1_motion_tracking with its default config; change it
 with task.KEY=VALUE arguments (e.g. task.max_episode_length_s=5).
 
+--start-stride K starts more envs exactly on the reference at frames K, 2K, ... of every clip, each
+following its clip to the end: a clip's metrics are then means over its starts (success_rate: the
+fraction of starts that reach the clip's end), the table adds each start's failure frame, and the
+JSON lists them (start_frames, failure_frames). One start at frame 0 asks whether the clip's first
+segment has been learned; the sweep asks it of every segment.
+
 --starts random measures what training measures instead: --num-envs envs start at sampled clip
 frames with the training start noise and restart on their own when an episode ends, until
 --episodes episodes have ended; it reports the mean episode length (steps) and its std, the failure
@@ -62,6 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "off: every randomization term disabled (default: off)")
     p.add_argument("--max-frames", type=int, default=None, metavar="N",
                    help="evaluate only the first N frames of each clip, for quick checks (default: whole clips)")
+    p.add_argument("--start-stride", type=int, default=None, metavar="K",
+                   help="clip starts: also start envs at every K-th frame of each clip, each running to the clip's "
+                        "end; metrics are means over the starts, the JSON lists where each start failed "
+                        "(default: frame 0 only)")
     p.add_argument("--envs-per-clip", type=int, default=1, metavar="N",
                    help="envs rolled out per clip; only differ with --randomization on (default: 1)")
     g = p.add_argument_group("locomotion (--task g1_locomotion)")
@@ -107,6 +117,7 @@ def _main(args: argparse.Namespace) -> int:
         check_writable,
         default_json_path,
         format_random_starts,
+        format_start_failures,
         format_table,
         plot_errors,
         write_json,
@@ -121,7 +132,8 @@ def _main(args: argparse.Namespace) -> int:
         opts = EvalOptions(clips=args.clips, max_frames=args.max_frames, randomization=args.randomization == "on",
                            envs_per_clip=args.envs_per_clip, device=args.device, threads=args.threads,
                            seed=args.seed, progress=not args.no_progress, policy=args.policy, starts=args.starts,
-                           episodes=args.episodes, num_envs=args.num_envs, task_overrides=overrides)
+                           episodes=args.episodes, num_envs=args.num_envs, start_stride=args.start_stride,
+                           task_overrides=overrides)
         if checkpoint is None and args.policy == "checkpoint":
             raise ValueError("RUN_DIR_OR_CHECKPOINT is required with --policy checkpoint "
                              "(a baseline, e.g. --policy zero, runs without one)")
@@ -150,6 +162,8 @@ def _main(args: argparse.Namespace) -> int:
     else:
         print(f"unilab-eval: policy {args.policy}, clip starts, {source}, {len(result.clip_names)} clip(s)")
         print(format_table(result.summary), flush=True)
+        if args.start_stride:
+            print(format_start_failures(result.to_json()["clips"]), flush=True)
     path = write_json(json_path, result.to_json())
     print(f"unilab-eval: JSON written to {path}")
     if not args.no_plot and args.starts == "clip":

@@ -56,6 +56,16 @@ def format_table(summary: Mapping[str, dict]) -> str:
     return "\n".join(lines)
 
 
+def format_start_failures(clips: Mapping[str, dict]) -> str:
+    """Per clip (``EvalResult.to_json()["clips"]`` of a start sweep): ``start -> failure frame`` of each start,
+    ``end`` where the env reached the clip's end."""
+    lines = []
+    for name, entry in clips.items():
+        pairs = [f"{s}->{'end' if f is None else f}" for s, f in zip(entry["start_frames"], entry["failure_frames"])]
+        lines.append(f"{name}: start->failure frame: {' '.join(pairs)}")
+    return "\n".join(lines)
+
+
 def _num(v: float) -> str:
     return f"{v:.4g}" if abs(v) < 1000 else f"{v:.1f}"
 
@@ -73,8 +83,8 @@ def write_json(path: str | os.PathLike, report: dict) -> Path:
 def plot_errors(result: EvalResult, json_path: str | os.PathLike) -> list[Path]:
     """One PNG per clip next to ``json_path`` (``<stem>_<clip>.png``): each error over the clip's frames.
 
-    Several envs of one clip are drawn as thin lines around their mean; a
-    dashed red line marks the first frame a termination fired.
+    The envs that start at frame 0 are drawn (a start sweep's later starts are in the JSON); several of one clip
+    as thin lines around their mean; a dashed red line marks the first frame a termination fired.
     """
     import matplotlib  # noqa: PLC0415 - lazy: only plotting needs it
 
@@ -84,7 +94,7 @@ def plot_errors(result: EvalResult, json_path: str | os.PathLike) -> list[Path]:
     json_path = Path(json_path)
     written = []
     for c, name in enumerate(result.clip_names):
-        rows = np.flatnonzero(result.env_clip == c)
+        rows = np.flatnonzero((result.env_clip == c) & (result.env_start == 0))  # the starts at frame 0
         frames = int(result.summary["clips"][name]["frames"])
         t = np.arange(frames)
         fig, axes = plt.subplots(2, 3, figsize=(12, 6), sharex=True)

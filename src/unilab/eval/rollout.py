@@ -10,7 +10,10 @@ Two start modes:
 - ``clip``: every env starts exactly at frame 0 of its clip
   (``MotionTrackingEnv.start_at``, no reset noise) and follows the clip to its
   last frame; auto-reset is off, so an env that fails keeps running and its
-  failure stays recorded. Metrics: :mod:`unilab.eval.metrics`.
+  failure stays recorded. Metrics: :mod:`unilab.eval.metrics`. With
+  ``start_stride`` more envs start exactly at every ``start_stride``-th frame,
+  so that one clip segment the policy has not learned does not decide the
+  whole measurement.
 - ``random``: what training measures (:func:`random_start_metrics`): envs start
   at sampled frames with the training start noise, auto-reset on, until a given
   number of episodes has ended; mean episode length, failure fraction, errors.
@@ -35,6 +38,8 @@ from unilab.dataclass_config import build_dataclass
 from unilab.eval.metrics import ERROR_NAMES, TrackingAccumulator, frame_errors, summarize
 from unilab.runtime.checkpoint import apply_task_overrides, load_checkpoint, stored_run_config
 from unilab.runtime.config import SimConfig
+from unilab.tasks.g1_motion_tracking.env import task_motion_files
+from unilab.tasks.g1_motion_tracking.motion import clip_frame_counts
 from unilab.tasks.registry import make_env, task_config
 
 POLICY_KINDS = ("checkpoint", "zero", "reference", "random")
@@ -80,6 +85,10 @@ class EvalOptions:
     """Random starts: episodes to measure (spread evenly over the envs, see :func:`random_start_metrics`)."""
     num_envs: int = 128
     """Random starts: envs stepped together."""
+    start_stride: int | None = None
+    """Clip starts: also start envs at frames K, 2K, ... (K = this; below each clip's last frame), each following
+    its clip to the end; a clip's metrics are then the means over its starts (success_rate: the fraction that
+    reach the end). null: frame 0 only."""
     task_overrides: dict[str, Any] | None = None
     """Task config changes (dotted keys below ``task``), applied on top of the checkpoint's or the default config."""
 
@@ -98,6 +107,8 @@ class EvalOptions:
             raise ValueError(f"envs_per_clip must be >= 1, got {self.envs_per_clip}")
         if self.threads is not None and self.threads < 1:
             raise ValueError(f"threads must be >= 1 or null, got {self.threads}")
+        if self.start_stride is not None and self.start_stride < 1:
+            raise ValueError(f"start_stride must be >= 1 or null, got {self.start_stride}")
 
 
 @dataclass
@@ -118,6 +129,8 @@ class EvalResult:
     :func:`random_start_metrics` keys in ``overall`` and no clips."""
     env_clip: np.ndarray
     """Clip index of each env."""
+    env_start: np.ndarray
+    """Start frame of each env (0 unless ``start_stride``); ``errors`` and ``first_failure`` count from it."""
     errors: dict[str, np.ndarray] = field(repr=False)
     """``{error name: (envs, frames)}`` per-frame errors (NaN past an env's clip end)."""
     first_failure: np.ndarray = field(repr=False)
@@ -130,11 +143,16 @@ class EvalResult:
         clips = {}
         for c, name in enumerate(self.clip_names if self.options.starts == "clip" else ()):
             entry = dict(self.summary["clips"][name])
-            rows = np.flatnonzero(self.env_clip == c)
+            rows = np.flatnonzero((self.env_clip == c) & (self.env_start == 0))
             failed = [int(self.first_failure[e]) for e in rows if self.first_failure[e] >= 0]
             entry["first_failure_frame"] = min(failed) if failed else None
             entry["first_failure_terms"] = sorted({self.first_failure_term[e] for e in rows
                                                    if self.first_failure[e] >= 0})
+            if self.options.start_stride:
+                rows = np.flatnonzero(self.env_clip == c)
+                entry["start_frames"] = self.env_start[rows].tolist()
+                entry["failure_frames"] = [int(self.env_start[e] + self.first_failure[e])
+                                           if self.first_failure[e] >= 0 else None for e in rows]
             entry["file"] = self.clip_files[c]
             clips[name] = entry
         return {
@@ -271,8 +289,6 @@ def evaluate(checkpoint: str | Path | None, options: EvalOptions | None = None, 
     task_name = raw["task"]["name"]
     random_starts = opts.starts == "random"
     cfg = eval_task_config(raw["task"], opts.randomization, start_noise=random_starts)
-    from unilab.tasks.g1_motion_tracking.env import task_motion_files  # noqa: PLC0415 - lazy: the G1 stack
-
     files = task_motion_files(cfg)
     chosen = select_clips(files, opts.clips)
     names = [clip_names(files)[i] for i in chosen]
@@ -285,7 +301,14 @@ def evaluate(checkpoint: str | Path | None, options: EvalOptions | None = None, 
     iteration = None if payload is None else int(payload["iteration"])
 
     n_clips, k = len(files), opts.envs_per_clip
-    num_envs = opts.num_envs if random_starts else n_clips * k
+    clip_frames = clip_frame_counts(files, cfg.control_dt)
+    if opts.max_frames is not None:
+        clip_frames = np.minimum(clip_frames, opts.max_frames)
+    stride = opts.start_stride or int(clip_frames.max())  # None: frame 0 only
+    starts = [(c, f) for c in range(n_clips) for f in range(0, max(int(clip_frames[c]) - 1, 1), stride)
+              for _ in range(k)]
+    env_clip, env_start = (np.array(column, dtype=np.int64) for column in zip(*starts))
+    num_envs = opts.num_envs if random_starts else len(starts)
     env = make_env(task_name, cfg, num_envs, pool_kwargs=kw, seed=opts.seed)
     try:
         policy = agent_policy(agent) if agent is not None else baseline_policy(env, opts.policy, seed=opts.seed)
@@ -296,16 +319,13 @@ def evaluate(checkpoint: str | Path | None, options: EvalOptions | None = None, 
             return EvalResult(
                 checkpoint=path, iteration=iteration, task=task_name, config=raw, options=opts,
                 clip_names=names, clip_files=[str(f) for f in files], summary={"overall": metrics, "clips": {}},
-                env_clip=np.zeros(0, dtype=np.int64), errors={}, first_failure=np.zeros(0, dtype=np.int64),
+                env_clip=np.zeros(0, dtype=np.int64), env_start=np.zeros(0, dtype=np.int64), errors={},
+                first_failure=np.zeros(0, dtype=np.int64),
                 first_failure_term=[], control_dt=control_dt,
             )
         env.auto_reset = False
-        env_clip = np.repeat(np.arange(n_clips, dtype=np.int64), k)
-        clip_frames = env.motion.num_frames.copy()
-        if opts.max_frames is not None:
-            clip_frames = np.minimum(clip_frames, opts.max_frames)
-        acc = TrackingAccumulator(clip_frames[env_clip])
-        obs = env.start_at(env_clip, np.zeros_like(env_clip))
+        acc = TrackingAccumulator(clip_frames[env_clip] - env_start)
+        obs = env.start_at(env_clip, env_start)
         acc.add(0, _errors(env), np.zeros(env.num_envs, dtype=bool))
 
         with tqdm(total=acc.num_frames - 1, desc=f"eval {label}", unit="step", file=sys.stderr,
@@ -319,7 +339,7 @@ def evaluate(checkpoint: str | Path | None, options: EvalOptions | None = None, 
     summary = summarize(acc.per_env(), env_clip, names, clip_frames)
     return EvalResult(
         checkpoint=path, iteration=iteration, task=task_name, config=raw, options=opts,
-        clip_names=names, clip_files=[str(f) for f in files], summary=summary, env_clip=env_clip,
+        clip_names=names, clip_files=[str(f) for f in files], summary=summary, env_clip=env_clip, env_start=env_start,
         errors={name: acc.errors[name] for name in ERROR_NAMES}, first_failure=acc.first_failure,
         first_failure_term=acc.first_failure_term, control_dt=control_dt,
     )

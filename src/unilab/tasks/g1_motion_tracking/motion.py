@@ -180,6 +180,15 @@ def resample_indices(num_frames: int, fps: float, control_dt: float) -> tuple[np
     return i0, i1, alpha
 
 
+def clip_frame_counts(files: Sequence[str | os.PathLike], control_dt: float) -> np.ndarray:
+    """Frames of each clip sampled every ``control_dt`` (what :class:`MotionLibrary` holds), without building it."""
+    counts = []
+    for path in files:
+        data = _load_npz(Path(path))
+        counts.append(resample_indices(data["joint_pos"].shape[0], float(data["fps"]), control_dt)[0].size)
+    return np.array(counts, dtype=np.int64)
+
+
 def _resample(data: dict[str, np.ndarray], perm: np.ndarray, control_dt: float, model: mujoco.MjModel,
               qadr: np.ndarray, dadr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Model-layout (qpos, qvel) of the clip at the control rate."""
