@@ -200,6 +200,17 @@ def test_curves_are_sampled_at_common_env_steps():
     assert runs[1]["at_checkpoints"]["episode_length"] == [None] * 20
 
 
+def test_final_eval_command_carries_the_start_stride_and_a_bad_one_is_refused_before_training(tmp_path, capsys):
+    args = learn.build_parser().parse_args(["--eval-start-stride", "10", "--eval-max-frames", "40"])
+    cmd = learn.eval_command(args, tmp_path / "model_5.pt", tmp_path / "final.json")
+    assert cmd[cmd.index("--start-stride") + 1] == "10" and cmd[cmd.index("--max-frames") + 1] == "40"
+    assert "--start-stride" not in learn.eval_command(learn.build_parser().parse_args([]), tmp_path / "m.pt",
+                                                      tmp_path / "f.json")
+    assert learn.main(["--eval-start-stride", "0", "--log-root", str(tmp_path / "logs")]) == 2
+    assert "--eval-start-stride must be >= 1" in capsys.readouterr().err
+    assert not (tmp_path / "logs").exists()  # nothing trained
+
+
 def test_compare_table_shows_the_earliest_first_failure_from_frame_0():
     from unilab.eval.metrics import METRIC_NAMES
 

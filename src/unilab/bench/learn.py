@@ -80,6 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "<log root>/learn_arms_<algo>_[<env steps>steps_]<minutes>min.json)")
     p.add_argument("--eval-max-frames", type=int, default=None,
                    help="unilab-eval --max-frames (default: whole clips)")
+    p.add_argument("--eval-start-stride", type=int, default=None, metavar="K",
+                   help="unilab-eval --start-stride of the final evaluation: clip starts at frames 0, K, 2K, ...; "
+                        "the JSON's eval_clips list where each start failed (default: frame 0 only)")
     g = p.add_argument_group(
         "recipe comparison", "any of these runs every arm x seed and writes one JSON (runs[]) and one PNG")
     g.add_argument("--arm", action="append", nargs=2, metavar=("NAME", "OVERRIDES"), default=[],
@@ -158,6 +161,16 @@ def run_training(cmd: list[str], prefix: str = "", cpus: Sequence[int] | None = 
                 checkpoint = Path(tail.strip())
         rc = proc.wait()
     return rc, run_dir, checkpoint, time.monotonic() - t0
+
+
+def eval_command(args: argparse.Namespace, checkpoint: Path, json_path: Path) -> list[str]:
+    """The ``unilab-eval`` command of a final checkpoint's clip evaluation."""
+    cmd = [sys.executable, "-m", "unilab.cli.eval", str(checkpoint), "--json", str(json_path)]
+    if args.eval_max_frames:
+        cmd += ["--max-frames", str(args.eval_max_frames)]
+    if args.eval_start_stride:
+        cmd += ["--start-stride", str(args.eval_start_stride)]
+    return cmd
 
 
 def run_eval(cmd: list[str], cpus: Sequence[int] | None = None, env: dict[str, str] | None = None) -> int:
@@ -263,6 +276,10 @@ def recipe(args: argparse.Namespace) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.algo = recipe(args)
+    if args.eval_start_stride is not None and args.eval_start_stride < 1:  # refused before minutes of training
+        print(f"unilab-bench learn: error: --eval-start-stride must be >= 1, got {args.eval_start_stride}",
+              file=sys.stderr)
+        return 2
     if args.arm or args.seeds is not None or args.env_steps is not None or args.parallel != 1:
         return compare_main(args)
     bad = [o for o in args.overrides if "=" not in o]
@@ -295,9 +312,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         eval_rc = 0 if all(locomotion.values()) else 1
     elif checkpoint is not None and checkpoint.is_file():
         eval_json = run_dir / "eval" / "final.json"
-        ecmd = [sys.executable, "-m", "unilab.cli.eval", str(checkpoint), "--json", str(eval_json)]
-        if args.eval_max_frames:
-            ecmd += ["--max-frames", str(args.eval_max_frames)]
+        ecmd = eval_command(args, checkpoint, eval_json)
         print("unilab-bench learn: " + " ".join(ecmd), flush=True)
         eval_rc = run_eval(ecmd)
         if eval_rc == 0:
@@ -546,10 +561,7 @@ def run_job(args: argparse.Namespace, job: Job, cpus: list[int] | None) -> dict[
         run["stopped_by"] = "time"
     if checkpoint is not None and checkpoint.is_file() and "motion_tracking" in args.task:
         eval_json = run_dir / "eval" / "final.json"
-        ecmd = [sys.executable, "-m", "unilab.cli.eval", str(checkpoint), "--json", str(eval_json), "--no-plot",
-                "--no-progress"]
-        if args.eval_max_frames:
-            ecmd += ["--max-frames", str(args.eval_max_frames)]
+        ecmd = eval_command(args, checkpoint, eval_json) + ["--no-plot", "--no-progress"]
         with _print_lock:
             print(f"unilab-bench learn: {tag}{' '.join(ecmd)}", flush=True)
         run["eval_returncode"] = run_eval(ecmd, cpus, env)
