@@ -29,7 +29,8 @@ with task.KEY=VALUE arguments (e.g. task.max_episode_length_s=5).
 following its clip to the end: a clip's metrics are then means over its starts (success_rate: the
 fraction of starts that reach the clip's end), the table adds each start's failure frame, and the
 JSON lists them (start_frames, failure_frames). One start at frame 0 asks whether the clip's first
-segment has been learned; the sweep asks it of every segment.
+segment has been learned; the sweep asks it of every segment. A late start has few frames left to
+fail in, so compare sweeps of one stride.
 
 --starts random measures what training measures instead: --num-envs envs start at sampled clip
 frames with the training start noise and restart on their own when an episode ends, until
