@@ -155,6 +155,7 @@ def _main(args: argparse.Namespace) -> int:
         print(f"unilab-eval: error: {err}", file=sys.stderr)
         return 2
     source = "defaults" if result.checkpoint is None else f"{result.checkpoint} (iteration {result.iteration})"
+    report = result.to_json()
     if args.starts == "random":
         overall = result.summary["overall"]
         print(f"unilab-eval: policy {args.policy}, random starts, {source}: {overall['episodes']} episodes "
@@ -164,8 +165,8 @@ def _main(args: argparse.Namespace) -> int:
         print(f"unilab-eval: policy {args.policy}, clip starts, {source}, {len(result.clip_names)} clip(s)")
         print(format_table(result.summary), flush=True)
         if args.start_stride:
-            print(format_start_failures(result.to_json()["clips"]), flush=True)
-    path = write_json(json_path, result.to_json())
+            print(format_start_failures(report["clips"]), flush=True)
+    path = write_json(json_path, report)
     print(f"unilab-eval: JSON written to {path}")
     if not args.no_plot and args.starts == "clip":
         for png in plot_errors(result, path):

@@ -300,15 +300,16 @@ def evaluate(checkpoint: str | Path | None, options: EvalOptions | None = None, 
     label = path.name if path is not None else opts.policy
     iteration = None if payload is None else int(payload["iteration"])
 
-    n_clips, k = len(files), opts.envs_per_clip
-    clip_frames = clip_frame_counts(files, cfg.control_dt)
-    if opts.max_frames is not None:
-        clip_frames = np.minimum(clip_frames, opts.max_frames)
-    stride = opts.start_stride or int(clip_frames.max())  # None: frame 0 only
-    starts = [(c, f) for c in range(n_clips) for f in range(0, max(int(clip_frames[c]) - 1, 1), stride)
-              for _ in range(k)]
-    env_clip, env_start = (np.array(column, dtype=np.int64) for column in zip(*starts))
-    num_envs = opts.num_envs if random_starts else len(starts)
+    if random_starts:
+        num_envs = opts.num_envs
+    else:  # the clip starts size the env: each clip's frames are read before the env reads the clips
+        clip_frames = clip_frame_counts(files, cfg.control_dt)
+        if opts.max_frames is not None:
+            clip_frames = np.minimum(clip_frames, opts.max_frames)
+        firsts = [range(0, max(int(t) - 1, 1), opts.start_stride) if opts.start_stride else (0,) for t in clip_frames]
+        starts = [(c, f) for c in range(len(files)) for f in firsts[c] for _ in range(opts.envs_per_clip)]
+        env_clip, env_start = (np.array(column, dtype=np.int64) for column in zip(*starts))
+        num_envs = len(starts)
     env = make_env(task_name, cfg, num_envs, pool_kwargs=kw, seed=opts.seed)
     try:
         policy = agent_policy(agent) if agent is not None else baseline_policy(env, opts.policy, seed=opts.seed)
