@@ -371,6 +371,32 @@ def test_stats_reach_the_metrics_as_randomization_tags(tiny_cfg, tmp_path):
     assert log.last["randomization/push_count"] == 0.0  # U[1, 3] s: no push in the first 4 steps
 
 
+@pytest.mark.parametrize("tight", [("end_effector_height",), ("anchor_height", "end_effector_height")])
+def test_termination_shares_name_what_ended_the_episodes(tiny_cfg, tmp_path, tight):
+    """``termination/<name>`` is the share of ended episodes that the condition ended: 1 for a threshold every
+    state breaks, 0 for one no state reaches."""
+    cfg = _off(tiny_cfg)
+    cfg.terminations = TerminationsConfig(anchor_height=1e3, anchor_orientation=3.0, end_effector_height=1e3)
+    for name in tight:
+        setattr(cfg.terminations, name, -1.0)  # |error| > -1 always holds
+    env = MotionTrackingEnv(cfg, 8, seed=0)
+    out = env.buffers()
+    env.reset(out=out)
+    names = counter_names(env.spec.reward_terms, env.spec.stats, env.spec.termination_terms)
+    counters = Counters(np.zeros(len(names)), names)
+    log = MetricsLogger(tmp_path, 8, names, pids=[], enabled=False, log_interval=3)
+    log.start(0, counters.array)
+    ended = 0
+    for _ in range(3):
+        _, reward, terminated, _, info = env.step(np.zeros((8, 2), dtype=np.float32), out=out)
+        ended += int(terminated.sum())
+        _count(counters, PhaseTimer(), env.timer, reward, info)
+    log.step(3, PhaseTimer(), {})
+    assert ended == 3 * 8 and log.last["episode/count"] == ended
+    for name in env.spec.termination_terms:
+        assert log.last[f"termination/{name}"] == (1.0 if name in tight else 0.0), name
+
+
 @pytest.mark.g1
 def test_g1_every_term_on_the_real_model():
     cfg = MotionTrackingConfig()

@@ -194,6 +194,10 @@ def _count(counters: Counters, timer: PhaseTimer, env_timer: PhaseTimer, reward,
         key = f"reward_term/{term}"
         if key in counters.index:
             counters.add(key, float(np.mean(values)))
+    for cond, held in info.get("termination_terms", {}).items():
+        key = f"termination/{cond}"
+        if key in counters.index:
+            counters.add(key, float(np.count_nonzero(held)))
     for tag, value in (stats or {}).items():
         if STAT + tag in counters.index:
             counters.add(STAT + tag, float(value))

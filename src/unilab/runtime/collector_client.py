@@ -82,7 +82,7 @@ class CollectorClient:
                                     daemon=True)
             self.proc.start()
         self.spec: EnvSpec = self._get(self.ch.ready, args.startup_timeout_s, "building its env")
-        self.counter_names = counter_names(self.spec.reward_terms, self.spec.stats)
+        self.counter_names = counter_names(self.spec.reward_terms, self.spec.stats, self.spec.termination_terms)
         self.shm = SharedArrays.create(transport_spec(args.num_envs, self.spec, self.counter_names))
         self.ch.handle.put({**self.shm.handle(), "counter_names": self.counter_names})
         self.iteration = 0

@@ -156,6 +156,9 @@ class MetricsLogger:
             s["episode/return_mean"] = d["episode_return_sum"] / d["episodes"]
             s["episode/length_mean"] = d["episode_length_sum"] / d["episodes"]
             s["episode/count"] = d["episodes"]
+            for n in self.names:
+                if n.startswith("termination/"):  # the share of ended episodes this condition ended
+                    s[n] = d[n] / d["episodes"]
         elif "episode/return_mean" in self.last:  # keep curves continuous on long episodes
             s["episode/return_mean"] = self.last["episode/return_mean"]
             s["episode/length_mean"] = self.last["episode/length_mean"]

@@ -28,9 +28,12 @@ BASE_COUNTERS = (
 STAT = "stat/"  # counter of a task scalar (EnvSpec.stats): the sum of its per-step values
 
 
-def counter_names(reward_terms: Sequence[str], stats: Sequence[str] = ()) -> list[str]:
-    """All counters: the fixed ones, ``reward_term/<name>`` per term, then ``stat/<tag>`` per task scalar."""
-    return [*BASE_COUNTERS, *(f"reward_term/{t}" for t in reward_terms), *(STAT + s for s in stats)]
+def counter_names(reward_terms: Sequence[str], stats: Sequence[str] = (),
+                  termination_terms: Sequence[str] = ()) -> list[str]:
+    """All counters: the fixed ones, ``reward_term/<name>`` per term, ``stat/<tag>`` per task scalar, then
+    ``termination/<name>`` per failure condition (how many envs it ended)."""
+    return [*BASE_COUNTERS, *(f"reward_term/{t}" for t in reward_terms), *(STAT + s for s in stats),
+            *(f"termination/{t}" for t in termination_terms)]
 
 
 class Counters:
