@@ -91,14 +91,25 @@ class _Lines:
         raise AssertionError(f"never saw {pattern!r} in:\n{self.text()[-3000:]}")
 
 
-def _kill_tree(proc: subprocess.Popen) -> None:
+def _tree(proc: subprocess.Popen) -> list[psutil.Process]:
     """The launcher and everything under it: torchrun starts its worker in a session of its own."""
     try:
         root = psutil.Process(proc.pid)
-        for p in [root, *root.children(recursive=True)]:
-            p.kill()
+        return [root, *root.children(recursive=True)]
     except psutil.NoSuchProcess:
-        pass
+        return []
+
+
+def _kill_tree(procs: list[psutil.Process]) -> None:
+    for p in procs:  # one that already ended (a helper whose parent was killed first) must not spare the rest
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+
+
+def _alive(procs: list[psutil.Process]) -> list[str]:
+    return [f"{p.pid} {' '.join(p.cmdline()[:4])}" for p in procs if p.is_running() and p.status() != "zombie"]
 
 
 def test_two_nodes_train_in_sync_and_only_rank_0_writes_checkpoints(tmp_path):
@@ -110,7 +121,7 @@ def test_two_nodes_train_in_sync_and_only_rank_0_writes_checkpoints(tmp_path):
         outs = [n.communicate(timeout=300)[0] for n in nodes]
     finally:
         for n in nodes:
-            _kill_tree(n)
+            _kill_tree(_tree(n))
     assert [n.returncode for n in nodes] == [0, 0], "\n".join(o[-3000:] for o in outs)
     prints = {**_fingerprints(outs[0]), **_fingerprints(outs[1])}
     assert sorted(prints) == [0, 1] and prints[0] == prints[1]
@@ -131,17 +142,19 @@ def test_a_lost_node_stops_the_other_within_the_timeout_naming_the_rank(tmp_path
         ranks = [int(log.wait_for(r"unilab\[rank (\d)/2\]: collector pid").group(1)) for log in logs]
         logs[0].wait_for(r"unilab: iter \d")  # both are training
         lost = ranks[1]
-        _kill_tree(nodes[1])
+        killed = _tree(nodes[1])
+        _kill_tree(killed)
         t0 = time.monotonic()
         try:
             nodes[0].wait(timeout=timeout_s + 15)
         except subprocess.TimeoutExpired:
-            raise AssertionError(f"the surviving node still runs {timeout_s + 15} s after the other died:\n"
+            raise AssertionError(f"the surviving node still runs {timeout_s + 15} s after the other was killed "
+                                 f"(of its processes these still run: {_alive(killed)}):\n"
                                  + logs[0].text()[-3000:]) from None
         elapsed = time.monotonic() - t0
     finally:
         for n in nodes:
-            _kill_tree(n)
+            _kill_tree(_tree(n))
     text = logs[0].text()
     assert nodes[0].returncode != 0, text[-3000:]
     assert f"lost contact with rank {lost}" in text, text[-3000:]

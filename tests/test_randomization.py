@@ -372,9 +372,9 @@ def test_stats_reach_the_metrics_as_randomization_tags(tiny_cfg, tmp_path):
 
 
 @pytest.mark.parametrize("tight", [("end_effector_height",), ("anchor_height", "end_effector_height")])
-def test_termination_shares_name_what_ended_the_episodes(tiny_cfg, tmp_path, tight):
+def test_termination_shares_name_what_ended_the_episodes(tiny_cfg, tmp_path, tight, capsys):
     """``termination/<name>`` is the share of ended episodes that the condition ended: 1 for a threshold every
-    state breaks, 0 for one no state reaches."""
+    state breaks, 0 for one no state reaches; the console line names the leading one."""
     cfg = _off(tiny_cfg)
     cfg.terminations = TerminationsConfig(anchor_height=1e3, anchor_orientation=3.0, end_effector_height=1e3)
     for name in tight:
@@ -384,7 +384,7 @@ def test_termination_shares_name_what_ended_the_episodes(tiny_cfg, tmp_path, tig
     env.reset(out=out)
     names = counter_names(env.spec.reward_terms, env.spec.stats, env.spec.termination_terms)
     counters = Counters(np.zeros(len(names)), names)
-    log = MetricsLogger(tmp_path, 8, names, pids=[], enabled=False, log_interval=3)
+    log = MetricsLogger(tmp_path, 8, names, pids=[], log_interval=3, console_interval_s=0.0)
     log.start(0, counters.array)
     ended = 0
     for _ in range(3):
@@ -395,6 +395,9 @@ def test_termination_shares_name_what_ended_the_episodes(tiny_cfg, tmp_path, tig
     assert ended == 3 * 8 and log.last["episode/count"] == ended
     for name in env.spec.termination_terms:
         assert log.last[f"termination/{name}"] == (1.0 if name in tight else 0.0), name
+    log.close()
+    leading = next(n for n in env.spec.termination_terms if n in tight)  # ties: the first declared
+    assert f"| ended by {leading} 100 %" in capsys.readouterr().out
 
 
 @pytest.mark.g1

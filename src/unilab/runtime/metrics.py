@@ -255,6 +255,10 @@ class MetricsLogger:
         if "episode/return_mean" in s:
             parts.append(f"return {s['episode/return_mean']:.2f}")
             parts.append(f"ep_len {s['episode/length_mean']:.1f}")
+        ends = {k.split("/", 1)[1]: v for k, v in s.items() if k.startswith("termination/")}
+        if ends:  # the failure condition that ended most episodes: what the policy is losing to
+            top = max(ends, key=ends.get)
+            parts.append(f"ended by {top} {100 * ends[top]:.0f} %")
         if "reward/mean" in s:
             parts.append(f"reward {s['reward/mean']:.4f}")
         print("unilab: " + " | ".join(parts), flush=True)
