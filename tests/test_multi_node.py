@@ -19,7 +19,7 @@ from runtime_helpers import run_dirs, train_cmd
 
 from unilab.algo.sac.agent import FastSAC
 from unilab.runtime.checkpoint import latest_checkpoint, load_checkpoint
-from unilab.runtime.distributed import cpu_partition, weights_fingerprint
+from unilab.runtime.distributed import STEP_SKEW_S, SURVIVOR_WAIT_S, cpu_partition, weights_fingerprint
 from unilab.sim import cpu
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
@@ -131,25 +131,39 @@ def test_two_nodes_train_in_sync_and_only_rank_0_writes_checkpoints(tmp_path):
     assert sorted(p.name for p in run.glob("model_*.pt")) == ["model_10.pt", "model_5.pt"]
 
 
-def test_a_lost_node_stops_the_other_within_the_timeout_naming_the_rank(tmp_path):
+def _stop_tree(procs: list[psutil.Process]) -> None:
+    for p in procs:
+        try:
+            p.suspend()
+        except psutil.NoSuchProcess:
+            pass
+
+
+@pytest.mark.parametrize(("how", "port", "limit_s"), [
+    # a killed node closes its connections: the next collective fails at once
+    ("killed", 29542, 15.0),
+    # a stopped node (a frozen machine) keeps them open: the training group's timeout ends the wait
+    ("stopped", 29543, STEP_SKEW_S + SURVIVOR_WAIT_S + 15.0),
+])
+def test_a_lost_node_stops_the_other_within_the_timeout_naming_the_rank(tmp_path, how, port, limit_s):
     timeout_s = 20
     train = _train_args(tmp_path, "algo.max_iterations=1000000", f"training.collector_timeout_s={timeout_s}")
-    nodes = [_launch_node(0, 29542, "unilab_lost_node", *train)]
+    nodes = [_launch_node(0, port, f"unilab_{how}_node", *train)]
     time.sleep(2)
-    nodes.append(_launch_node(1, 29542, "unilab_lost_node", *train))
+    nodes.append(_launch_node(1, port, f"unilab_{how}_node", *train))
     logs = [_Lines(n) for n in nodes]
     try:
         ranks = [int(log.wait_for(r"unilab\[rank (\d)/2\]: collector pid").group(1)) for log in logs]
         logs[0].wait_for(r"unilab: iter \d")  # both are training
         lost = ranks[1]
-        killed = _tree(nodes[1])
-        _kill_tree(killed)
+        lost_tree = _tree(nodes[1])
+        (_kill_tree if how == "killed" else _stop_tree)(lost_tree)
         t0 = time.monotonic()
         try:
-            nodes[0].wait(timeout=timeout_s + 15)
+            nodes[0].wait(timeout=timeout_s + limit_s)
         except subprocess.TimeoutExpired:
-            raise AssertionError(f"the surviving node still runs {timeout_s + 15} s after the other was killed "
-                                 f"(of its processes these still run: {_alive(killed)}):\n"
+            raise AssertionError(f"the surviving node still runs {timeout_s + limit_s:g} s after the other was "
+                                 f"{how} (of its processes these still run: {_alive(lost_tree)}):\n"
                                  + logs[0].text()[-3000:]) from None
         elapsed = time.monotonic() - t0
     finally:
@@ -159,6 +173,6 @@ def test_a_lost_node_stops_the_other_within_the_timeout_naming_the_rank(tmp_path
     assert nodes[0].returncode != 0, text[-3000:]
     assert f"lost contact with rank {lost}" in text, text[-3000:]
     assert "Traceback" not in text.split("lost contact")[0].splitlines()[-1]
-    assert elapsed < timeout_s + 15
+    assert elapsed < timeout_s + limit_s
     if ranks[0] == 0:  # the survivor is rank 0: it kept what was learned
         assert "before stopping" in text and latest_checkpoint(run_dirs(tmp_path)[0]) is not None

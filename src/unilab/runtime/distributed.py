@@ -7,7 +7,12 @@ tested here, also as two nodes on one machine).
 
 A rank that dies (a node lost, a process killed) makes the others' next
 collective fail: they raise :class:`RankLost` naming the lost rank(s), and a
-rank that hangs makes them fail after the process group's timeout.
+rank that hangs makes them fail after a timeout. Two timeouts, because the
+ranks are in step only once training runs: the default group (start-up
+broadcast, the barriers before training and after each checkpoint) waits out
+a slow rank's start-up or rank 0's save; the training group (gradients,
+normaliser statistics, stop votes) waits one collector step and
+:data:`STEP_SKEW_S` more.
 """
 
 from __future__ import annotations
@@ -37,13 +42,15 @@ class RankLost(RuntimeError):
 
 
 SURVIVOR_WAIT_S = 3.0  # how long survivors of a failed collective wait for each other to report in
+# a training collective waits a collector step and this: a rank whose own collector hangs names it first
+STEP_SKEW_S = 5.0
 
 
 def from_env(timeout_s: float | None = None) -> DistInfo:
     """Join the process group torchrun describes in the environment (if any).
 
-    ``timeout_s`` bounds every collective: a rank that hangs (not only one
-    that dies) stops the others after it.
+    ``timeout_s`` bounds the default group's collectives: a rank that hangs
+    (not only one that dies) in start-up or a save stops the others after it.
     """
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
@@ -108,13 +115,27 @@ def cpu_partition(cpus: list[int], local_rank: int, local_world_size: int) -> li
     return cpus[start : start + per + (1 if local_rank < extra else 0)]
 
 
-def average_gradients(params: list[torch.nn.Parameter]) -> None:
+def training_group(step_timeout_s: float) -> Any:
+    """A group of every rank whose collectives fail after ``step_timeout_s + STEP_SKEW_S``.
+
+    Call on every rank once all are past start-up (after :func:`barrier`).
+    """
+    return _collective("the training group's set-up",
+                       lambda: dist.new_group(timeout=timedelta(seconds=step_timeout_s + STEP_SKEW_S)))
+
+
+def barrier(what: str) -> None:
+    """Wait for every rank in the default group (its timeout is the start-up's)."""
+    _collective(what, dist.barrier)
+
+
+def average_gradients(params: list[torch.nn.Parameter], group: Any = None) -> None:
     """All-reduce-average the gradients of ``params`` across ranks (one flat buffer)."""
     grads = [p.grad for p in params if p.grad is not None]
     if not grads:
         return
     flat = torch.cat([g.reshape(-1) for g in grads])
-    _collective("the gradient all-reduce", lambda: dist.all_reduce(flat))
+    _collective("the gradient all-reduce", lambda: dist.all_reduce(flat, group=group))
     flat /= dist.get_world_size()
     offset = 0
     for g in grads:
@@ -123,9 +144,9 @@ def average_gradients(params: list[torch.nn.Parameter]) -> None:
         offset += n
 
 
-def all_reduce_sum(t: torch.Tensor) -> None:
+def all_reduce_sum(t: torch.Tensor, group: Any = None) -> None:
     """In-place sum of ``t`` over ranks (keeps observation normalisers equal)."""
-    _collective("the normaliser all-reduce", lambda: dist.all_reduce(t))
+    _collective("the normaliser all-reduce", lambda: dist.all_reduce(t, group=group))
 
 
 def broadcast_parameters(agent) -> None:
@@ -138,11 +159,11 @@ def broadcast_parameters(agent) -> None:
         _collective("the start-up broadcast", lambda: dist.broadcast(agent.log_alpha.data, src=0))
 
 
-def any_rank(flag: bool) -> bool:
+def any_rank(flag: bool, group: Any = None) -> bool:
     """True on every rank if ``flag`` is true on any rank."""
-    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else "cpu"
+    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend(group) == "nccl" else "cpu"
     t = torch.tensor([1.0 if flag else 0.0], device=device)
-    _collective("the stop vote", lambda: dist.all_reduce(t, op=dist.ReduceOp.MAX))
+    _collective("the stop vote", lambda: dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group))
     return bool(t.item() > 0)
 
 

@@ -14,6 +14,7 @@ learner reads is never the one being written):
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import sys
@@ -132,7 +133,8 @@ class Trainer:
 
     def __init__(self, spec: RunSpec, run_dir: Path | None = None):
         self.spec = spec
-        # a collective waits for a slow rank's start-up (Numba compile) or its collector's step, no longer
+        # the default group's collectives wait for a slow rank's start-up (Numba compile) or rank 0's saves;
+        # training's own group (``_join_ranks``) waits one collector step
         self.dist = distributed.from_env(max(spec.training.startup_timeout_s, spec.training.collector_timeout_s))
         self.run_dir = run_dir or make_run_dir(spec.training, spec.task_name, self.dist.rank)
         trace = TraceRecorder("learner", spec.training.trace_max_events) if spec.training.trace_enabled else None
@@ -178,14 +180,25 @@ class Trainer:
         agent = FastSAC(a, env.obs_dim, env.critic_obs_dim, env.action_dim, action_bound=env.action_bound,
                         mirror=env.mirror, mirror_error=env.mirror_error)
         if self.dist.world_size > 1:
-            agent.grad_sync = distributed.average_gradients
-            agent.stats_sync = distributed.all_reduce_sum
             distributed.broadcast_parameters(agent)
         replay = ReplayBuffer(
             a.num_envs, a.buffer_size, env.record,
             n_steps=a.n_steps, gamma=a.gamma, device=agent.device, seed=a.seed + self.dist.rank,
         )
         return agent, replay
+
+    def _join_ranks(self, agent: FastSAC) -> Callable[[bool], bool] | None:
+        """With several ranks: wait until every rank is set up (start-up and resume take each rank its own
+        time), then sync gradients and statistics in a group whose collectives wait one collector step, so a
+        rank that hangs in training stops the others after training.collector_timeout_s, not the start-up's
+        timeout. Returns the stop vote (any rank's flag), None with one rank."""
+        if self.dist.world_size == 1:
+            return None
+        distributed.barrier("the start of training")
+        group = distributed.training_group(self.spec.training.collector_timeout_s)
+        agent.grad_sync = functools.partial(distributed.average_gradients, group=group)
+        agent.stats_sync = functools.partial(distributed.all_reduce_sum, group=group)
+        return functools.partial(distributed.any_rank, group=group)
 
     def _set_threads(self, device: torch.device) -> None:
         torch.set_num_threads(learner_threads(cpu.usable_cpu_count(), self.spec.training.learner_threads,
@@ -230,6 +243,7 @@ class Trainer:
         agent, replay = self._build(env)
         self._set_threads(agent.device)
         start_iter = self._maybe_resume(agent, replay)
+        agree = self._join_ranks(agent)
         self._learner_built = True
         self.iteration = start_iter
         metrics = MetricsLogger(
@@ -237,7 +251,7 @@ class Trainer:
             log_interval=tr.log_interval, console_interval_s=tr.console_interval_s,
             warn_bad_env_fraction=tr.warn_bad_env_fraction, max_bad_env_fraction=tr.max_bad_env_fraction,
             divergence_window=tr.divergence_window, max_iterations=a.max_iterations, time_limit_s=tr.time_limit_s,
-            agree=distributed.any_rank if self.dist.world_size > 1 else None,
+            agree=agree,
         )
         metrics.banner(self.spec, env, agent.device, self.dist, torch.get_num_threads())
         if self.dist.world_size > 1:
@@ -268,10 +282,11 @@ class Trainer:
                 if tr.save_interval and self.iteration % tr.save_interval == 0:
                     loop.store_pending()  # a checkpoint holds every step up to its iteration
                     self.save(agent, replay)
+                    if agree is not None:  # the others wait out rank 0's save under the start-up timeout
+                        distributed.barrier("the checkpoint save")
                 out_of_time = tr.time_limit_s is not None and time.monotonic() - t_start >= tr.time_limit_s
-                if self.dist.world_size > 1:
-                    # every rank must leave at the same iteration, or the next all-reduce hangs
-                    out_of_time = distributed.any_rank(out_of_time)
+                if agree is not None:  # every rank must leave at the same iteration, or the next all-reduce hangs
+                    out_of_time = agree(out_of_time)
                 if out_of_time:
                     print(f"unilab: training.time_limit_s={tr.time_limit_s} reached at iteration {self.iteration}",
                           flush=True)
