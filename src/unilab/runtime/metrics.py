@@ -61,9 +61,9 @@ class MetricsLogger:
         self.divergence_window = max(1, int(divergence_window))
         self._bad_since: int | None = None  # first iteration of the current run of (nearly) all-bad intervals
         self.agree = agree
-        """With several ranks: ``flag -> any rank's flag`` (``distributed.any_rank``), called at every log
-        iteration by every rank, so that all ranks stop together when one diverges; a rank left running
-        would wait forever in its next gradient all-reduce."""
+        """With several ranks: ``flag -> any rank's flag`` (``distributed.any_rank`` in the training group),
+        called at every log iteration by every rank, so that all ranks stop together when one diverges; a rank
+        left running would wait in its next gradient all-reduce until that group's timeout."""
         self._console_bad = [0.0, 0.0, 0]  # bad env steps, env steps, iterations since the last console line
 
     def banner(self, spec: Any, env: EnvSpec, device: Any, dist: Any, learner_threads: int) -> None:
