@@ -19,7 +19,7 @@ from runtime_helpers import run_dirs, train_cmd
 
 from unilab.algo.sac.agent import FastSAC
 from unilab.runtime.checkpoint import latest_checkpoint, load_checkpoint
-from unilab.runtime.distributed import STEP_SKEW_S, SURVIVOR_WAIT_S, cpu_partition, weights_fingerprint
+from unilab.runtime.distributed import STEP_SKEW_S, STORE_GRACE_S, SURVIVOR_WAIT_S, cpu_partition, weights_fingerprint
 from unilab.sim import cpu
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
@@ -108,6 +108,19 @@ def _kill_tree(procs: list[psutil.Process]) -> None:
             pass
 
 
+def _ended(proc: psutil.Process, timeout: float) -> bool:
+    """``proc`` (not a child of this process: its parent may be too stuck to reap it) exited within ``timeout``."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        try:
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.2)
+    return False
+
+
 def _alive(procs: list[psutil.Process]) -> list[str]:
     return [f"{p.pid} {' '.join(p.cmdline()[:4])}" for p in procs if p.is_running() and p.status() != "zombie"]
 
@@ -131,6 +144,22 @@ def test_two_nodes_train_in_sync_and_only_rank_0_writes_checkpoints(tmp_path):
     assert sorted(p.name for p in run.glob("model_*.pt")) == ["model_10.pt", "model_5.pt"]
 
 
+def test_ranks_started_with_different_settings_stop_naming_the_setting(tmp_path):
+    nodes = [_launch_node(node, 29545, "unilab_mismatch", *_train_args(
+        tmp_path, "algo.max_iterations=10", f"training.save_interval={5 + 2 * node}")) for node in (0, 1)]
+    try:
+        outs = [n.communicate(timeout=300)[0] for n in nodes]
+    finally:
+        for n in nodes:
+            _kill_tree(_tree(n))
+    for node, out in enumerate(outs):
+        assert nodes[node].returncode != 0, out[-3000:]
+        said = re.search(r"training\.save_interval is (\d) on rank 0, (\d) on rank 1", out)
+        assert said is not None and sorted(said.groups()) == ["5", "7"], out[-3000:]
+        assert "lost contact" not in out
+    assert not list((tmp_path / "fast_sac").glob("*/*")), "a run that never trained leaves no directory"
+
+
 def _stop_tree(procs: list[psutil.Process]) -> None:
     for p in procs:
         try:
@@ -139,40 +168,43 @@ def _stop_tree(procs: list[psutil.Process]) -> None:
             pass
 
 
-@pytest.mark.parametrize(("how", "port", "limit_s"), [
+@pytest.mark.parametrize(("how", "lost_node", "port", "limit_s"), [
     # a killed node closes its connections: the next collective fails at once
-    ("killed", 29542, 15.0),
+    ("killed", 1, 29542, 15.0),
     # a stopped node (a frozen machine) keeps them open: the training group's timeout ends the wait
-    ("stopped", 29543, STEP_SKEW_S + SURVIVOR_WAIT_S + 15.0),
+    ("stopped", 1, 29543, STEP_SKEW_S + SURVIVOR_WAIT_S + 15.0),
+    # node 0 hosts the rendezvous store: frozen, it never answers the survivor's roll call either
+    ("stopped", 0, 29544, STEP_SKEW_S + SURVIVOR_WAIT_S + STORE_GRACE_S + 15.0),
 ])
-def test_a_lost_node_stops_the_other_within_the_timeout_naming_the_rank(tmp_path, how, port, limit_s):
+def test_a_lost_node_stops_the_other_within_the_timeout_naming_the_rank(tmp_path, how, lost_node, port, limit_s):
     timeout_s = 20
     train = _train_args(tmp_path, "algo.max_iterations=1000000", f"training.collector_timeout_s={timeout_s}")
     nodes = [_launch_node(0, port, f"unilab_{how}_node", *train)]
     time.sleep(2)
     nodes.append(_launch_node(1, port, f"unilab_{how}_node", *train))
     logs = [_Lines(n) for n in nodes]
+    survivor = 1 - lost_node
     try:
         ranks = [int(log.wait_for(r"unilab\[rank (\d)/2\]: collector pid").group(1)) for log in logs]
-        logs[0].wait_for(r"unilab: iter \d")  # both are training
-        lost = ranks[1]
-        lost_tree = _tree(nodes[1])
+        logs[ranks.index(0)].wait_for(r"unilab: iter \d")  # both are training (rank 0 prints progress)
+        (trainer,) = [p for p in _tree(nodes[survivor]) if "unilab.cli.train" in p.cmdline()[:4]]
+        lost_tree = _tree(nodes[lost_node])
         (_kill_tree if how == "killed" else _stop_tree)(lost_tree)
         t0 = time.monotonic()
-        try:
-            nodes[0].wait(timeout=timeout_s + limit_s)
-        except subprocess.TimeoutExpired:
-            raise AssertionError(f"the surviving node still runs {timeout_s + limit_s:g} s after the other was "
-                                 f"{how} (of its processes these still run: {_alive(lost_tree)}):\n"
-                                 + logs[0].text()[-3000:]) from None
+        if not _ended(trainer, timeout_s + limit_s):
+            raise AssertionError(f"the surviving trainer still runs {timeout_s + limit_s:g} s after the other node "
+                                 f"was {how} (of its processes these still run: {_alive(lost_tree)}):\n"
+                                 + logs[survivor].text()[-3000:])
         elapsed = time.monotonic() - t0
+        if lost_node == 1:  # with the rendezvous host frozen, torchrun's own agent waits for it: not ours
+            nodes[survivor].wait(timeout=30)
+            assert nodes[survivor].returncode != 0
     finally:
         for n in nodes:
             _kill_tree(_tree(n))
-    text = logs[0].text()
-    assert nodes[0].returncode != 0, text[-3000:]
-    assert f"lost contact with rank {lost}" in text, text[-3000:]
+    text = logs[survivor].text()
+    assert f"train: error: rank {ranks[survivor]} of 2 lost contact with rank {ranks[lost_node]}" in text, text[-3000:]
     assert "Traceback" not in text.split("lost contact")[0].splitlines()[-1]
     assert elapsed < timeout_s + limit_s
-    if ranks[0] == 0:  # the survivor is rank 0: it kept what was learned
+    if ranks[survivor] == 0:  # the survivor is rank 0: it kept what was learned
         assert "before stopping" in text and latest_checkpoint(run_dirs(tmp_path)[0]) is not None

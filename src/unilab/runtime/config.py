@@ -90,12 +90,12 @@ class TrainingConfig:
     rest unless sim.nthread or sim.cpu_ids says otherwise)."""
     collector_timeout_s: float = 600.0
     """Longest a step may take before the learner declares the collector hung. With several ranks, a training
-    collective waits this and 5 s more for the other ranks, then 3 s for the survivors to report in, before
-    declaring the missing ones lost."""
+    collective waits this and 5 s more for the other ranks, then 3 s for the survivors to report in (5 s when
+    the rendezvous store does not answer), before declaring the missing ones lost."""
     startup_timeout_s: float = 900.0
     """Longest the collector may take to build its env (asset fetch, motion loading). With several ranks, the
     larger of this and collector_timeout_s is how long ranks wait for each other at start-up and while rank 0
-    saves a checkpoint."""
+    saves a checkpoint or an evaluation snapshot."""
     warn_bad_env_fraction: float = 0.05
     """Print a console warning when more than this share of env steps is bad (diverged) over a console interval."""
     max_bad_env_fraction: float | None = 0.95

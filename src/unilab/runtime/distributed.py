@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ class RankLost(RuntimeError):
 SURVIVOR_WAIT_S = 3.0  # how long survivors of a failed collective wait for each other to report in
 # a training collective waits a collector step and this: a rank whose own collector hangs names it first
 STEP_SKEW_S = 5.0
+STORE_GRACE_S = 2.0  # a store that has not answered this long after the survivor wait lives on a frozen node
 
 
 def from_env(timeout_s: float | None = None) -> DistInfo:
@@ -71,11 +73,21 @@ def from_env(timeout_s: float | None = None) -> DistInfo:
 
 
 def lost_ranks() -> list[int] | None:
-    """Ranks that did not report in after a failed collective (None: the rendezvous store is gone too).
+    """Ranks that did not report in after a failed collective (None: the rendezvous store does not answer).
 
     Every survivor writes its rank into the process group's store and waits
-    :data:`SURVIVOR_WAIT_S` for the others; who never writes is lost.
+    :data:`SURVIVOR_WAIT_S` for the others; who never writes is lost. The store
+    calls run on a daemon thread given :data:`STORE_GRACE_S` more: a store
+    hosted by a frozen node never answers, and its own timeout is the start-up's.
     """
+    answer: list[list[int] | None] = []
+    ask = threading.Thread(target=lambda: answer.append(_report_in()), name="unilab-survivors", daemon=True)
+    ask.start()
+    ask.join(SURVIVOR_WAIT_S + STORE_GRACE_S)
+    return answer[0] if answer else None
+
+
+def _report_in() -> list[int] | None:
     rank, world = dist.get_rank(), dist.get_world_size()
     try:
         store = dist.distributed_c10d._get_default_store()  # noqa: SLF001 - the group's own store, no second one
@@ -127,6 +139,25 @@ def training_group(step_timeout_s: float) -> Any:
 def barrier(what: str) -> None:
     """Wait for every rank in the default group (its timeout is the start-up's)."""
     _collective(what, dist.barrier)
+
+
+def check_same_settings(settings: dict[str, Any]) -> None:
+    """Raise ValueError naming each setting whose value differs between ranks (a default-group collective).
+
+    Ranks with other iteration counts, intervals or algorithm settings would
+    call their collectives in another order (a hang reported as a lost rank)
+    or train different networks under one name.
+    """
+    gathered: list[Any] = [None] * dist.get_world_size()
+    _collective("the settings check", lambda: dist.all_gather_object(gathered, settings))
+    keys = sorted({k for g in gathered for k in g}, key=str)
+    differ = [k for k in keys if any(g.get(k) != gathered[0].get(k) for g in gathered)]
+    if differ:
+        raise ValueError(
+            "the ranks were started with different settings: "
+            + "; ".join(f"{k} is " + ", ".join(f"{g.get(k)!r} on rank {r}" for r, g in enumerate(gathered))
+                        for k in differ)
+            + ". Start every rank with the same command (and the same training.resume checkpoint).")
 
 
 def average_gradients(params: list[torch.nn.Parameter], group: Any = None) -> None:

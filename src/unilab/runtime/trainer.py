@@ -123,6 +123,8 @@ def remove_unused_run_dir(run: Path) -> None:
         pass
 
 
+# training keys that decide when the ranks meet in a collective (log_interval: the divergence vote)
+COLLECTIVE_TRAINING_KEYS = ("log_interval", "save_interval", "eval_interval", "max_bad_env_fraction")
 # algo keys that shape the networks: a checkpoint cannot be loaded under other values
 RESUME_SHAPE_KEYS = ("actor_hidden_dims", "critic_hidden_dims", "num_q", "layer_norm", "distributional",
                      "num_atoms", "activation")
@@ -187,11 +189,23 @@ class Trainer:
         )
         return agent, replay
 
+    def _check_ranks_agree(self, start_iter: int) -> None:
+        """With several ranks: every rank must run the same iterations and collectives (waits out each
+        rank's start-up and resume, under the start-up timeout)."""
+        if self.dist.world_size == 1:
+            return
+        tr = self.spec.training
+        distributed.check_same_settings({
+            "task": self.spec.task_name, "start iteration": start_iter,
+            **{f"algo.{k}": v for k, v in self.spec.algo.to_dict().items() if k != "device"},
+            **{f"training.{k}": getattr(tr, k) for k in COLLECTIVE_TRAINING_KEYS},
+        })
+
     def _join_ranks(self, agent: FastSAC) -> Callable[[bool], bool] | None:
-        """With several ranks: wait until every rank is set up (start-up and resume take each rank its own
-        time), then sync gradients and statistics in a group whose collectives wait one collector step, so a
-        rank that hangs in training stops the others after training.collector_timeout_s, not the start-up's
-        timeout. Returns the stop vote (any rank's flag), None with one rank."""
+        """With several ranks: wait until every rank is ready to train, then sync gradients and statistics
+        in a group whose collectives wait one collector step, so a rank that hangs in training stops the
+        others after training.collector_timeout_s, not the start-up's timeout. Returns the stop vote (any
+        rank's flag), None with one rank."""
         if self.dist.world_size == 1:
             return None
         distributed.barrier("the start of training")
@@ -243,7 +257,7 @@ class Trainer:
         agent, replay = self._build(env)
         self._set_threads(agent.device)
         start_iter = self._maybe_resume(agent, replay)
-        agree = self._join_ranks(agent)
+        self._check_ranks_agree(start_iter)
         self._learner_built = True
         self.iteration = start_iter
         metrics = MetricsLogger(
@@ -251,7 +265,6 @@ class Trainer:
             log_interval=tr.log_interval, console_interval_s=tr.console_interval_s,
             warn_bad_env_fraction=tr.warn_bad_env_fraction, max_bad_env_fraction=tr.max_bad_env_fraction,
             divergence_window=tr.divergence_window, max_iterations=a.max_iterations, time_limit_s=tr.time_limit_s,
-            agree=agree,
         )
         metrics.banner(self.spec, env, agent.device, self.dist, torch.get_num_threads())
         if self.dist.world_size > 1:
@@ -265,6 +278,7 @@ class Trainer:
                 "iteration": i, "agent": agent.state_dict(), "config": self.spec.raw, "task": self.spec.task_name,
             }, a.num_envs)
         loop = LearnerIteration(agent, replay, a, [f.name for f in env.record if f.observation], self.timer)
+        agree = metrics.agree = self._join_ranks(agent)  # last: from here on the ranks are in step
 
         t_start = time.monotonic()
         try:
@@ -284,6 +298,8 @@ class Trainer:
                     self.save(agent, replay)
                     if agree is not None:  # the others wait out rank 0's save under the start-up timeout
                         distributed.barrier("the checkpoint save")
+                if agree is not None and tr.eval_interval and self.iteration % tr.eval_interval == 0:
+                    distributed.barrier("the evaluation snapshot")  # rank 0 wrote it while the collector stepped
                 out_of_time = tr.time_limit_s is not None and time.monotonic() - t_start >= tr.time_limit_s
                 if agree is not None:  # every rank must leave at the same iteration, or the next all-reduce hangs
                     out_of_time = agree(out_of_time)
