@@ -145,8 +145,10 @@ def test_two_nodes_train_in_sync_and_only_rank_0_writes_checkpoints(tmp_path):
 
 
 def test_ranks_started_with_different_settings_stop_naming_the_setting(tmp_path):
+    # other network sizes too: the check must come before the start-up broadcast, which mismatched shapes break
     nodes = [_launch_node(node, 29545, "unilab_mismatch", *_train_args(
-        tmp_path, "algo.max_iterations=10", f"training.save_interval={5 + 2 * node}")) for node in (0, 1)]
+        tmp_path, "algo.max_iterations=10", f"training.save_interval={5 + 2 * node}",
+        f"algo.actor_hidden_dims=[{32 // (node + 1)}]")) for node in (0, 1)]
     try:
         outs = [n.communicate(timeout=300)[0] for n in nodes]
     finally:
@@ -156,8 +158,30 @@ def test_ranks_started_with_different_settings_stop_naming_the_setting(tmp_path)
         assert nodes[node].returncode != 0, out[-3000:]
         said = re.search(r"training\.save_interval is (\d) on rank 0, (\d) on rank 1", out)
         assert said is not None and sorted(said.groups()) == ["5", "7"], out[-3000:]
+        said = re.search(r"algo\.actor_hidden_dims is \[(\d+)\] on rank 0, \[(\d+)\] on rank 1", out)
+        assert said is not None and sorted(said.groups()) == ["16", "32"], out[-3000:]
         assert "lost contact" not in out
     assert not list((tmp_path / "fast_sac").glob("*/*")), "a run that never trained leaves no directory"
+
+
+def test_ranks_resuming_different_checkpoints_of_one_iteration_stop_naming_the_networks(tmp_path):
+    ckpts = []
+    for seed in (0, 1):  # the env seed only: the same settings, other data, other weights
+        root = tmp_path / f"seed{seed}"
+        done = subprocess.run(train_cmd(root, "algo.max_iterations=6", f"training.seed={seed}"), env=ENV,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        ckpts.append(latest_checkpoint(run_dirs(root)[0]))
+    nodes = [_launch_node(node, 29546, "unilab_two_resumes", *_train_args(
+        tmp_path / "resumed", "algo.max_iterations=10", f"training.resume={ckpts[node]}")) for node in (0, 1)]
+    try:
+        outs = [n.communicate(timeout=300)[0] for n in nodes]
+    finally:
+        for n in nodes:
+            _kill_tree(_tree(n))
+    for node, out in enumerate(outs):
+        assert nodes[node].returncode != 0, out[-3000:]
+        assert re.search(r"network fingerprint after the resume is '\w+' on rank 0, '\w+' on rank 1", out), out[-3000:]
 
 
 def _stop_tree(procs: list[psutil.Process]) -> None:

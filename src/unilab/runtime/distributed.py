@@ -8,9 +8,10 @@ tested here, also as two nodes on one machine).
 A rank that dies (a node lost, a process killed) makes the others' next
 collective fail: they raise :class:`RankLost` naming the lost rank(s), and a
 rank that hangs makes them fail after a timeout. Two timeouts, because the
-ranks are in step only once training runs: the default group (start-up
-broadcast, the barriers before training and after each checkpoint) waits out
-a slow rank's start-up or rank 0's save; the training group (gradients,
+ranks are in step only once training runs: the default group (the settings
+checks, the start-up broadcast, the barriers after each checkpoint and
+evaluation snapshot) waits out a slow rank's start-up or rank 0's writes; the
+training group (gradients,
 normaliser statistics, stop votes) waits one collector step and
 :data:`STEP_SKEW_S` more.
 """

@@ -189,26 +189,31 @@ class Trainer:
         )
         return agent, replay
 
-    def _check_ranks_agree(self, start_iter: int) -> None:
-        """With several ranks: every rank must run the same iterations and collectives (waits out each
-        rank's start-up and resume, under the start-up timeout)."""
+    def _check_ranks_agree(self, env: EnvSpec) -> None:
+        """With several ranks, before any rank builds its networks: every rank must build the same ones and
+        run the same iterations and collectives (waits out each rank's start-up, under the start-up timeout)."""
         if self.dist.world_size == 1:
             return
         tr = self.spec.training
         distributed.check_same_settings({
-            "task": self.spec.task_name, "start iteration": start_iter,
+            "task": self.spec.task_name,
+            "start iteration": int(self._resume_payload[0]["iteration"]) if self._resume_payload else 0,
+            "env observation, critic observation and action sizes": (env.obs_dim, env.critic_obs_dim,
+                                                                      env.action_dim),
             **{f"algo.{k}": v for k, v in self.spec.algo.to_dict().items() if k != "device"},
             **{f"training.{k}": getattr(tr, k) for k in COLLECTIVE_TRAINING_KEYS},
         })
 
-    def _join_ranks(self, agent: FastSAC) -> Callable[[bool], bool] | None:
-        """With several ranks: wait until every rank is ready to train, then sync gradients and statistics
-        in a group whose collectives wait one collector step, so a rank that hangs in training stops the
-        others after training.collector_timeout_s, not the start-up's timeout. Returns the stop vote (any
-        rank's flag), None with one rank."""
+    def _join_ranks(self, agent: FastSAC, replay: ReplayBuffer) -> Callable[[bool], bool] | None:
+        """With several ranks: wait until every rank is ready to train, with the same networks and as many
+        stored steps (a resume loads each rank's own copy of the checkpoint), then sync gradients and
+        statistics in a group whose collectives wait one collector step, so a rank that hangs in training
+        stops the others after training.collector_timeout_s, not the start-up's timeout. Returns the stop
+        vote (any rank's flag), None with one rank."""
         if self.dist.world_size == 1:
             return None
-        distributed.barrier("the start of training")
+        distributed.check_same_settings({"network fingerprint after the resume": distributed.weights_fingerprint(agent),
+                                         "replay steps after the resume": replay.size})
         group = distributed.training_group(self.spec.training.collector_timeout_s)
         agent.grad_sync = functools.partial(distributed.average_gradients, group=group)
         agent.stats_sync = functools.partial(distributed.all_reduce_sum, group=group)
@@ -254,10 +259,10 @@ class Trainer:
     def _train(self, col: CollectorClient) -> TrainResult:
         tr, a = self.spec.training, self.spec.algo
         env, names = col.spec, col.counter_names
+        self._check_ranks_agree(env)
         agent, replay = self._build(env)
         self._set_threads(agent.device)
         start_iter = self._maybe_resume(agent, replay)
-        self._check_ranks_agree(start_iter)
         self._learner_built = True
         self.iteration = start_iter
         metrics = MetricsLogger(
@@ -278,7 +283,11 @@ class Trainer:
                 "iteration": i, "agent": agent.state_dict(), "config": self.spec.raw, "task": self.spec.task_name,
             }, a.num_envs)
         loop = LearnerIteration(agent, replay, a, [f.name for f in env.record if f.observation], self.timer)
-        agree = metrics.agree = self._join_ranks(agent)  # last: from here on the ranks are in step
+        try:  # last: from here on the ranks are in step
+            agree = metrics.agree = self._join_ranks(agent, replay)
+        except BaseException:
+            metrics.close()
+            raise
 
         t_start = time.monotonic()
         try:
@@ -289,6 +298,10 @@ class Trainer:
                 log_now = metrics.due(it + 1)
                 step, train_metrics = loop.run(it, step, col, log_metrics=log_now,
                                                while_env_steps=self._eval_step(it + 1, metrics))
+                if agree is not None and tr.eval_interval and (it + 1) % tr.eval_interval == 0:
+                    # rank 0 wrote an evaluation snapshot: the others wait for it under the start-up timeout,
+                    # before the next training-group collective (the divergence vote or the gradients)
+                    distributed.barrier("the evaluation snapshot")
                 if train_metrics:  # metrics read the device anyway: no extra sync
                     train_metrics["nonfinite_updates"] = self._check_finite(agent)
                 self.iteration += 1
@@ -298,8 +311,6 @@ class Trainer:
                     self.save(agent, replay)
                     if agree is not None:  # the others wait out rank 0's save under the start-up timeout
                         distributed.barrier("the checkpoint save")
-                if agree is not None and tr.eval_interval and self.iteration % tr.eval_interval == 0:
-                    distributed.barrier("the evaluation snapshot")  # rank 0 wrote it while the collector stepped
                 out_of_time = tr.time_limit_s is not None and time.monotonic() - t_start >= tr.time_limit_s
                 if agree is not None:  # every rank must leave at the same iteration, or the next all-reduce hangs
                     out_of_time = agree(out_of_time)
