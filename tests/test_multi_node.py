@@ -125,17 +125,23 @@ def _alive(procs: list[psutil.Process]) -> list[str]:
     return [f"{p.pid} {' '.join(p.cmdline()[:4])}" for p in procs if p.is_running() and p.status() != "zombie"]
 
 
-def test_two_nodes_train_in_sync_and_only_rank_0_writes_checkpoints(tmp_path):
-    train = _train_args(tmp_path, "algo.max_iterations=10", "training.save_interval=5")
-    nodes = [_launch_node(0, 29541, "unilab_two_nodes", *train)]
+def _run_two_nodes(port: int, rdzv_id: str, *trains: list[str]) -> tuple[list[int], list[str]]:
+    """Node 0 then node 1, each with its own arguments: their exit codes and outputs."""
+    nodes = [_launch_node(0, port, rdzv_id, *trains[0])]
     time.sleep(2)  # node 0 hosts the rendezvous, as the machine named in --rdzv_endpoint would
-    nodes.append(_launch_node(1, 29541, "unilab_two_nodes", *train))
+    nodes.append(_launch_node(1, port, rdzv_id, *trains[1]))
     try:
         outs = [n.communicate(timeout=300)[0] for n in nodes]
     finally:
         for n in nodes:
             _kill_tree(_tree(n))
-    assert [n.returncode for n in nodes] == [0, 0], "\n".join(o[-3000:] for o in outs)
+    return [n.returncode for n in nodes], outs
+
+
+def test_two_nodes_train_in_sync_and_only_rank_0_writes_checkpoints(tmp_path):
+    train = _train_args(tmp_path, "algo.max_iterations=10", "training.save_interval=5")
+    codes, outs = _run_two_nodes(29541, "unilab_two_nodes", train, train)
+    assert codes == [0, 0], "\n".join(o[-3000:] for o in outs)
     prints = {**_fingerprints(outs[0]), **_fingerprints(outs[1])}
     assert sorted(prints) == [0, 1] and prints[0] == prints[1]
     ckpt = _assert_rank0_checkpoints_only(tmp_path, 10)
@@ -146,16 +152,11 @@ def test_two_nodes_train_in_sync_and_only_rank_0_writes_checkpoints(tmp_path):
 
 def test_ranks_started_with_different_settings_stop_naming_the_setting(tmp_path):
     # other network sizes too: the check must come before the start-up broadcast, which mismatched shapes break
-    nodes = [_launch_node(node, 29545, "unilab_mismatch", *_train_args(
+    codes, outs = _run_two_nodes(29545, "unilab_mismatch", *(_train_args(
         tmp_path, "algo.max_iterations=10", f"training.save_interval={5 + 2 * node}",
-        f"algo.actor_hidden_dims=[{32 // (node + 1)}]")) for node in (0, 1)]
-    try:
-        outs = [n.communicate(timeout=300)[0] for n in nodes]
-    finally:
-        for n in nodes:
-            _kill_tree(_tree(n))
-    for node, out in enumerate(outs):
-        assert nodes[node].returncode != 0, out[-3000:]
+        f"algo.actor_hidden_dims=[{32 // (node + 1)}]") for node in (0, 1)))
+    for code, out in zip(codes, outs, strict=True):
+        assert code != 0, out[-3000:]
         said = re.search(r"training\.save_interval is (\d) on rank 0, (\d) on rank 1", out)
         assert said is not None and sorted(said.groups()) == ["5", "7"], out[-3000:]
         said = re.search(r"algo\.actor_hidden_dims is \[(\d+)\] on rank 0, \[(\d+)\] on rank 1", out)
@@ -172,15 +173,10 @@ def test_ranks_resuming_different_checkpoints_of_one_iteration_stop_naming_the_n
                               capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
         ckpts.append(latest_checkpoint(run_dirs(root)[0]))
-    nodes = [_launch_node(node, 29546, "unilab_two_resumes", *_train_args(
-        tmp_path / "resumed", "algo.max_iterations=10", f"training.resume={ckpts[node]}")) for node in (0, 1)]
-    try:
-        outs = [n.communicate(timeout=300)[0] for n in nodes]
-    finally:
-        for n in nodes:
-            _kill_tree(_tree(n))
-    for node, out in enumerate(outs):
-        assert nodes[node].returncode != 0, out[-3000:]
+    codes, outs = _run_two_nodes(29546, "unilab_two_resumes", *(_train_args(
+        tmp_path / "resumed", "algo.max_iterations=10", f"training.resume={ckpt}") for ckpt in ckpts))
+    for code, out in zip(codes, outs, strict=True):
+        assert code != 0, out[-3000:]
         assert re.search(r"network fingerprint after the resume is '\w+' on rank 0, '\w+' on rank 1", out), out[-3000:]
 
 
