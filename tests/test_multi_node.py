@@ -150,6 +150,19 @@ def test_two_nodes_train_in_sync_and_only_rank_0_writes_checkpoints(tmp_path):
     assert sorted(p.name for p in run.glob("model_*.pt")) == ["model_10.pt", "model_5.pt"]
 
 
+def test_two_nodes_stay_in_step_through_rank_0s_periodic_evaluation(tmp_path):
+    """Rank 0 alone writes the snapshots and starts the evaluations; the barrier after each is every rank's."""
+    train = ["-m", "unilab.cli.train", "--algo", "sac_cpu", "--task", "g1_motion_tracking", "algo.num_envs=8",
+             "algo.max_iterations=12", "algo.learning_starts=2", "algo.batch_size=32", "training.eval_interval=4",
+             "training.log_interval=2", "training.no_play=true", f"training.log_root={tmp_path}"]
+    codes, outs = _run_two_nodes(29547, "unilab_two_nodes_eval", train, train)
+    assert codes == [0, 0], "\n".join(o[-3000:] for o in outs)
+    prints = {**_fingerprints(outs[0]), **_fingerprints(outs[1])}
+    assert sorted(prints) == [0, 1] and prints[0] == prints[1]
+    (run,) = sorted((tmp_path / "fast_sac").glob("*/*_mujoco"))
+    assert (run / "eval" / "eval_4.log").is_file()
+
+
 def test_ranks_started_with_different_settings_stop_naming_the_setting(tmp_path):
     # other network sizes too: the check must come before the start-up broadcast, which mismatched shapes break
     codes, outs = _run_two_nodes(29545, "unilab_mismatch", *(_train_args(
@@ -178,6 +191,7 @@ def test_ranks_resuming_different_checkpoints_of_one_iteration_stop_naming_the_n
     for code, out in zip(codes, outs, strict=True):
         assert code != 0, out[-3000:]
         assert re.search(r"network fingerprint after the resume is '\w+' on rank 0, '\w+' on rank 1", out), out[-3000:]
+    assert not list((tmp_path / "resumed" / "fast_sac").glob("*/*")), "a run that never trained leaves no directory"
 
 
 def _stop_tree(procs: list[psutil.Process]) -> None:

@@ -168,15 +168,29 @@ def test_extend_rejects_bad_shapes_and_empty_sample():
         buf.gather(torch.tensor([0]), torch.tensor([3]))
 
 
-def test_state_dict_round_trip():
-    hist = _random_history(2, 9, seed=5, p_term=0.2, p_trunc=0.2)
+def _filled_and_copy() -> tuple[ReplayBuffer, ReplayBuffer]:
+    """A filled buffer and a buffer of another seed that loaded its state."""
     a = _rb(2, 6, OBS, COBS, ACT, n_steps=3, gamma=0.8, seed=11)
-    _fill(a, hist, 9)
+    _fill(a, _random_history(2, 9, seed=5, p_term=0.2, p_trunc=0.2), 9)
     b = _rb(2, 6, OBS, COBS, ACT, n_steps=3, gamma=0.8, seed=99)
     b.load_state_dict(a.state_dict())
+    return a, b
+
+
+def test_state_dict_round_trip():
+    a, b = _filled_and_copy()
     sa, sb = a.sample(64), b.sample(64)
     for key in sa:
         assert torch.equal(sa[key], sb[key]), key
+
+
+def test_a_reseeded_copy_draws_other_batches_from_the_same_contents():
+    a, b = _filled_and_copy()
+    b.reseed(12)
+    sa, sb = a.sample(64), b.sample(64)
+    assert not torch.equal(sa["obs"], sb["obs"])
+    stored = {tuple(row.tolist()) for row in a.storage["obs"].reshape(-1, OBS)}
+    assert {tuple(row.tolist()) for row in sb["obs"]} <= stored
 
 
 def test_too_large_buffer_fails_with_a_clear_message(monkeypatch):

@@ -49,11 +49,13 @@ STEP_SKEW_S = 5.0
 STORE_GRACE_S = 2.0  # a store that has not answered this long after the survivor wait lives on a frozen node
 
 
-def from_env(timeout_s: float | None = None) -> DistInfo:
+def from_env(timeout_s: float, cuda: bool) -> DistInfo:
     """Join the process group torchrun describes in the environment (if any).
 
     ``timeout_s`` bounds the default group's collectives: a rank that hangs
     (not only one that dies) in start-up or a save stops the others after it.
+    ``cuda``: the learner trains on a GPU; NCCL then, one GPU per local rank,
+    else gloo (NCCL cannot move CPU tensors).
     """
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
@@ -65,11 +67,10 @@ def from_env(timeout_s: float | None = None) -> DistInfo:
         local_world_size=int(os.environ.get("LOCAL_WORLD_SIZE", str(world))),
     )
     if not dist.is_initialized():
-        use_cuda = torch.cuda.is_available() and torch.cuda.device_count() >= info.local_world_size
+        use_cuda = cuda and torch.cuda.device_count() >= info.local_world_size
         if use_cuda:
             torch.cuda.set_device(info.local_rank)
-        kw = {} if timeout_s is None else {"timeout": timedelta(seconds=timeout_s)}
-        dist.init_process_group(backend="nccl" if use_cuda else "gloo", **kw)
+        dist.init_process_group(backend="nccl" if use_cuda else "gloo", timeout=timedelta(seconds=timeout_s))
     return info
 
 

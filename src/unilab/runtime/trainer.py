@@ -137,7 +137,8 @@ class Trainer:
         self.spec = spec
         # the default group's collectives wait for a slow rank's start-up (Numba compile) or rank 0's saves;
         # training's own group (``_join_ranks``) waits one collector step
-        self.dist = distributed.from_env(max(spec.training.startup_timeout_s, spec.training.collector_timeout_s))
+        self.dist = distributed.from_env(max(spec.training.startup_timeout_s, spec.training.collector_timeout_s),
+                                         cuda=resolve_device(spec.algo.device).type == "cuda")
         self.run_dir = run_dir or make_run_dir(spec.training, spec.task_name, self.dist.rank)
         trace = TraceRecorder("learner", spec.training.trace_max_events) if spec.training.trace_enabled else None
         self.timer = PhaseTimer(trace=trace)
@@ -204,16 +205,23 @@ class Trainer:
             **{f"training.{k}": getattr(tr, k) for k in COLLECTIVE_TRAINING_KEYS},
         })
 
-    def _join_ranks(self, agent: FastSAC, replay: ReplayBuffer) -> Callable[[bool], bool] | None:
-        """With several ranks: wait until every rank is ready to train, with the same networks and as many
-        stored steps (a resume loads each rank's own copy of the checkpoint), then sync gradients and
-        statistics in a group whose collectives wait one collector step, so a rank that hangs in training
-        stops the others after training.collector_timeout_s, not the start-up's timeout. Returns the stop
-        vote (any rank's flag), None with one rank."""
+    def _check_ranks_resumed_alike(self, agent: FastSAC, replay: ReplayBuffer) -> None:
+        """With several ranks: the same networks and as many stored steps on every rank (a resume loads each
+        rank's own copy of the checkpoint: other copies would train other networks, or update on some ranks
+        only)."""
         if self.dist.world_size == 1:
-            return None
+            return
         distributed.check_same_settings({"network fingerprint after the resume": distributed.weights_fingerprint(agent),
                                          "replay steps after the resume": replay.size})
+
+    def _join_ranks(self, agent: FastSAC) -> Callable[[bool], bool] | None:
+        """With several ranks: wait until every rank is ready to train, then sync gradients and statistics
+        in a group whose collectives wait one collector step, so a rank that hangs in training stops the
+        others after training.collector_timeout_s, not the start-up's timeout. Returns the stop vote (any
+        rank's flag), None with one rank."""
+        if self.dist.world_size == 1:
+            return None
+        distributed.barrier("the start of training")
         group = distributed.training_group(self.spec.training.collector_timeout_s)
         agent.grad_sync = functools.partial(distributed.average_gradients, group=group)
         agent.stats_sync = functools.partial(distributed.all_reduce_sum, group=group)
@@ -263,6 +271,7 @@ class Trainer:
         agent, replay = self._build(env)
         self._set_threads(agent.device)
         start_iter = self._maybe_resume(agent, replay)
+        self._check_ranks_resumed_alike(agent, replay)
         self._learner_built = True
         self.iteration = start_iter
         metrics = MetricsLogger(
@@ -284,7 +293,7 @@ class Trainer:
             }, a.num_envs)
         loop = LearnerIteration(agent, replay, a, [f.name for f in env.record if f.observation], self.timer)
         try:  # last: from here on the ranks are in step
-            agree = metrics.agree = self._join_ranks(agent, replay)
+            agree = metrics.agree = self._join_ranks(agent)
         except BaseException:
             metrics.close()
             raise
@@ -437,6 +446,9 @@ class Trainer:
                 replay.load_state_dict(payload["replay"])
             except (ValueError, KeyError, RuntimeError) as err:
                 print(f"unilab: replay buffer of {path} not restored ({err}); starting with an empty one", flush=True)
+            else:
+                if self.dist.rank > 0:  # rank 0's replay and sampler state: the others draw their own batches
+                    replay.reseed(((self.spec.algo.seed + self.dist.rank) << 32) + int(payload["iteration"]))
         print(f"unilab: resumed from {path} at iteration {payload['iteration']}", flush=True)
         return int(payload["iteration"])
 

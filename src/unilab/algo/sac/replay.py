@@ -210,6 +210,10 @@ class ReplayBuffer:
         """Full buffer contents (for optional checkpointing of the replay)."""
         return {**self.storage, "ptr": self.ptr, "size": self.size, "generator": self._generator.get_state()}
 
+    def reseed(self, seed: int) -> None:
+        """Start a new sampling stream (a rank that loaded another rank's buffer must not draw its batches)."""
+        self._generator.manual_seed(seed)
+
     def load_state_dict(self, state: dict) -> None:
         """Restore contents saved by :meth:`state_dict` (shapes must match)."""
         for name, dst in self.storage.items():
