@@ -101,14 +101,18 @@ class PointMassSource:
                 "final_critic_obs": info["final_obs"]["critic"].numpy()}
 
 
-def train(cfg: SACConfig) -> FastSAC:
-    """The trainer's own iteration (act, send, store, update, receive) on the point mass."""
+def _point_mass_iteration(cfg: SACConfig) -> tuple[FastSAC, LearnerIteration, PointMassSource, dict]:
+    """The trainer's own iteration (act, send, store, update, receive) on the point mass, and its first step."""
     source = PointMassSource(PointMassReach(cfg.num_envs, seed=cfg.seed))
     step = source.reset()
     agent = FastSAC(cfg, obs_dim=step["obs"].shape[1], critic_obs_dim=step["critic_obs"].shape[1], action_dim=2)
     replay = ReplayBuffer(cfg.num_envs, cfg.buffer_size, step_record(agent.obs_dim, agent.critic_obs_dim, 2),
                           n_steps=cfg.n_steps, gamma=cfg.gamma, device=agent.device, seed=cfg.seed)
-    loop = LearnerIteration(agent, replay, cfg, observations=("obs", "critic_obs"))
+    return agent, LearnerIteration(agent, replay, cfg, observations=("obs", "critic_obs")), source, step
+
+
+def train(cfg: SACConfig) -> FastSAC:
+    agent, loop, source, step = _point_mass_iteration(cfg)
     for it in range(cfg.max_iterations):
         step, _ = loop.run(it, step, source)
     return agent
@@ -163,3 +167,13 @@ def test_fast_sac_learns_point_mass_reach():
 def test_fast_sac_distributional_learns_point_mass_reach():
     """C51 critic (support covers the returns of this task): 1000 iterations x 64 envs."""
     _check_learns(_config(distributional=True, v_min=0.0, v_max=25.0, num_atoms=51, max_iterations=1000))
+
+
+def test_the_iteration_trains_at_early_lr_until_its_env_steps_then_at_the_recipes_rates():
+    cfg = _config(learning_starts=1, early_lr=1e-3, early_lr_env_steps=3 * 64, actor_lr=3e-4, critic_lr=2e-4)
+    agent, loop, source, step = _point_mass_iteration(cfg)
+    rates = []
+    for it in range(5):  # 64 envs: 0, 64, 128, 192, 256 env steps before each iteration's updates
+        step, _ = loop.run(it, step, source)
+        rates.append((agent.actor_optimizer.param_groups[0]["lr"], agent.critic_optimizer.param_groups[0]["lr"]))
+    assert rates == [(3e-4, 2e-4), (1e-3, 1e-3), (1e-3, 1e-3), (3e-4, 2e-4), (3e-4, 2e-4)]  # no update at 0

@@ -217,6 +217,8 @@ def test_every_config_field_has_a_doc():
     ("training.divergence_window=0", "training.divergence_window", "0"),
     ("training.eval_interval=10", "training.eval_interval=10", "pendulum"),
     ("algo.device=gpu", "algo.device", "'gpu'"),
+    ("algo.early_lr=0", "algo.early_lr", "0.0"),
+    ("algo.early_lr_env_steps=-1", "algo.early_lr_env_steps", "-1"),
 ])
 def test_out_of_range_training_values_are_refused_naming_key_and_value(override, key, value):
     with pytest.raises(ConfigError) as err:
@@ -227,7 +229,8 @@ def test_out_of_range_training_values_are_refused_naming_key_and_value(override,
 @pytest.mark.parametrize("override", ["training.time_limit_s=null", "training.time_limit_s=30",
                                       "training.max_bad_env_fraction=null", "training.max_bad_env_fraction=0",
                                       "training.warn_bad_env_fraction=1", "training.divergence_window=1",
-                                      "algo.device=cpu", "algo.device=auto"])
+                                      "algo.device=cpu", "algo.device=auto", "algo.early_lr=null",
+                                      "algo.early_lr_env_steps=0"])
 def test_values_at_the_edges_of_their_ranges_are_taken(override):
     to_run_spec(compose_config(["task=pendulum", override]))
 

@@ -73,6 +73,7 @@ class LearnerIteration:
         metrics: dict[str, float] = {}
         with timer.phase("learner_train"):
             if iteration >= a.learning_starts and self.replay.size > 0:
+                self.agent.set_learning_rates(iteration * a.num_envs)
                 for k in range(a.num_updates):
                     batch = self.replay.sample(a.batch_size)
                     metrics.update(self.agent.update(batch, return_metrics=log_metrics and k == a.num_updates - 1))

@@ -272,6 +272,14 @@ class FastSAC:
                 out[key] = torch.cat([x, x[..., perm] * sign.to(x.dtype)])
         return out
 
+    def set_learning_rates(self, env_steps: int) -> None:
+        """Actor and critic rates after ``env_steps`` env steps: algo.early_lr before algo.early_lr_env_steps."""
+        cfg = self.cfg
+        early = cfg.early_lr is not None and env_steps < cfg.early_lr_env_steps
+        for optimizer, lr in ((self.actor_optimizer, cfg.actor_lr), (self.critic_optimizer, cfg.critic_lr)):
+            for group in optimizer.param_groups:
+                group["lr"] = cfg.early_lr if early else lr
+
     def update(self, batch: dict[str, torch.Tensor], *, return_metrics: bool = True) -> dict[str, float]:
         """One FastSAC gradient step on a batch from ``ReplayBuffer.sample``.
 

@@ -72,6 +72,11 @@ class SACConfig:
     """AdamW learning rate of the actor."""
     critic_lr: float = 3e-4
     """AdamW learning rate of the critic ensemble."""
+    early_lr: float | None = None
+    """AdamW learning rate of actor and critic for the first early_lr_env_steps env steps, then actor_lr /
+    critic_lr; null: actor_lr / critic_lr from the start (holosoma)."""
+    early_lr_env_steps: int = 0
+    """Env steps (iterations x num_envs, per rank) that early_lr lasts."""
     alpha_lr: float = 3e-4
     """AdamW learning rate of log(alpha) (AdamW's default weight decay 0.01, as holosoma)."""
     adam_beta1: float = 0.9
@@ -165,6 +170,10 @@ class SACConfig:
         for name in ("actor_lr", "critic_lr", "alpha_lr", "alpha_init"):
             if not getattr(self, name) > 0.0:  # NaN fails too
                 raise ValueError(f"algo.{name} must be > 0, got {getattr(self, name)}")
+        if self.early_lr is not None and not self.early_lr > 0.0:
+            raise ValueError(f"algo.early_lr must be > 0 or null, got {self.early_lr}")
+        if self.early_lr_env_steps < 0:
+            raise ValueError(f"algo.early_lr_env_steps must be >= 0, got {self.early_lr_env_steps}")
         for name in ("weight_decay", "max_grad_norm", "obs_norm_eps"):
             if not getattr(self, name) >= 0.0:  # NaN fails too
                 raise ValueError(f"algo.{name} must be >= 0, got {getattr(self, name)}")
