@@ -89,7 +89,7 @@ def test_stop_signals_defer_inside_a_checkpoint_write_and_ignore_repeats(capsys)
 
 def test_nonfinite_training_stops_and_keeps_only_finite_checkpoints(tmp_path):
     proc = popen_train(tmp_path, "algo.max_iterations=3000", "algo.critic_lr=1e6", "algo.actor_lr=1e6",
-                       "training.save_interval=5", "algo.max_nonfinite_updates=3")
+                       "algo.early_lr=null", "training.save_interval=5", "algo.max_nonfinite_updates=3")
     try:
         out, err = proc.communicate(timeout=240)
     finally:

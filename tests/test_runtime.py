@@ -55,6 +55,8 @@ def test_training_writes_metrics_checkpoints_and_trace(tmp_path):
     assert len(pids) == 2
     assert {"learner_train", "learner_collector_wait", "env_step", "backend_step", "action_wait"} <= names
     assert re.search(r"^unilab: iter 30\b", out.stdout, re.M)  # a console line at every log point with interval 0
+    assert ("unilab: learning rate 0.001 for actor and critic until 800,000 env steps, then algo.actor_lr=0.0003, "
+            "algo.critic_lr=0.0003") in out.stdout  # sac_cpu's early rate, said once
     # the banner says how the CPUs are split: the learner's half, the pool the rest (at most one per env)
     usable = cpu.usable_cpu_count()
     split = re.search(r"learner on cpu \(torch threads: (\d+)\), collector pool nthread=(\d+)", out.stdout)

@@ -80,6 +80,10 @@ class MetricsLogger:
             flush=True,
         )
         print(f"unilab: logging to {self.run_dir}", flush=True)
+        if a.early_lr is not None and a.early_lr_env_steps > 0:  # it overrides the two rates the user may have set
+            print(f"unilab: learning rate {a.early_lr:g} for actor and critic until {a.early_lr_env_steps:,} env "
+                  f"steps, then algo.actor_lr={a.actor_lr:g}, algo.critic_lr={a.critic_lr:g} "
+                  "(algo.early_lr=null: those from the start)", flush=True)
         if str(device) == "cpu" and a.batch_size * sum(a.critic_hidden_dims) > 2_000_000:
             print(
                 f"unilab: note: the learner is on the CPU with GPU-sized settings (batch {a.batch_size}, critic "

@@ -73,8 +73,9 @@ class SACConfig:
     critic_lr: float = 3e-4
     """AdamW learning rate of the critic ensemble."""
     early_lr: float | None = None
-    """AdamW learning rate of actor and critic for the first early_lr_env_steps env steps, then actor_lr /
-    critic_lr; null: actor_lr / critic_lr from the start (holosoma)."""
+    """AdamW learning rate of actor and critic for the first early_lr_env_steps env steps, in place of actor_lr
+    and critic_lr, which apply after; null: actor_lr / critic_lr from the start (holosoma). The banner says
+    which."""
     early_lr_env_steps: int = 0
     """Env steps (iterations x num_envs, per rank) that early_lr lasts."""
     alpha_lr: float = 3e-4
