@@ -11,9 +11,8 @@ rank that hangs makes them fail after a timeout. Two timeouts, because the
 ranks are in step only once training runs: the default group (the settings
 checks, the start-up broadcast, the barriers after each checkpoint and
 evaluation snapshot) waits out a slow rank's start-up or rank 0's writes; the
-training group (gradients,
-normaliser statistics, stop votes) waits one collector step and
-:data:`STEP_SKEW_S` more.
+training group (gradients, normaliser statistics, stop votes) waits one
+collector step and :data:`STEP_SKEW_S` more.
 """
 
 from __future__ import annotations
