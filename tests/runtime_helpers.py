@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -20,6 +21,12 @@ TINY = [
     "training.console_interval_s=0.5",
     "training.log_interval=5",
 ]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def train_cmd(log_root: Path, *extra: str) -> list[str]:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
-import socket
 
 import numpy as np
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from runtime_helpers import free_port
 
 from unilab.runtime import distributed
 from unilab.runtime.metrics import MetricsLogger, TrainingDiverged
@@ -72,12 +72,6 @@ def test_a_diverging_rank_reports_its_own_limit(tmp_path):
     assert it == WINDOW and "at least 90% of the envs were in a bad state" in msg
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _rank_main(rank, port, tmp, out):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=2)
@@ -92,7 +86,7 @@ def _rank_main(rank, port, tmp, out):
 def test_two_gloo_ranks_stop_together_when_one_diverges(tmp_path):
     with mp.Manager() as manager:
         out = manager.dict()
-        ctx = mp.start_processes(_rank_main, args=(_free_port(), str(tmp_path), out), nprocs=2, join=False,
+        ctx = mp.start_processes(_rank_main, args=(free_port(), str(tmp_path), out), nprocs=2, join=False,
                                  start_method="spawn")
         for proc in ctx.processes:
             proc.join(timeout=90)

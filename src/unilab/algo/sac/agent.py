@@ -236,6 +236,10 @@ class FastSAC:
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if self.grad_sync is not None:
+            # a loss non-finite on this rank alone must skip the step on every rank, or their weights part:
+            # 0 * NaN/inf is NaN, so it reaches every rank's averaged gradient and so the skip flag below
+            grad = next(p.grad for p in params if p.grad is not None)
+            grad.view(-1)[:1] += loss.detach() * 0
             self.grad_sync(params)
         max_norm = self.cfg.max_grad_norm if clip and self.cfg.max_grad_norm > 0 else float("inf")
         grad_norm = nn.utils.clip_grad_norm_(params, max_norm)
