@@ -9,6 +9,9 @@ import sys
 import time
 from pathlib import Path
 
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
 TINY = [
     "--task", "pendulum",
     "algo.num_envs=8",
@@ -23,10 +26,35 @@ TINY = [
 ]
 
 
-def free_port() -> int:
+def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _gloo_rank(rank: int, port: int, fn, out) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    try:
+        out[rank] = fn(rank)
+    finally:
+        dist.destroy_process_group()
+
+
+def on_two_gloo_ranks(fn) -> tuple:
+    """``fn(rank)`` (a module-level function) on two spawned gloo ranks: both results, once neither hung."""
+    with mp.Manager() as manager:
+        out = manager.dict()
+        ctx = mp.start_processes(_gloo_rank, args=(_free_port(), fn, out), nprocs=2, join=False,
+                                 start_method="spawn")
+        for proc in ctx.processes:
+            proc.join(timeout=90)
+        alive = [p for p in ctx.processes if p.is_alive()]
+        for p in alive:
+            p.kill()
+        assert not alive, "a rank hung"
+        assert all(p.exitcode == 0 for p in ctx.processes)
+        return out[0], out[1]
 
 
 def train_cmd(log_root: Path, *extra: str) -> list[str]:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import os
 
 import numpy as np
-import torch.distributed as dist
-import torch.multiprocessing as mp
-from runtime_helpers import free_port
+from runtime_helpers import on_two_gloo_ranks
 
 from unilab.runtime import distributed
 from unilab.runtime.metrics import MetricsLogger, TrainingDiverged
@@ -72,29 +71,13 @@ def test_a_diverging_rank_reports_its_own_limit(tmp_path):
     assert it == WINDOW and "at least 90% of the envs were in a bad state" in msg
 
 
-def _rank_main(rank, port, tmp, out):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=2)
-    try:
-        m, counters, names = _logger(os.path.join(tmp, str(rank)), agree=distributed.any_rank)
-        # only rank 1's envs go bad; both must stop at the same iteration
-        out[rank] = _run_until_stop(m, counters, names, bad_envs=NUM_ENVS if rank == 1 else 0, iterations=40)
-    finally:
-        dist.destroy_process_group()
+def _run_rank(tmp: str, rank: int) -> tuple:
+    m, counters, names = _logger(os.path.join(tmp, str(rank)), agree=distributed.any_rank)
+    # only rank 1's envs go bad; both must stop at the same iteration
+    return _run_until_stop(m, counters, names, bad_envs=NUM_ENVS if rank == 1 else 0, iterations=40)
 
 
 def test_two_gloo_ranks_stop_together_when_one_diverges(tmp_path):
-    with mp.Manager() as manager:
-        out = manager.dict()
-        ctx = mp.start_processes(_rank_main, args=(free_port(), str(tmp_path), out), nprocs=2, join=False,
-                                 start_method="spawn")
-        for proc in ctx.processes:
-            proc.join(timeout=90)
-        alive = [p for p in ctx.processes if p.is_alive()]
-        for p in alive:
-            p.kill()
-        assert not alive, "a rank hung"
-        assert all(p.exitcode == 0 for p in ctx.processes)
-        (it0, msg0), (it1, msg1) = out[0], out[1]
+    (it0, msg0), (it1, msg1) = on_two_gloo_ranks(functools.partial(_run_rank, str(tmp_path)))
     assert it0 == it1 == WINDOW  # bad from the first interval on: WINDOW iterations
     assert "another rank" in msg0 and "bad state" in msg1

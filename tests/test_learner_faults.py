@@ -11,9 +11,7 @@ import time
 
 import pytest
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
-from runtime_helpers import free_port, popen_train, run_dirs, train_cmd, wait_for_line
+from runtime_helpers import on_two_gloo_ranks, popen_train, run_dirs, train_cmd, wait_for_line
 
 from unilab.algo.sac import FastSAC, SACConfig
 from unilab.runtime import distributed
@@ -60,35 +58,21 @@ def test_a_nonfinite_critic_step_is_skipped_and_counted():
     assert agent.nonfinite_parameters() == []
 
 
-def _rank_step(rank: int, port: int, out) -> None:
-    """One critic step on two gloo ranks whose losses differ only in a term non-finite on rank 1."""
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=2)
-    try:
-        torch.manual_seed(0)
-        agent = _agent()
-        agent.grad_sync = distributed.average_gradients
-        params = list(agent.critic.parameters())
-        # a NaN constant: this rank's loss is non-finite while its own gradient is finite
-        loss = sum(p.square().sum() for p in params) + (math.nan if rank == 1 else 0.0)
-        _, skipped = agent._step(agent.critic_optimizer, loss, params)
-        out[rank] = (float(skipped), [p.detach().clone() for p in params])
-    finally:
-        dist.destroy_process_group()
+def _one_critic_step(rank: int) -> tuple[float, list[torch.Tensor]]:
+    """One critic step whose loss differs between the ranks only in a term non-finite on rank 1."""
+    torch.manual_seed(0)
+    agent = _agent()
+    agent.grad_sync = distributed.average_gradients
+    params = list(agent.critic.parameters())
+    # a NaN constant: this rank's loss is non-finite while its own gradient is finite
+    loss = sum(p.square().sum() for p in params) + (math.nan if rank == 1 else 0.0)
+    _, skipped = agent._step(agent.critic_optimizer, loss, params)
+    return float(skipped), [p.detach().clone() for p in params]
 
 
 def test_a_loss_nonfinite_on_one_rank_skips_the_step_on_every_rank():
     """Ranks that part here would train different networks from then on, with no error."""
-    with mp.Manager() as manager:
-        out = manager.dict()
-        ctx = mp.start_processes(_rank_step, args=(free_port(), out), nprocs=2, join=False, start_method="spawn")
-        for proc in ctx.processes:
-            proc.join(timeout=90)
-        alive = [p for p in ctx.processes if p.is_alive()]
-        for p in alive:
-            p.kill()
-        assert not alive and all(p.exitcode == 0 for p in ctx.processes)
-        (skip0, params0), (skip1, params1) = out[0], out[1]
+    (skip0, params0), (skip1, params1) = on_two_gloo_ranks(_one_critic_step)
     torch.manual_seed(0)
     start = _params(_agent().critic)
     assert skip0 == skip1 == 1.0
