@@ -275,6 +275,24 @@ def test_random_start_episode_lengths_follow_the_time_limit(tiny_cfg):
         env.close()
 
 
+def test_random_start_action_statistics_tell_a_held_posture_from_jitter(tiny_cfg):
+    """A constant action c: |action| mean |c|, no change. The action k c at an episode's k-th step: a change
+    of c each step; an episode start (from (L - 1) c back to 0) is not a change."""
+    from unilab.eval.rollout import random_start_metrics
+
+    env = _tiny_env(tiny_cfg, 3)
+    try:
+        c = np.linspace(-0.01, 0.01, env.action_dim)
+        held = random_start_metrics(env, lambda obs: np.tile(30 * c, (env.num_envs, 1)), episodes=5)
+        assert held["action_abs_mean"] == pytest.approx(30 * np.abs(c).mean())
+        assert held["action_change_rms"] == 0.0
+        ramp = random_start_metrics(env, lambda obs: env.book.lengths[:, None] * c, episodes=8)
+        assert ramp["episodes"] == 8 and ramp["episode_length_mean"] > 2.0
+        assert ramp["action_change_rms"] == pytest.approx(np.sqrt(np.mean(c**2)))
+    finally:
+        env.close()
+
+
 def test_agent_policy_feeds_the_actor_observations_and_asks_for_the_mean(tiny_cfg):
     import torch
 

@@ -50,7 +50,7 @@ START_MODES = ("clip", "random")
 DEFAULT_TASK = "g1_motion_tracking"
 """The task of a baseline evaluated without a checkpoint."""
 RANDOM_START_KEYS = ("episodes", "episode_length_mean", "episode_length_std", "failure_rate", "total_steps",
-                     "measured_steps", *ERROR_NAMES)
+                     "measured_steps", *ERROR_NAMES, "action_abs_mean", "action_change_rms")
 """The keys of :func:`random_start_metrics` (errors named as in clip mode)."""
 
 PolicyFn = Callable[[dict[str, np.ndarray]], np.ndarray]
@@ -419,7 +419,12 @@ def random_start_metrics(env: Any, policy: PolicyFn, episodes: int, progress: bo
     ``_std`` (steps, the ending step included, as training's ``length_mean``);
     ``failure_rate`` (terminated / ended); ``total_steps`` (env steps
     simulated); ``measured_steps`` (the steps the errors average over) and the
-    mean of each of :data:`unilab.eval.metrics.ERROR_NAMES` over them.
+    mean of each of :data:`unilab.eval.metrics.ERROR_NAMES` over them;
+    ``action_abs_mean`` (mean |action| over the joints and every step of the
+    measured episodes, [-1, 1] units) and ``action_change_rms`` (RMS over the
+    joints of the change from the episode's previous action): a policy that
+    holds a posture away from the default pose shows a large first and a small
+    second, a jittering one a large second.
     The env's ``auto_reset`` is restored afterwards; the env is not closed.
     """
     if episodes < 1:
@@ -433,6 +438,9 @@ def random_start_metrics(env: Any, policy: PolicyFn, episodes: int, progress: bo
     failures = 0
     sums = dict.fromkeys(ERROR_NAMES, 0.0)
     measured = total = 0
+    action_abs = action_sq = 0.0
+    action_steps = change_steps = 0
+    previous = None
     saved = env.auto_reset
     env.auto_reset = True
 
@@ -442,7 +450,16 @@ def random_start_metrics(env: Any, policy: PolicyFn, episodes: int, progress: bo
                   leave=False) as bar:
             while (ended < quota).any():
                 counted = ended < quota  # the episode each env is in now is one of its share
-                obs, _, terminated, truncated, _ = env.step(policy(obs))
+                action = policy(obs)
+                a = np.asarray(action, dtype=np.float64)
+                action_abs += float(np.abs(a[counted]).mean(axis=1).sum())
+                action_steps += int(counted.sum())
+                if previous is not None:
+                    within = counted & (length > 0)  # not an episode's first action
+                    action_sq += float(np.square(a[within] - previous[within]).mean(axis=1).sum())
+                    change_steps += int(within.sum())
+                previous = a
+                obs, _, terminated, truncated, _ = env.step(action)
                 total += n
                 length += 1
                 done = np.asarray(terminated, dtype=bool) | np.asarray(truncated, dtype=bool)
@@ -466,6 +483,8 @@ def random_start_metrics(env: Any, policy: PolicyFn, episodes: int, progress: bo
            "episode_length_std": float(all_lengths.std()), "failure_rate": failures / all_lengths.size,
            "total_steps": int(total), "measured_steps": int(measured)}
     out.update({name: (sums[name] / measured if measured else math.nan) for name in ERROR_NAMES})
+    out["action_abs_mean"] = action_abs / action_steps
+    out["action_change_rms"] = math.sqrt(action_sq / change_steps) if change_steps else math.nan
     return out
 
 
