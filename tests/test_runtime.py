@@ -11,7 +11,8 @@ import time
 
 import psutil
 import pytest
-from runtime_helpers import popen_train, run_dirs, train_cmd, wait_for_line
+import torch
+from runtime_helpers import TINY, popen_train, run_dirs, train_cmd, wait_for_line
 
 from unilab.runtime.checkpoint import latest_checkpoint, load_checkpoint
 from unilab.runtime.trainer import learner_threads, pool_threads
@@ -77,6 +78,44 @@ def test_resume_continues_the_iteration_count(tmp_path):
     payload, path = load_checkpoint(run2)
     assert path.name == "model_16.pt" and payload["iteration"] == 16
     assert "replay" in payload
+
+
+def _trainer(tmp_path, *overrides: str, rank: int = 0):
+    from unilab.cli.config import compose_config, explicit_algo_keys, split_argv, to_run_spec
+    from unilab.runtime.distributed import DistInfo
+    from unilab.runtime.trainer import Trainer
+
+    argv, _ = split_argv([*TINY, "algo.device=cpu", *overrides])
+    trainer = Trainer(to_run_spec(compose_config(argv), explicit_algo_keys(argv)), run_dir=tmp_path)
+    trainer.dist = DistInfo(rank=rank)  # a rank's own choices only: no process group
+    return trainer
+
+
+def test_ranks_draw_their_own_noise_and_a_resume_goes_on_with_the_saved_stream(tmp_path):
+    from unilab.tasks.registry import make_env
+
+    env = make_env("pendulum", _trainer(tmp_path / "t0").spec.task_cfg, 8)
+    spec = env.spec
+    env.close()
+    draws = []
+    for rank in (0, 1):
+        trainer = _trainer(tmp_path / f"r{rank}", rank=rank)
+        trainer._build(spec)
+        draws.append(torch.randn(8))  # the global stream the actor's noise comes from
+    assert not torch.equal(draws[0], draws[1])  # the same networks, not the same exploration on every rank
+
+    first = tmp_path / "a"
+    assert _run(train_cmd(first, "algo.max_iterations=10")).returncode == 0
+    (run,) = run_dirs(first)
+    payload, _ = load_checkpoint(run)
+    trainer = _trainer(tmp_path / "b", f"training.resume={run}", "algo.max_iterations=16")
+    trainer._resume_payload = trainer._load_resume()
+    # the resumed envs do not replay the fresh run's resets and randomization
+    assert trainer._collector_args().seed != _trainer(tmp_path / "c")._collector_args().seed
+    agent, replay = trainer._build(spec)
+    torch.manual_seed(0)  # the fresh run's stream, which the resume must not repeat
+    assert trainer._maybe_resume(agent, replay) == 10
+    assert torch.equal(torch.get_rng_state(), payload["rng"]["torch"])
 
 
 def test_resume_from_a_missing_checkpoint_is_clear(tmp_path):

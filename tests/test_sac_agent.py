@@ -184,6 +184,23 @@ def test_state_dict_round_trip_reproduces_actions_and_learning(distributional):
         FastSAC(_cfg(), OBS + 1, COBS, ACT).load_state_dict(state)
 
 
+def test_a_loaded_state_keeps_the_moments_and_this_configs_optimiser_settings():
+    """A resume with algo.alpha_lr / weight_decay / betas / rates overridden trains with them."""
+    a = FastSAC(_cfg(), OBS, COBS, ACT)
+    for i in range(3):
+        a.update(_batch(seed=i))
+    changed = dict(actor_lr=1e-3, critic_lr=2e-3, alpha_lr=1e-2, weight_decay=0.0, adam_beta1=0.8, adam_beta2=0.999)
+    b = FastSAC(_cfg(**changed), OBS, COBS, ACT)
+    b.load_state_dict(a.state_dict())
+    for opt, lr in ((b.actor_optimizer, 1e-3), (b.critic_optimizer, 2e-3), (b.alpha_optimizer, 1e-2)):
+        (group,) = opt.param_groups
+        assert (group["lr"], group["betas"]) == (lr, (0.8, 0.999))
+    assert b.actor_optimizer.param_groups[0]["weight_decay"] == 0.0
+    assert b.alpha_optimizer.param_groups[0]["weight_decay"] == a.alpha_optimizer.param_groups[0]["weight_decay"]
+    for mine, theirs in zip(b.critic_optimizer.state.values(), a.critic_optimizer.state.values()):
+        assert torch.equal(mine["exp_avg"], theirs["exp_avg"]) and torch.equal(mine["step"], theirs["step"])
+
+
 def test_grad_sync_hook_sees_every_backward_before_the_step():
     agent = FastSAC(_cfg(weight_decay=0.0, policy_frequency=1), OBS, COBS, ACT)
     calls = []

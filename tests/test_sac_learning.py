@@ -177,3 +177,40 @@ def test_the_iteration_trains_at_early_lr_until_its_env_steps_then_at_the_recipe
         step, _ = loop.run(it, step, source)
         rates.append((agent.actor_optimizer.param_groups[0]["lr"], agent.critic_optimizer.param_groups[0]["lr"]))
     assert rates == [(3e-4, 2e-4), (1e-3, 1e-3), (1e-3, 1e-3), (3e-4, 2e-4), (3e-4, 2e-4)]  # no update at 0
+
+
+def test_updates_wait_for_learning_starts_stored_steps_also_after_a_resume():
+    """A resumed run (iteration 100) without its replay collects learning_starts steps before it trains."""
+    cfg = _config(learning_starts=3)
+    agent, loop, source, step = _point_mass_iteration(cfg)
+    done = []
+    for it in range(100, 106):
+        step, _ = loop.run(it, step, source)
+        done.append(agent.num_updates_done)
+    # the step of iteration k is stored at k + 1: 3 steps stored before iteration 103's updates
+    assert done == [0, 0, 0, 2, 4, 6]
+
+
+def test_a_stop_inside_the_replay_write_leaves_the_step_pending_and_it_is_stored_whole(monkeypatch):
+    cfg = _config(learning_starts=100)
+    agent, loop, source, step = _point_mass_iteration(cfg)
+    loop.run(0, step, source)
+    before, after = loop.pending
+    clean = ReplayBuffer(cfg.num_envs, cfg.buffer_size, loop.replay.record, device="cpu")
+    clean.extend(before, after)
+    check, calls = loop.replay._check, []
+
+    def interrupted(name, x, trailing):
+        calls.append(name)
+        if len(calls) == 3:
+            raise KeyboardInterrupt  # Ctrl-C half way through the slot
+        return check(name, x, trailing)
+
+    monkeypatch.setattr(loop.replay, "_check", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        loop.store_pending()
+    assert loop.pending is not None and loop.replay.size == 0
+    loop.store_pending()  # the stop path's call
+    assert loop.pending is None and loop.replay.size == 1
+    for name, stored in loop.replay.storage.items():
+        assert torch.equal(stored[:, 0], clean.storage[name][:, 0]), name

@@ -184,6 +184,33 @@ def test_state_dict_round_trip():
         assert torch.equal(sa[key], sb[key]), key
 
 
+def test_a_loaded_buffer_ends_every_window_at_its_newest_step():
+    """After a resume the envs restart: a window from before the save must not run on into the new episode."""
+    hist = _random_history(2, 5, seed=3, p_term=0.0, p_trunc=0.0)
+    a = _rb(2, 8, OBS, COBS, ACT, n_steps=3, gamma=0.5)
+    _fill(a, hist, 5)
+    b = _rb(2, 8, OBS, COBS, ACT, n_steps=3, gamma=0.5)
+    b.load_state_dict(a.state_dict())
+    first = _random_history(2, 1, seed=4, p_term=0.0, p_trunc=0.0)  # the restarted envs' first step
+    for buf in (a, b):
+        _fill(buf, first, 1)
+    env, start = torch.tensor([0, 1]), torch.tensor([3, 3])
+    running_on, cut = a.gather(env, start), b.gather(env, start)
+    assert running_on["n"].tolist() == [3, 3]  # without the cut: into the new episode's step
+    assert cut["n"].tolist() == [2, 2] and cut["bootstrap"].tolist() == [1.0, 1.0]
+    assert torch.equal(cut["next_obs"], torch.from_numpy(hist["next_obs"][4]))
+    assert torch.allclose(cut["rewards"], torch.from_numpy(hist["reward"][3] + 0.5 * hist["reward"][4]))
+
+
+def test_a_replay_state_that_cannot_load_changes_nothing():
+    a, _ = _filled_and_copy()
+    state = {**a.state_dict(), "generator": torch.zeros(16, dtype=torch.uint8)}  # not a CPU generator's state
+    empty = _rb(2, 6, OBS, COBS, ACT, n_steps=3, gamma=0.8)
+    with pytest.raises(RuntimeError):
+        empty.load_state_dict(state)
+    assert empty.size == 0 and empty.ptr == 0 and not empty.storage["obs"].any()
+
+
 def test_a_reseeded_copy_draws_other_batches_from_the_same_contents():
     a, b = _filled_and_copy()
     b.reseed(12)

@@ -55,9 +55,10 @@ class LearnerIteration:
     def store_pending(self) -> None:
         """Put the received step into the replay (before a checkpoint, and when training stops)."""
         if self.pending is not None:
-            before, after = self.pending
+            # cleared only once stored: a stop signal inside extend leaves it pending, and the stop path's
+            # store_pending writes the whole slot again (the write pointer moves at extend's end)
+            self.replay.extend(*self.pending)
             self.pending = None
-            self.replay.extend(before, after)
 
     def run(self, iteration: int, step: Step, source: StepSource, log_metrics: bool = False,
             while_env_steps: Callable[[], None] | None = None) -> tuple[Step, dict[str, float]]:
@@ -72,7 +73,8 @@ class LearnerIteration:
             before["action"] = action
         metrics: dict[str, float] = {}
         with timer.phase("learner_train"):
-            if iteration >= a.learning_starts and self.replay.size > 0:
+            # counted in stored steps, not iterations: a resume without its replay collects afresh first
+            if self.replay.size >= max(min(a.learning_starts, self.replay.capacity), 1):
                 self.agent.set_learning_rates(iteration * a.num_envs)
                 for k in range(a.num_updates):
                     batch = self.replay.sample(a.batch_size)

@@ -51,6 +51,12 @@ from unilab.telemetry.phase_timer import PhaseTimer
 from unilab.telemetry.trace import TraceRecorder, merge_traces
 
 
+def stream_seed(seed: int, iteration: int) -> int:
+    """The seed of a random stream that starts at ``iteration``: ``seed`` itself at 0, and at a resume one
+    that neither repeats the first iterations' stream nor another rank's (whose ``seed`` differs)."""
+    return seed if iteration == 0 else (seed << 32) + iteration
+
+
 def learner_threads(usable: int, setting: int | None, on_cuda: bool) -> int:
     """torch threads of the learner: ``training.learner_threads``, else 1 when it trains on a GPU (its host
     work is launching kernels), else half the ``usable`` CPUs."""
@@ -166,17 +172,19 @@ class Trainer:
         return kw
 
     def _start_collector(self) -> CollectorClient:
+        return CollectorClient(self._collector_args(), step_timeout_s=self.spec.training.collector_timeout_s)
+
+    def _collector_args(self) -> CollectorArgs:
         tr = self.spec.training
-        args = CollectorArgs(
+        return CollectorArgs(
             task_name=self.spec.task_name,
             task_cfg=self.spec.task_cfg,
             num_envs=self.spec.algo.num_envs,
             pool_kwargs=self._pool_kwargs(),
-            seed=tr.seed + 1000 * self.dist.rank,
+            seed=stream_seed(tr.seed + 1000 * self.dist.rank, self._resume_iteration()),
             trace_path=str(self.run_dir / "trace_collector.json") if tr.trace_enabled else None,
             startup_timeout_s=tr.startup_timeout_s,
         )
-        return CollectorClient(args, step_timeout_s=tr.collector_timeout_s)
 
     def _build(self, env: EnvSpec) -> tuple[FastSAC, ReplayBuffer]:
         a = self.spec.algo
@@ -184,6 +192,8 @@ class Trainer:
                         mirror=env.mirror, mirror_error=env.mirror_error)
         if self.dist.world_size > 1:
             distributed.broadcast_parameters(agent)
+        if self.dist.rank > 0:  # the same networks, other noise: rank 0 keeps the stream algo.seed started
+            torch.manual_seed(stream_seed(a.seed + self.dist.rank, 0))
         replay = ReplayBuffer(
             a.num_envs, a.buffer_size, env.record,
             n_steps=a.n_steps, gamma=a.gamma, device=agent.device, seed=a.seed + self.dist.rank,
@@ -416,6 +426,8 @@ class Trainer:
         }
         if self.spec.training.save_replay:
             payload["replay"] = replay.state_dict()
+        payload["rng"] = {"torch": torch.get_rng_state(),
+                          "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else []}
         try:
             with self.signals.deferred():  # a signal inside torch.save would abandon the file
                 self.last_checkpoint = save_checkpoint(
@@ -448,9 +460,21 @@ class Trainer:
                 print(f"unilab: replay buffer of {path} not restored ({err}); starting with an empty one", flush=True)
             else:
                 if self.dist.rank > 0:  # rank 0's replay and sampler state: the others draw their own batches
-                    replay.reseed(((self.spec.algo.seed + self.dist.rank) << 32) + int(payload["iteration"]))
-        print(f"unilab: resumed from {path} at iteration {payload['iteration']}", flush=True)
-        return int(payload["iteration"])
+                    replay.reseed(stream_seed(self.spec.algo.seed + self.dist.rank, int(payload["iteration"])))
+        iteration = int(payload["iteration"])
+        rng = payload.get("rng")
+        if self.dist.rank == 0 and rng is not None:  # the noise goes on where the saved run stopped
+            torch.set_rng_state(rng["torch"])
+            if rng["cuda"] and torch.cuda.is_initialized() and len(rng["cuda"]) == torch.cuda.device_count():
+                torch.cuda.set_rng_state_all(rng["cuda"])
+        else:  # another rank's (or an unknown) state: a stream of its own, not the first iterations' again
+            torch.manual_seed(stream_seed(self.spec.algo.seed + self.dist.rank, iteration))
+        print(f"unilab: resumed from {path} at iteration {iteration}", flush=True)
+        return iteration
+
+    def _resume_iteration(self) -> int:
+        """The iteration training.resume continues from (0 for a fresh run)."""
+        return 0 if self._resume_payload is None else int(self._resume_payload[0]["iteration"])
 
     def _load_resume(self) -> tuple[dict[str, Any], Path]:
         """Load training.resume and take its algo settings for every key the user did not set."""

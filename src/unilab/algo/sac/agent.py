@@ -33,6 +33,8 @@ from .replay import BATCH_KEYS
 MIRRORED_KEYS = {"obs": "obs", "next_obs": "obs", "critic_obs": "critic_obs", "next_critic_obs": "critic_obs",
                  "action": "action"}
 """Batch keys that symmetry augmentation mirrors, and the mirror each uses (the others are repeated)."""
+OPTIMIZER_SETTINGS = ("lr", "betas", "weight_decay")
+"""Optimiser settings a loaded state does not override (they are the config's)."""
 # counters of nonfinite_counts(): updates with any skipped step, steps skipped per optimiser,
 # and the current run of consecutive updates with a skipped step
 NONFINITE_KEYS = ("updates", "critic", "actor", "alpha", "streak")
@@ -423,9 +425,12 @@ class FastSAC:
             self.log_alpha.copy_(state["log_alpha"].to(self.device))
         for opt, key in ((self.actor_optimizer, "actor_optimizer"), (self.critic_optimizer, "critic_optimizer"),
                          (self.alpha_optimizer, "alpha_optimizer")):
+            # the moments come from the checkpoint, the settings from this agent's config: a resume with
+            # algo.alpha_lr=... or algo.weight_decay=... must train with them, as its config says
+            mine = [{k: group[k] for k in OPTIMIZER_SETTINGS} for group in opt.param_groups]
             opt.load_state_dict(state[key])
-            for group in opt.param_groups:  # older checkpoints carry foreach groups: keep the fused guard
-                group.update(fused=True, foreach=None)
+            for group, settings in zip(opt.param_groups, mine):
+                group.update(settings, fused=True, foreach=None)
         self.num_updates_done = int(state.get("num_updates_done", 0))
 
     @classmethod

@@ -44,8 +44,9 @@ class SACConfig:
     batch_size: int = 8192
     """Transitions per gradient step."""
     learning_starts: int = 10
-    """Iterations of collection before the first gradient step (the policy acts from the first step: a fresh
-    actor holds the default pose with a small spread, as holosoma's)."""
+    """Steps per env in the replay before the first gradient step: iterations of collection at the start, and
+    again after a resume without its replay (the policy acts from the first step: a fresh actor holds the
+    default pose with a small spread, as holosoma's)."""
     n_steps: int = 1
     """Length of the n-step return window (cut at the first episode end)."""
     obs_normalization: bool = True
@@ -61,7 +62,7 @@ class SACConfig:
     num_updates: int = 4
     """Gradient steps per iteration (update-to-data ratio)."""
     policy_frequency: int = 2
-    """Actor and temperature are updated once every this many critic updates."""
+    """The actor steps once every this many critic updates (the temperature at every critic update, as holosoma)."""
     use_symmetry: bool = False
     """Left/right symmetry augmentation (holosoma's use_symmetry): every sampled batch is trained together with
     its mirror image (observations, next observations and actions mirrored, rewards and dones repeated), so

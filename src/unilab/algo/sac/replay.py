@@ -215,17 +215,27 @@ class ReplayBuffer:
         self._generator.manual_seed(seed)
 
     def load_state_dict(self, state: dict) -> None:
-        """Restore contents saved by :meth:`state_dict` (shapes must match)."""
+        """Restore contents saved by :meth:`state_dict` (shapes must match; on error nothing is changed).
+
+        The newest stored step of every env that did not fail is marked truncated: the envs restart after a
+        resume, so an n-step window must end there (it bootstraps from the stored next observation).
+        """
         for name, dst in self.storage.items():
             if name not in state:
                 raise ValueError(f"replay state has no {name!r} (it holds {sorted(state)})")
             src = state[name]
             if tuple(src.shape) != tuple(dst.shape):
                 raise ValueError(f"replay state {name} has shape {tuple(src.shape)}, buffer has {tuple(dst.shape)}")
-            dst.copy_(src.to(self.device))
+        probe = torch.Generator(device=self._generator.device)
+        probe.set_state(state["generator"])  # a sampler state of another device fails here, before any copy
+        for name, dst in self.storage.items():
+            dst.copy_(state[name].to(self.device))
         self.ptr = int(state["ptr"])
         self.size = int(state["size"])
         self._generator.set_state(state["generator"])
+        if self.size:
+            newest = (self.ptr - 1) % self.capacity
+            self.truncated[:, newest] |= ~self.terminated[:, newest]
 
 
 def _torch_dtype(dtype: str) -> torch.dtype:
