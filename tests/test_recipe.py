@@ -87,6 +87,14 @@ def test_train_cfg_shows_the_cpu_recipe_without_cuda(monkeypatch, capsys):
     assert "num_envs: 4096" in capsys.readouterr().out
 
 
+def test_train_cfg_of_a_resumed_run_says_the_algo_block_comes_from_the_checkpoint(capsys):
+    assert train_cli.main(["--task", "pendulum", "algo.gamma=0.9", "training.resume=somewhere", "--cfg"]) == 0
+    last = capsys.readouterr().out.rstrip().splitlines()[-1]
+    assert last.startswith("# training.resume is set") and "(given: gamma)" in last
+    assert train_cli.main(["--task", "pendulum", "--cfg"]) == 0
+    assert "training.resume is set" not in capsys.readouterr().out
+
+
 def test_train_prints_the_recipe_line_before_it_starts(monkeypatch, capsys):
     import unilab.runtime.trainer as trainer_mod
 

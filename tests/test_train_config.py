@@ -134,6 +134,18 @@ def test_bad_command_lines(argv, capsys):
     assert "train: error:" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv", [["algo.num_envs=abc", "algo.num_envs=16"], ["algo.num_envs=16", "algo.num_envs=abc"]])
+def test_a_key_given_twice_is_refused_quoting_the_bad_value(argv):
+    with pytest.raises(ConfigError, match="invalid value for algo.num_envs: 'abc'"):
+        compose_config(argv)
+
+
+@pytest.mark.parametrize("flag", ["--task", "--algo", "--sim"])
+def test_a_flag_whose_value_is_missing_does_not_take_the_next_override(flag, capsys):
+    assert train_cli.main([flag, "algo.num_envs=16"]) == 2
+    assert f"option {flag} needs a value" in capsys.readouterr().err
+
+
 def _leaf_keys(node, prefix: str) -> list[str]:
     """Every leaf key of a composed group: nested config dataclasses are walked, other values are leaves."""
     keys = []
@@ -162,6 +174,13 @@ def test_help_documents_every_key_of_every_group(task, capsys):
     if task == "g1_motion_tracking":
         assert "  task.reset.noise.root_lin_vel = [0.5, 0.5, 0.2]" in lines
         assert "task.rewards.body_pos.sigma" in documented and "task.kp" in documented
+
+
+def test_help_says_which_recipe_its_values_are(capsys):
+    assert train_cli.main(["--task", "pendulum", "--algo", "sac_cpu", "algo.gamma=0.9", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "Values below: recipe sac_cpu (--algo sac_cpu), with the overrides given." in out
+    assert "  algo.gamma = 0.9" in out
 
 
 def test_help_imports_no_torch():
@@ -219,6 +238,8 @@ def test_every_config_field_has_a_doc():
     ("algo.device=gpu", "algo.device", "'gpu'"),
     ("algo.early_lr=0", "algo.early_lr", "0.0"),
     ("algo.early_lr_env_steps=-1", "algo.early_lr_env_steps", "-1"),
+    ("training.experiment_name=/tmp/elsewhere", "training.experiment_name", "'/tmp/elsewhere'"),
+    ("training.experiment_name=a/../../b", "training.experiment_name", "'a/../../b'"),
 ])
 def test_out_of_range_training_values_are_refused_naming_key_and_value(override, key, value):
     with pytest.raises(ConfigError) as err:
@@ -230,7 +251,7 @@ def test_out_of_range_training_values_are_refused_naming_key_and_value(override,
                                       "training.max_bad_env_fraction=null", "training.max_bad_env_fraction=0",
                                       "training.warn_bad_env_fraction=1", "training.divergence_window=1",
                                       "algo.device=cpu", "algo.device=auto", "algo.early_lr=null",
-                                      "algo.early_lr_env_steps=0"])
+                                      "algo.early_lr_env_steps=0", "training.experiment_name=sweeps/lr_1e-3"])
 def test_values_at_the_edges_of_their_ranges_are_taken(override):
     to_run_spec(compose_config(["task=pendulum", override]))
 

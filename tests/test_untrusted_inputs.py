@@ -264,6 +264,31 @@ def test_play_refuses_an_unwritable_video_path_before_the_rollout(monkeypatch, c
     assert len(err) == 1 and err[0].startswith("play: error: cannot write the video to /proc/x.mp4"), err
 
 
+@pytest.mark.parametrize(("args", "message"), [
+    (["--width", "321"], "play --width must be a positive even number of pixels, got 321"),
+    (["--height", "0"], "play --height must be a positive even number of pixels, got 0"),
+    (["--out", "clip.avi"], "play --out must end in .mp4, got clip.avi"),
+])
+def test_play_refuses_a_bad_video_size_or_name_before_loading_anything(monkeypatch, capsys, args, message):
+    from unilab.cli import play as play_cli
+    from unilab.runtime import play as play_mod
+
+    def no_load(*_a, **_k):
+        raise AssertionError("the checkpoint was loaded before the video options were checked")
+
+    monkeypatch.setattr(play_mod, "load_checkpoint", no_load)
+    assert play_cli.main(["run", *args]) == 2
+    assert capsys.readouterr().err.strip() == f"play: error: {message}"
+
+
+def test_export_refuses_a_directory_as_its_output_before_reading_the_checkpoint(capsys, tmp_path):
+    from unilab.cli import export as export_cli
+
+    assert export_cli.main([str(tmp_path / "no_such_run"), "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"unilab-export: error: cannot write the ONNX file to {tmp_path}: it is a directory", err
+
+
 def test_collector_starts_with_ctrl_c_ignored():
     """Ctrl-C reaches the whole process group: a collector still importing must not die of it (with a traceback)."""
     if not Path("/proc/self/status").exists():

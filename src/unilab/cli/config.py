@@ -65,7 +65,7 @@ def split_argv(argv: Sequence[str]) -> tuple[list[str], dict[str, bool]]:
                 )
             if not eq:
                 value = next(it, None)
-                if value is None or value.startswith("-"):
+                if value is None or value.startswith("-") or "=" in value:  # an override, not a name
                     raise ConfigError(f"option --{name} needs a value, e.g. --{name} {_example(name)}")
             overrides.append(f"{name}={value}")
         elif "=" in tok:
@@ -214,7 +214,10 @@ def compose_config(overrides: Sequence[str], config_name: str = "train") -> Any:
             getattr(cause, "object_type", None) not in (None, dict, list) or "Value '" in str(cause)
         ):
             key = str(getattr(cause, "full_key", ""))
-            raise ConfigError(describe_config_error(cause, value=_override_value(overrides, key))) from None
+            # Hydra names the override it failed on: the first bad one of a key given twice, not the last
+            failed = str(err).removeprefix("Error merging override ")
+            given = [failed] if failed != str(err) else overrides
+            raise ConfigError(describe_config_error(cause, value=_override_value(given, key))) from None
         raise ConfigError(f"bad config override: {' '.join(str(err).split())}{_quoting_hint(overrides)}") from None
     _check_bool_overrides(cfg, overrides)
     return cfg
@@ -326,8 +329,11 @@ def field_docs(cls: type) -> dict[str, str]:
     return docs
 
 
-def help_text(cfg: Any, prog: str = "train") -> str:
-    """``--help``: usage, then every key of every group with its value and meaning."""
+def help_text(cfg: Any, prog: str = "train", values_from: str = "") -> str:
+    """``--help``: usage, then every key of every group with its value and meaning.
+
+    ``values_from``: the line saying which recipe the listed values are (:func:`choose_recipe`'s banner).
+    """
     lines = [
         f"usage: {prog} [--algo sac] [--task NAME] [--sim mujoco] [--cfg] [--help] [key=value ...]",
         "",
@@ -344,6 +350,8 @@ def help_text(cfg: Any, prog: str = "train") -> str:
         "                (add a key to a name-keyed map with +, e.g. +task.kp.left_knee_joint=120)",
         "",
     ]
+    if values_from:
+        lines += [f"Values below: {values_from.removeprefix('unilab: ')}, with the overrides given.", ""]
     for group in ("algo", "task", "sim", "training"):
         lines.append(f"{group}:")
         lines.extend(f"  {key} = {value}" + (f"\n      {doc}" if doc else "")

@@ -35,13 +35,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(args: argparse.Namespace) -> int:
     from unilab.deploy.export import export_policy  # lazy: --help and usage errors without torch
+    from unilab.paths import check_writable
 
+    try:
+        check_writable(args.out, "ONNX file")  # before the checkpoint is read and traced
+    except OSError as err:
+        print(f"unilab-export: error: {err}", file=sys.stderr)
+        return 2
     try:
         res = export_policy(args.checkpoint, args.out)
     except (FileNotFoundError, ValueError) as err:  # missing / corrupt / foreign checkpoint, bad task config
         print(f"unilab-export: error: {err}", file=sys.stderr)
         return 2
-    except OSError as err:  # the output cannot be written
+    except OSError as err:  # the output cannot be written (disk full, ...)
         print(f"unilab-export: error: cannot write {args.out}: {err}", file=sys.stderr)
         return 1
     print(f"unilab-export: {res.checkpoint} -> {res.path} (obs {res.obs_dim} -> action {res.action_dim}, "

@@ -12,6 +12,13 @@ from unilab.render.video import GHOST_MODES
 from unilab.runtime.config import PlayConfig
 
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Defaults in the help, except None: those options' help says what they default to."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        return action.help if action.default is None else super()._get_help_string(action)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="play",
@@ -19,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(offscreen OpenGL: EGL, else OSMesa). For motion tracking the reference motion is drawn as a "
         "translucent ghost and each frame shows the clip, the reference frame and the mean tracked-body "
         "position error in mm.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=_HelpFormatter,
     )
     p.add_argument("checkpoint", help="a run directory (its latest model_<iter>.pt) or a model_<iter>.pt file")
     p.add_argument("overrides", nargs="*", metavar="task.KEY=VALUE", help=task_overrides.HELP)

@@ -19,6 +19,11 @@ from unilab.cli.config import (
 )
 from unilab.gl_env import gl_disabled
 
+# a resumed run takes the algo keys not named on the command line from its checkpoint (to_run_spec),
+# so the printed algo block is not what it will train with
+RESUME_CFG_NOTE = ("# training.resume is set: the algo keys not given on the command line (given: {keys}) "
+                   "come from the checkpoint, not from the algo block above")
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``train`` console script; returns the exit code."""
@@ -40,10 +45,12 @@ def _main(argv: Sequence[str] | None) -> int:
         composed, recipe = choose_recipe(overrides)
         cfg = compose_config(composed)
         if flags["help"]:
-            print(help_text(cfg))
+            print(help_text(cfg, values_from=recipe))
             return 0
         if flags["cfg"]:
-            print(OmegaConf.to_yaml(cfg))
+            print(OmegaConf.to_yaml(cfg), end="")
+            if cfg.training.resume:
+                print(RESUME_CFG_NOTE.format(keys=", ".join(explicit_algo_keys(overrides) or ()) or "none"))
             return 0
         spec = to_run_spec(cfg, explicit_algo_keys(overrides))
     except ConfigError as err:

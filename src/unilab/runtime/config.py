@@ -53,6 +53,12 @@ class PlayConfig:
             raise ValueError(f"play needs num_envs >= 1 and steps >= 1, got {self.num_envs} and {self.steps}")
         if self.ghost not in GHOST_MODES:
             raise ValueError(f"play ghost must be one of {', '.join(GHOST_MODES)}, got {self.ghost!r}")
+        for name in ("width", "height"):  # before the rollout, not after it: yuv420p needs even sizes
+            v = getattr(self, name)
+            if v <= 0 or v % 2:
+                raise ValueError(f"play --{name} must be a positive even number of pixels, got {v}")
+        if self.out is not None and Path(self.out).suffix.lower() != ".mp4":
+            raise ValueError(f"play --out must end in .mp4, got {self.out}")
 
 
 @dataclass
@@ -60,7 +66,7 @@ class TrainingConfig:
     """How a training run is driven, logged and saved."""
 
     experiment_name: str | None = None
-    """Name under logs/fast_sac/; null uses the task name."""
+    """Folder under <log_root>/fast_sac/ (relative, may hold subfolders, no '..'); null uses the task name."""
     log_root: str = "logs"
     """Root directory of run directories (logs/fast_sac/<experiment>/<time>_mujoco/)."""
     log_interval: int = 10
@@ -113,6 +119,10 @@ class TrainingConfig:
     Motion-tracking tasks only."""
 
     def __post_init__(self) -> None:
+        name = self.experiment_name
+        if name is not None and (not name or Path(name).is_absolute() or ".." in Path(name).parts):
+            raise ValueError(f"training.experiment_name must be a relative name without '..' (the run goes to "
+                             f"<log_root>/fast_sac/<experiment_name>/), got {name!r}")
         k = self.keep_checkpoints
         if isinstance(k, bool) or not isinstance(k, int) or k < 0:
             raise ValueError(f"training.keep_checkpoints must be an integer >= 0 (0 keeps all), got {k!r}")
