@@ -30,8 +30,9 @@ def test_plain_train_without_cuda_is_the_cpu_recipe():
     assert (algo.num_envs, algo.batch_size, algo.num_atoms, algo.actor_hidden_dims) == (256, 512, 101, [256, 128, 64])
     assert (algo.num_updates, algo.policy_frequency) == (4, 2)  # holosoma's 4 updates per iteration, at batch 512
     assert algo.critic_hidden_dims == [256, 128, 64] and algo.learning_starts == 10
-    # the two non-size differences (docs/RECIPE.md, each with its A/B)
+    # the three non-size differences (docs/RECIPE.md, each with its A/B)
     assert algo.init_log_std_at_target and (algo.early_lr, algo.early_lr_env_steps) == (1e-3, 800_000)
+    assert algo.bc_weight == 0.02
     assert algo.distributional and algo.gamma == 0.99  # the rest is the GPU recipe's
 
 
@@ -46,7 +47,7 @@ def test_plain_train_with_cuda_and_forced_sac_are_the_holosoma_recipe():
         assert algo.actor_hidden_dims == [512, 256, 128] and algo.critic_hidden_dims == [768, 384, 192]
         assert (algo.actor_lr, algo.critic_lr, algo.alpha_lr, algo.alpha_init) == (3e-4, 3e-4, 3e-4, 0.001)
         assert not algo.init_log_std_at_target and (algo.adam_beta1, algo.adam_beta2) == (0.9, 0.95)
-        assert algo.early_lr is None  # holosoma's rates from the start
+        assert algo.early_lr is None and algo.bc_weight == 0.0  # holosoma's rates and actor loss
         assert (algo.buffer_size, algo.learning_starts, algo.use_cdq, algo.max_iterations) == (1024, 10, False,
                                                                                                400_000)
 
@@ -65,7 +66,7 @@ def test_locomotion_picks_holosomas_loco_recipe():
     assert line == "unilab: recipe sac_cpu_loco (no CUDA device; --algo sac_loco forces the GPU recipe)"
     assert (algo.num_envs, algo.batch_size, algo.num_updates, algo.policy_frequency) == (256, 1024, 2, 2)
     assert (algo.gamma, algo.tau, algo.target_entropy_scale, algo.use_symmetry) == (0.97, 0.125, 0.0, True)
-    assert not algo.init_log_std_at_target and algo.early_lr is None
+    assert not algo.init_log_std_at_target and algo.early_lr is None and algo.bc_weight == 0.0
     algo, line = _algo(["--task", "g1_locomotion", "--algo", "sac_cpu"], cuda=False)
     assert line == "unilab: recipe sac_cpu (--algo sac_cpu)" and algo.gamma == 0.99  # a named recipe is kept
 

@@ -201,6 +201,27 @@ def test_a_loaded_state_keeps_the_moments_and_this_configs_optimiser_settings():
         assert torch.equal(mine["exp_avg"], theirs["exp_avg"]) and torch.equal(mine["step"], theirs["step"])
 
 
+@pytest.mark.parametrize("bc_weight", [0.0, 1.0])
+def test_bc_weight_pulls_the_mean_action_to_the_replayed_actions(bc_weight):
+    """With a flat critic and no entropy bonus the actor learns only from the pull: to the batch's actions."""
+    cfg = _cfg(bc_weight=bc_weight, actor_lr=1e-2, critic_lr=1e-12, autotune_alpha=False, alpha_init=1e-8,
+               obs_normalization=False)
+    agent = FastSAC(cfg, OBS, COBS, ACT)
+    with torch.no_grad():
+        for p in agent.critic.parameters():
+            p.zero_()
+    batch = _batch(seed=3)
+    batch["action"] = 0.6 * torch.tanh(batch["obs"][:, :ACT])  # a deterministic function of the observation
+    error_before = (agent.act(batch["obs"], deterministic=True) - batch["action"]).abs().mean()
+    for _ in range(150):
+        agent.update(batch)
+    error_after = (agent.act(batch["obs"], deterministic=True) - batch["action"]).abs().mean()
+    if bc_weight:
+        assert error_after < 0.2 * error_before
+    else:
+        assert error_after > 0.9 * error_before
+
+
 def test_grad_sync_hook_sees_every_backward_before_the_step():
     agent = FastSAC(_cfg(weight_decay=0.0, policy_frequency=1), OBS, COBS, ACT)
     calls = []

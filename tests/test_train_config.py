@@ -240,6 +240,7 @@ def test_every_config_field_has_a_doc():
     ("algo.early_lr_env_steps=-1", "algo.early_lr_env_steps", "-1"),
     ("training.experiment_name=/tmp/elsewhere", "training.experiment_name", "'/tmp/elsewhere'"),
     ("training.experiment_name=a/../../b", "training.experiment_name", "'a/../../b'"),
+    ("algo.bc_weight=-0.1", "algo.bc_weight", "-0.1"),
 ])
 def test_out_of_range_training_values_are_refused_naming_key_and_value(override, key, value):
     with pytest.raises(ConfigError) as err:

@@ -218,14 +218,18 @@ class FastSAC:
             q_mean = online.mean()
         return loss, q_mean.detach(), target_value.mean(), next_log_prob.mean()
 
-    def _actor_loss(self, obs: torch.Tensor, obs_c: torch.Tensor,
-                    alpha: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Actor loss, per-sample log-probs (recipe space, detached) and mean log-std."""
+    def _actor_loss(self, obs: torch.Tensor, obs_c: torch.Tensor, alpha: torch.Tensor,
+                    replayed: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Actor loss, per-sample log-probs (recipe space, detached) and mean log-std; ``replayed``: the
+        batch's actions, for algo.bc_weight."""
         with self._autocast():
             actions, log_prob, log_std = self.sample_action(obs)
             q = self.critic.q_values(obs_c, actions * self.action_bound).float()
         q = q.min(dim=0).values if self.cfg.use_cdq else q.mean(dim=0)
         loss = (alpha * log_prob - q).mean()
+        if self.cfg.bc_weight > 0:
+            mean = torch.tanh(self.actor.distribution_params(obs)[0])
+            loss = loss + self.cfg.bc_weight * ((mean - replayed) * self.action_bound).square().sum(-1).mean()
         return loss, log_prob.detach(), log_std.float().mean().detach()
 
     def _step(self, optimizer: torch.optim.Optimizer, loss: torch.Tensor, params: list[nn.Parameter],
@@ -336,7 +340,8 @@ class FastSAC:
             # the actor's gradient is the same
             self.critic.requires_grad_(False)
             try:
-                actor_loss, log_prob, log_std_mean = self._actor_loss_fn(obs, obs_c, self.log_alpha.detach().exp())
+                actor_loss, log_prob, log_std_mean = self._actor_loss_fn(
+                    obs, obs_c, self.log_alpha.detach().exp(), b["action"])
             finally:
                 self.critic.requires_grad_(True)
             actor_grad_norm, actor_skipped = self._step(self.actor_optimizer, actor_loss, list(self.actor.parameters()))

@@ -90,6 +90,12 @@ class SACConfig:
     """AdamW weight decay of actor and critic."""
     max_grad_norm: float = 0.0
     """Gradient norm clip of actor and critic; 0 disables clipping."""
+    bc_weight: float = 0.0
+    """Weight of a pull of the actor's mean action towards the replayed actions, added to the actor loss:
+    bc_weight x sum_j (b_j (tanh mu_j(s) - a_j))^2 on the batch's (s, a), b_j the action bounds (the units of
+    the action-rate penalty). The critic has no data far from the actions taken, and its slope there, followed at
+    full Adam steps, moves a fresh policy to a posture that falls within a few steps; this keeps the mean near the
+    data while the data follow the policy. 0: off (holosoma, `sac`); `sac_cpu` uses 0.02."""
     max_nonfinite_updates: int = 10
     """Updates in a row whose loss or gradient is NaN/inf (each such step is skipped) before training stops."""
 
@@ -176,7 +182,7 @@ class SACConfig:
             raise ValueError(f"algo.early_lr must be > 0 or null, got {self.early_lr}")
         if self.early_lr_env_steps < 0:
             raise ValueError(f"algo.early_lr_env_steps must be >= 0, got {self.early_lr_env_steps}")
-        for name in ("weight_decay", "max_grad_norm", "obs_norm_eps"):
+        for name in ("weight_decay", "max_grad_norm", "obs_norm_eps", "bc_weight"):
             if not getattr(self, name) >= 0.0:  # NaN fails too
                 raise ValueError(f"algo.{name} must be >= 0, got {getattr(self, name)}")
         if self.n_steps > self.buffer_size:
