@@ -330,6 +330,15 @@ def test_fetch_force_is_suggested_only_for_corrupt_cached_files(monkeypatch, tmp
     assert asset_hint(ValueError("Error: could not read mesh file '/nonexistent/pendulum.stl'")) == ""
 
 
+def test_an_env_too_large_for_memory_names_the_key_to_lower():
+    from unilab.runtime.collector import build_error_message
+
+    for err in (ValueError("std::bad_alloc"), MemoryError()):  # what MuJoCo's batch raises; Python's own
+        msg = build_error_message("g1_motion_tracking", err, num_envs=50_000_000)
+        assert "out of memory for algo.num_envs=50000000 envs: lower algo.num_envs" in msg
+    assert "algo.num_envs" not in build_error_message("g1_motion_tracking", ValueError("bad value"), num_envs=8)
+
+
 # ------------------------------------------------------------------ sim2sim: the ONNX metadata is input too
 SIM2SIM = SCRIPTS / "deploy" / "sim2sim.py"
 

@@ -72,11 +72,14 @@ def _wait(sem: Any, ch: CollectorChannels) -> bool:
     return not ch.stop.is_set()
 
 
-def build_error_message(task_name: str, err: BaseException) -> str:
+def build_error_message(task_name: str, err: BaseException, num_envs: int | None = None) -> str:
     """One clear line (or two) for an env that could not be built; the traceback only with UNILAB_DEBUG=1."""
     text = str(err).strip() or repr(err)
     msg = f"could not build the {task_name} env: {type(err).__name__}: {text}"
     hint = asset_hint(err)
+    # MuJoCo's batch raises ValueError("std::bad_alloc"), naming no size
+    if num_envs is not None and (isinstance(err, MemoryError) or "bad_alloc" in text):
+        hint = f"out of memory for algo.num_envs={num_envs} envs: lower algo.num_envs"
     if hint:
         msg += f"\n{hint}"
     if os.environ.get("UNILAB_DEBUG") == "1":
@@ -128,7 +131,7 @@ def run_collector(args: CollectorArgs, ch: CollectorChannels) -> None:
         silence_mujoco_warnings()  # one line per diverged env per step otherwise; the pool counts them anyway
         env = make_env(args.task_name, args.task_cfg, args.num_envs, pool_kwargs=args.pool_kwargs, seed=args.seed)
     except Exception as err:  # noqa: BLE001 - a config or asset problem: one clear message, no traceback dump
-        ch.errors.put({"stage": "build", "message": build_error_message(args.task_name, err)})
+        ch.errors.put({"stage": "build", "message": build_error_message(args.task_name, err, args.num_envs)})
         time.sleep(0.2)  # let the queue's feeder thread flush
         sys.exit(2)
     try:
