@@ -440,7 +440,7 @@ def print_run(r: dict, num_envs: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    p = argparse.ArgumentParser(prog="unilab-bench env-phases", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     p.add_argument("--task", choices=TASKS, default=TASKS[0], help=f"the task (default: {TASKS[0]})")
     p.add_argument("--num-envs", type=int, default=1024)

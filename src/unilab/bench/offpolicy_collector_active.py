@@ -95,6 +95,7 @@ def collector_rate(
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
+        prog="unilab-bench collector",
         description="Collector-only steps/s (stub policy) as a ratio of raw env steps/s.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )

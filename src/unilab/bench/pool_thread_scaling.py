@@ -211,6 +211,7 @@ def print_result(res: dict) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
+        prog="unilab-bench pool-threads",
         description="Physics steps/s of BatchEnvPool by thread count, pinned and unpinned.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
