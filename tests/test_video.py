@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import imageio.v3 as iio
@@ -272,3 +273,48 @@ def test_ghost_and_label_inputs_are_checked(humanoid, tmp_path):
     with pytest.raises(ValueError, match="one text per frame"):
         render_states(humanoid, q, tmp_path / "a.mp4", labels=["a", "b"])
     assert not any(tmp_path.iterdir())
+
+
+def _processes_naming(text: str) -> list[int]:
+    """Pids of live processes whose command line contains ``text``."""
+    pids = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if text in (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"):
+                    pids.append(int(d.name))
+            except OSError:
+                continue
+    return pids
+
+
+@pytest.mark.parametrize("where", ["in this process", "in a worker"])
+def test_a_sigterm_while_rendering_leaves_no_partial_video_and_no_process(where, gl_backend, tmp_path):
+    """What `play` does on SIGTERM: ffmpeg is closed and the partial file deleted, by the rendering worker too
+    (MUJOCO_GL set before mujoco is imported renders in this process, unset in a worker)."""
+    out_dir = tmp_path / "videos"
+    code = textwrap.dedent(f"""
+        import numpy as np
+        from unilab.assets.builtin import load_humanoid
+        from unilab.render import video
+        video.exit_on_sigterm()
+        m = load_humanoid()
+        q = np.tile(m.qpos0, (100000, 1))  # minutes of frames: the SIGTERM comes long before the end
+        video.render_states(m, q, {str(out_dir / "play.mp4")!r}, width={W}, height={H}, track_body=None)
+    """)
+    env = dict(os.environ, MUJOCO_GL=gl_backend, PYTHONPATH=os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")]))
+    if where == "in a worker":
+        del env["MUJOCO_GL"]
+    parent = subprocess.Popen([sys.executable, "-c", code], env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not list(out_dir.glob(".play.*.partial.mp4")) and parent.poll() is None:  # ffmpeg is writing
+            assert time.monotonic() < deadline, "no partial video appeared"
+            time.sleep(0.1)
+        assert parent.poll() is None, parent.stderr.read()
+        parent.terminate()
+        assert parent.wait(timeout=60) == 143
+    finally:
+        parent.kill()
+    assert list(out_dir.iterdir()) == []  # neither a partial nor a truncated video
+    assert _processes_naming(str(out_dir)) == []  # the worker and its ffmpeg are gone

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from unilab.cli import task_overrides
 from unilab.gl_env import gl_disabled
-from unilab.render.video import GHOST_MODES
+from unilab.render.video import GHOST_MODES, exit_on_sigterm
 from unilab.runtime.config import PlayConfig
 
 
@@ -50,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    exit_on_sigterm()  # SIGTERM stops the rollout or the rendering worker like Ctrl-C: no partial video left
     # before mujoco is imported: a MUJOCO_GL that cannot load here must not kill the
     # import; the video is rendered in a subprocess with a probed backend (the user's first)
     with gl_disabled():

@@ -28,6 +28,7 @@ import argparse
 import copy
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -443,12 +444,36 @@ def _render_in_subprocess(model: mujoco.MjModel, qpos: np.ndarray, path: Path, b
             args += ["--track-body", kw["track_body"]]
         args += extra
         code = "import sys; from unilab.render.video import _worker_main; _worker_main(sys.argv[1:])"
-        res = subprocess.run(
-            [sys.executable, "-c", code, *args], env=_child_env(backend), capture_output=True, text=True)
-    if res.returncode != 0:
+        proc = subprocess.Popen([sys.executable, "-c", code, *args], env=_child_env(backend),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            _, stderr = proc.communicate()
+        except BaseException:  # Ctrl-C, or SIGTERM turned into SystemExit: the worker removes its partial file
+            stop_worker(proc)
+            raise
+    if proc.returncode != 0:
         raise RuntimeError(
-            f"rendering with MUJOCO_GL={backend} failed (exit code {res.returncode}):\n{res.stderr.strip()[-4000:]}")
+            f"rendering with MUJOCO_GL={backend} failed (exit code {proc.returncode}):\n{stderr.strip()[-4000:]}")
     return path
+
+
+def stop_worker(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
+    """SIGTERM the rendering worker (it closes ffmpeg and deletes its partial video), SIGKILL after ``grace_s``."""
+    proc.terminate()
+    try:
+        proc.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def exit_on_sigterm() -> None:
+    """SIGTERM raises SystemExit(143) in the main thread, so that ``finally`` / ``except BaseException`` blocks
+    (closing ffmpeg, deleting a partial video, stopping a rendering worker) run before the process ends."""
+    def _exit(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, _exit)
 
 
 def render_states(
@@ -532,6 +557,7 @@ def _worker_main(argv: list[str]) -> None:
     p.add_argument("--labels", default=None)
     p.add_argument("--arrows", default=None)
     a = p.parse_args(argv)
+    exit_on_sigterm()
     import mujoco  # mujoco picks its GL layer at first import (see above)
 
     model = mujoco.MjModel.from_binary_path(a.model)
