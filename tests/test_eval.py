@@ -572,11 +572,15 @@ def test_clip_frame_counts_are_the_motion_librarys(tiny_cfg):
             env.close()
 
 
-def test_start_stride_must_be_positive():
-    from unilab.eval.rollout import EvalOptions
+@pytest.mark.parametrize(("flag", "value", "floor"), [
+    ("--episodes", "0", 1), ("--num-envs", "0", 1), ("--envs-per-clip", "0", 1), ("--max-frames", "1", 2),
+    ("--threads", "0", 1), ("--start-stride", "0", 1),
+])
+def test_out_of_range_options_are_refused_naming_the_flag(flag, value, floor, capsys):
+    from unilab.cli import eval as eval_cli
 
-    with pytest.raises(ValueError, match="start_stride"):
-        EvalOptions(start_stride=0)
+    assert eval_cli.main(["--policy", "zero", flag, value, "--no-plot", "--no-progress"]) == 2
+    assert f"unilab-eval: error: {flag} must be >= {floor}" in capsys.readouterr().err
 
 
 @pytest.mark.g1

@@ -93,22 +93,17 @@ class EvalOptions:
     """Task config changes (dotted keys below ``task``), applied on top of the checkpoint's or the default config."""
 
     def __post_init__(self) -> None:
+        # named as unilab-eval's flags: these options are its command line
         if self.policy not in POLICY_KINDS:
-            raise ValueError(f"policy must be one of {', '.join(POLICY_KINDS)}, got {self.policy!r}")
+            raise ValueError(f"--policy must be one of {', '.join(POLICY_KINDS)}, got {self.policy!r}")
         if self.starts not in START_MODES:
-            raise ValueError(f"starts must be one of {', '.join(START_MODES)}, got {self.starts!r}")
-        if self.episodes < 1:
-            raise ValueError(f"episodes must be >= 1, got {self.episodes}")
-        if self.num_envs < 1:
-            raise ValueError(f"num_envs must be >= 1, got {self.num_envs}")
-        if self.max_frames is not None and self.max_frames < 2:
-            raise ValueError(f"max_frames must be >= 2 (frame 0 is the start state), got {self.max_frames}")
-        if self.envs_per_clip < 1:
-            raise ValueError(f"envs_per_clip must be >= 1, got {self.envs_per_clip}")
-        if self.threads is not None and self.threads < 1:
-            raise ValueError(f"threads must be >= 1 or null, got {self.threads}")
-        if self.start_stride is not None and self.start_stride < 1:
-            raise ValueError(f"start_stride must be >= 1 or null, got {self.start_stride}")
+            raise ValueError(f"--starts must be one of {', '.join(START_MODES)}, got {self.starts!r}")
+        for name, low, none_ok in (("episodes", 1, False), ("num_envs", 1, False), ("envs_per_clip", 1, False),
+                                   ("max_frames", 2, True), ("threads", 1, True), ("start_stride", 1, True)):
+            v = getattr(self, name)
+            if (v is None and not none_ok) or (v is not None and v < low):
+                why = " (frame 0 is the start state)" if name == "max_frames" else ""
+                raise ValueError(f"--{name.replace('_', '-')} must be >= {low}{why}, got {v}")
 
 
 @dataclass
