@@ -157,7 +157,7 @@ def _leaf_keys(node, prefix: str) -> list[str]:
     return keys
 
 
-@pytest.mark.parametrize("task", ["pendulum", "g1_motion_tracking"])
+@pytest.mark.parametrize("task", ["pendulum", "g1_motion_tracking", "g1_locomotion"])
 def test_help_documents_every_key_of_every_group(task, capsys):
     assert train_cli.main(["--task", task, "--help"]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -174,6 +174,8 @@ def test_help_documents_every_key_of_every_group(task, capsys):
     if task == "g1_motion_tracking":
         assert "  task.reset.noise.root_lin_vel = [0.5, 0.5, 0.2]" in lines
         assert "task.rewards.body_pos.sigma" in documented and "task.kp" in documented
+    if task == "g1_locomotion":  # a term of its own subclass still says what it measures
+        assert documented["task.rewards.pose.weight"].startswith("Sum over joints of weight x (q - default)^2:")
 
 
 def test_help_says_which_recipe_its_values_are(capsys):

@@ -364,7 +364,7 @@ def help_entries(node: Any, prefix: str, prefix_doc: str = "") -> list[tuple[str
     """``(dotted key, value as text, description)`` of every leaf key under a structured config node.
 
     Nested dataclass fields are walked (``task.reset.noise.root_lin_vel``); when
-    several fields of a config share one dataclass type (the reward terms), a
+    several fields of a config share one dataclass type or its subclasses (the reward terms), a
     leaf's description starts with its parent field's.
     """
     from omegaconf import OmegaConf  # lazy: hydra only to compose
@@ -379,7 +379,9 @@ def help_entries(node: Any, prefix: str, prefix_doc: str = "") -> list[tuple[str
         if prefix_doc:
             doc = f"{prefix_doc} {doc[:1].lower()}{doc[1:]}" if doc else prefix_doc
         if dataclasses.is_dataclass(child_type) and OmegaConf.is_dict(node[key]):
-            inherited = docs.get(key, "") if types.count(child_type) > 1 else ""
+            kin = sum(dataclasses.is_dataclass(t) and (issubclass(t, child_type) or issubclass(child_type, t))
+                      for t in types)
+            inherited = docs.get(key, "") if kin > 1 else ""
             inherited = inherited.rstrip(".") + ":" if inherited else ""
             out.extend(help_entries(node[key], f"{prefix}.{key}", inherited))
             continue

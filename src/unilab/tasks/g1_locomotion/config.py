@@ -170,7 +170,8 @@ class CurriculumConfig:
     episode length (holosoma's g1_29dof_curriculum_fast_sac)."""
 
     enabled: bool = True
-    """false: the scale stays at 1."""
+    """Scale the penalty terms marked ``curriculum`` (task.rewards.*.curriculum) by a factor that starts at
+    ``initial_scale`` and follows the average episode length; false: the factor stays at 1."""
     initial_scale: float = 0.5
     """Scale at the start of training."""
     min_scale: float = 0.5
