@@ -90,6 +90,8 @@ def play(checkpoint: str | Path, options: PlayConfig | None = None, **changes: A
         from unilab.render.video import RenderUnavailable, render_states  # noqa: PLC0415 - lazy: only with video
 
         fps = 1.0 / env.control_dt
+        # encoding takes seconds to minutes: say what is being made before the wait
+        print(f"play: rendering {len(film.qpos)} frames at {width}x{height} to {target} ...", flush=True)
         try:
             res.video = render_states(env.render_model(), np.stack(film.qpos), target, fps=fps, width=width,
                                       height=height, ghost=opts.ghost, ghost_qpos=film.ghost_qpos(), labels=film.labels,
