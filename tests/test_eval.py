@@ -572,6 +572,20 @@ def test_clip_frame_counts_are_the_motion_librarys(tiny_cfg):
             env.close()
 
 
+@pytest.mark.parametrize(("argv", "named"), [
+    (["--speed", "1.0"], "--speed: g1_locomotion option(s), not read with --task g1_motion_tracking"),
+    (["--pushes", "off", "--envs-per-bin", "4"], "--envs-per-bin, --pushes: g1_locomotion option(s)"),
+    (["--task", "g1_locomotion", "--starts", "random"], "--starts: g1_motion_tracking option(s), not read with "
+                                                        "--task g1_locomotion"),
+])
+def test_an_option_the_task_does_not_read_is_refused(argv, named, capsys):
+    from unilab.cli import eval as eval_cli
+
+    with pytest.raises(SystemExit) as done:
+        eval_cli.main(["--policy", "zero", *argv])
+    assert done.value.code == 2 and named in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(("flag", "value", "floor"), [
     ("--episodes", "0", 1), ("--num-envs", "0", 1), ("--envs-per-clip", "0", 1), ("--max-frames", "1", 2),
     ("--threads", "0", 1), ("--start-stride", "0", 1),

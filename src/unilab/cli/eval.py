@@ -98,8 +98,20 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+# options that only one task reads: given with the other task they would be ignored without a word
+TASK_ONLY_OPTIONS = {
+    "g1_locomotion": ("speed", "envs_per_bin", "pushes"),
+    "g1_motion_tracking": ("starts", "episodes", "num_envs", "clips", "max_frames", "start_stride", "envs_per_clip"),
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    for task, dests in TASK_ONLY_OPTIONS.items():
+        given = [f"--{d.replace('_', '-')}" for d in dests if getattr(args, d) != parser.get_default(d)]
+        if given and args.task != task:
+            parser.error(f"{', '.join(given)}: {task} option(s), not read with --task {args.task}")
     with gl_disabled():  # before mujoco is imported: evaluation never renders
         try:
             return _main(args)
