@@ -170,10 +170,12 @@ class FastSAC:
         return actions.to(source_device).clamp_(-1.0, 1.0)
 
     # ---------------------------------------------------------------- learning
-    def sample_action(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def sample_action(self, obs: torch.Tensor, params: tuple[torch.Tensor, torch.Tensor] | None = None
+                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Reparameterised sample for normalised ``obs``: (action in [-1, 1], log-prob in the recipe's
-        action space ``b * a``, log-std)."""
-        action, log_prob, log_std = self.actor.sample(obs)
+        action space ``b * a``, log-std); ``params``: the actor's (mean, log-std) for ``obs`` if already computed."""
+        action, log_prob, log_std = self.actor.sample_from(
+            *(self.actor.distribution_params(obs) if params is None else params))
         return action, log_prob.float() - self.log_bound_sum, log_std
 
     def _critic_loss(self, obs_c: torch.Tensor, actions: torch.Tensor, rewards: torch.Tensor,
@@ -223,12 +225,13 @@ class FastSAC:
         """Actor loss, per-sample log-probs (recipe space, detached) and mean log-std; ``replayed``: the
         batch's actions, for algo.bc_weight."""
         with self._autocast():
-            actions, log_prob, log_std = self.sample_action(obs)
+            params = self.actor.distribution_params(obs)  # one forward for the sample and the pull's mean
+            actions, log_prob, log_std = self.sample_action(obs, params)
             q = self.critic.q_values(obs_c, actions * self.action_bound).float()
         q = q.min(dim=0).values if self.cfg.use_cdq else q.mean(dim=0)
         loss = (alpha * log_prob - q).mean()
         if self.cfg.bc_weight > 0:
-            mean = torch.tanh(self.actor.distribution_params(obs)[0])
+            mean = torch.tanh(params[0])
             loss = loss + self.cfg.bc_weight * ((mean - replayed) * self.action_bound).square().sum(-1).mean()
         return loss, log_prob.detach(), log_std.float().mean().detach()
 

@@ -94,7 +94,11 @@ class Actor(nn.Module):
 
     def sample(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Reparameterised sample: (action, log_prob of the squashed action, log_std)."""
-        mean, log_std = self.distribution_params(obs)
+        return self.sample_from(*self.distribution_params(obs))
+
+    @staticmethod
+    def sample_from(mean: torch.Tensor, log_std: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """:meth:`sample` from :meth:`distribution_params` already computed."""
         noise = torch.randn_like(mean)
         pre_tanh = mean + log_std.exp() * noise
         gaussian_log_prob = (-0.5 * noise.square() - log_std - 0.5 * math.log(2.0 * math.pi)).sum(dim=-1)
