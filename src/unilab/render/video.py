@@ -449,7 +449,7 @@ def _render_in_subprocess(model: mujoco.MjModel, qpos: np.ndarray, path: Path, b
         try:
             _, stderr = proc.communicate()
         except BaseException:  # Ctrl-C, or SIGTERM turned into SystemExit: the worker removes its partial file
-            stop_worker(proc)
+            _stop_worker(proc)
             raise
     if proc.returncode != 0:
         raise RuntimeError(
@@ -457,7 +457,7 @@ def _render_in_subprocess(model: mujoco.MjModel, qpos: np.ndarray, path: Path, b
     return path
 
 
-def stop_worker(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
+def _stop_worker(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
     """SIGTERM the rendering worker (it closes ffmpeg and deletes its partial video), SIGKILL after ``grace_s``."""
     proc.terminate()
     try:
