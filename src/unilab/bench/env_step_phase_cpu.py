@@ -27,6 +27,7 @@ measurement).
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import sys
 import time
@@ -45,6 +46,7 @@ from unilab.telemetry.phase_timer import PhaseTimer
 
 PHASES = ("backend_step", "update_state", "reset_done")
 TASKS = ("g1_motion_tracking", "g1_locomotion")
+PROJECT_CORES = (16, 32, 64)
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,6 @@ def task_bench(name: str) -> TaskBench:
 
     return TaskBench(MotionTrackingConfig(), MotionTrackingEnv, SUBPHASES, step_driver.SPLIT,
                      step_driver.REWARDS | step_driver.OBSERVE, lambda env: step_driver.step_driver_source(env.layout))
-PROJECT_CORES = (16, 32, 64)
 
 
 def amdahl(ms: float, cores: float, usable: int, n: int) -> float:
@@ -115,31 +116,22 @@ class _EnvRunner:
     def __init__(self, env: Any, rng: np.random.Generator, pool_steps: int):
         self.env = env
         shape = (env.num_envs, env.action_dim)
-        self.actions = [rng.uniform(-1, 1, shape).astype(np.float32) for _ in range(pool_steps)]
-        self.i = 0
-        self.wall = self.cpu = 0.0
-        self.steps = 0
+        self.actions = itertools.cycle([rng.uniform(-1, 1, shape).astype(np.float32) for _ in range(pool_steps)])
+        self.wall = self.cpu = self.lengths = 0.0
         self.ended = 0
-        self.lengths = 0.0
         self.out = env.buffers()  # written in place every step, as the collector's shared memory is
 
     def run(self, n: int, timed: bool) -> None:
         for _ in range(n):
-            a = self.actions[self.i % len(self.actions)]
-            self.i += 1
+            a = next(self.actions)
             w0, c0 = time.perf_counter(), time.process_time()
             _, _, _, _, info = self.env.step(a, out=self.out)
             if timed:
                 self.wall += time.perf_counter() - w0
                 self.cpu += time.process_time() - c0
-                self.steps += 1
                 ep = info["episode"]
                 self.ended += ep["count"]
                 self.lengths += ep["count"] * ep["length_mean"]
-
-    def run_split(self, n: int, timer: PhaseTimer) -> None:
-        """``n`` steps with update_state's stages one region each, timed in ``timer`` (not in the totals)."""
-        self.run_timed_by(n, timer, split=True)
 
     def run_timed_by(self, n: int, timer: PhaseTimer, split: bool = False) -> None:
         """``n`` steps timed in ``timer`` (not in the totals); ``split``: update_state's stages one region each."""
@@ -148,8 +140,7 @@ class _EnvRunner:
         env.timer = env.pool.timer = timer
         try:
             for _ in range(n):
-                env.step(self.actions[self.i % len(self.actions)], out=self.out)
-                self.i += 1
+                env.step(next(self.actions), out=self.out)
         finally:
             env.timer = env.pool.timer = main
             env.split_sub_phases = False
@@ -177,10 +168,8 @@ class _RawRunner:
         self.pool.reset(self.ids, self.q0, self.v0)
         self.ctrls = [env.action_default + env.action_scale * rng.uniform(-1, 1, (n, env.action_dim))
                       for _ in range(pool_steps)]
-        self.i = 0
-        self.since_reset = 0
+        self.i = self.since_reset = 0
         self.wall = self.cpu = 0.0
-        self.steps = 0
 
     def run(self, n: int, timed: bool, period: float) -> None:
         period = max(1, int(round(period))) if np.isfinite(period) else 10
@@ -195,7 +184,6 @@ class _RawRunner:
             if timed:
                 self.wall += time.perf_counter() - w0
                 self.cpu += time.process_time() - c0
-                self.steps += 1
             self.since_reset += 1
             if bad.any():  # keep diverged sims out of the timing
                 b = np.flatnonzero(bad)
@@ -267,43 +255,43 @@ def run_one(task: TaskBench, cfg: Any, num_envs: int, steps: int, warmup: int, b
     t0 = time.perf_counter()
     env = task.make(cfg, num_envs, pool_kwargs=pool_kwargs, seed=seed)
     env.reset()
-    start_qpos, start_qvel = env.pool.qpos.copy(), env.pool.qvel.copy()
     # a pinned pool pins the calling thread too; give it back its CPU set so the
     # second pool's cpu ids validate (it pins the caller to the same cpu_ids[0])
     _restore_affinity(usable)
-    raw = _RawRunner(env, start_qpos, start_qvel, rng, pool_kwargs, pool_steps=16)
+    raw = _RawRunner(env, env.pool.qpos.copy(), env.pool.qvel.copy(), rng, pool_kwargs, pool_steps=16)
     envr = _EnvRunner(env, rng, pool_steps=16)
     build_s = time.perf_counter() - t0
 
     envr.run(warmup, timed=False)
     raw.run(warmup, timed=False, period=10)
     env.timer.reset()
-    split = PhaseTimer()
-    done = 0
+    split = PhaseTimer()  # the steps with update_state's stages one region each (not in the totals)
     machine0 = psutil.cpu_times()
-    while done < steps:
+    for done in range(0, steps, block):
         k = min(block, steps - done)
         envr.run(k, timed=True)
         raw.run(k, timed=True, period=envr.mean_episode_length)
-        envr.run_split(k, split)
-        done += k
+        envr.run_timed_by(k, split, split=True)
     steal = steal_share(machine0, psutil.cpu_times())
-    threads = thread_breakdown(envr, thread_steps)
+    main_tid = cpu.current_tid()
+    thread_timer = ThreadPhaseTimer({"numba": [t for t in env.host_thread_ids if t != main_tid],
+                                     "mujoco": list(env.pool.pool_tids)})
+    envr.run_timed_by(thread_steps, thread_timer)  # steps of their own, not in the totals
+    threads = thread_timer.breakdown(max(thread_steps, 1))
 
-    phases = {name: {"ms": s.mean_ms, "cores": s.cores, "count": s.count} for name, s in env.timer.summary().items()}
-    phases["env.step"] = {"ms": 1e3 * envr.wall / steps, "cores": envr.cpu / envr.wall, "count": steps}
     summary = env.timer.summary()
+    phases = {name: {"ms": s.mean_ms, "cores": s.cores, "count": s.count} for name, s in summary.items()}
+    phases["env.step"] = {"ms": 1e3 * envr.wall / steps, "cores": envr.cpu / envr.wall, "count": steps}
     # ms per env.step (restart runs only on steps where an env ended)
     split_summary = split.summary()
     stage_names = {name for name, _ in task.split}  # timed only in the split steps; the others in the main ones
     subphases = {}
     for name in task.subphases:
+        phases.pop(name, None)
         src = split_summary if name in stage_names else summary
         if name in src:
             subphases[name] = {"ms": src[name].wall_ms_total / steps, "cores": src[name].cores,
                                "count": src[name].count}
-    for name in task.subphases:
-        phases.pop(name, None)
     spin = spin_check(env, raw, task.host_stages)
     raw_stats = {"ms": 1e3 * raw.wall / steps, "cores": raw.cpu / raw.wall, "count": steps,
                  "nthread": raw.pool.nthread, "steps_per_sec": num_envs * steps / raw.wall}
@@ -335,16 +323,6 @@ def run_one(task: TaskBench, cfg: Any, num_envs: int, steps: int, warmup: int, b
     env.close()
     _restore_affinity(usable)
     return res
-
-
-def thread_breakdown(envr: _EnvRunner, steps: int) -> dict[str, dict[str, float]]:
-    """``steps`` env steps timed with a :class:`ThreadPhaseTimer` (not in the totals)."""
-    env = envr.env
-    main = cpu.current_tid()
-    groups = {"numba": [t for t in env.host_thread_ids if t != main], "mujoco": list(env.pool.pool_tids)}
-    timer = ThreadPhaseTimer(groups)
-    envr.run_timed_by(steps, timer)
-    return timer.breakdown(max(steps, 1))
 
 
 def project_main_alone(phases: dict, threads: dict, usable: int) -> dict:
@@ -423,10 +401,8 @@ def print_run(r: dict, num_envs: int) -> None:
     print("\nprojection (Amdahl, NOT a measurement): with c cores used of U here, p = U/(U-1) (1 - 1/c) "
           "(U = 2: p = 2 (1 - 1/c)),\nT1 = ms x c, T_N = T1 ((1 - p) + p / N); host share = "
           "(update_state + reset_done) / (backend_step + update_state + reset_done)")
-    rows = []
-    for n, pr in r["projection"].items():
-        ms = pr["phases_ms"]
-        rows.append([n, ms["backend_step"], ms["update_state"], ms["reset_done"], f"{100 * pr['host_share']:.1f} %"])
+    rows = [[n, *(pr["phases_ms"][name] for name in PHASES), f"{100 * pr['host_share']:.1f} %"]
+            for n, pr in r["projection"].items()]
     print(format_table(["cores", "backend_step ms", "update_state ms", "reset_done ms", "host share"], rows))
     lo = " / ".join(f"{n}: {100 * v:.1f} %" for n, v in r["projection_main_alone"].items())
     print(f"second estimate, serial = the calling thread's lone work (table below): {lo}")
@@ -483,7 +459,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.show_driver:
         print(task.driver_source(task.make(cfg, 1)))
         return 0
-    runs: list[tuple[list[int] | None, int | None]] = []
     if args.compare_cpu_ids:
         runs = [(None, args.nthread), (cpu.parse_cpu_ids(args.compare_cpu_ids), None)]
     elif args.cpu_ids:

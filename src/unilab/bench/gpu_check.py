@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -71,13 +70,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def device_facts(cuda: bool) -> dict[str, Any]:
-    import torch  # heavy, only here
-
-    return {"torch": torch.__version__,
-            "device_name": torch.cuda.get_device_name(0) if cuda and torch.cuda.is_available() else "cpu"}
-
-
 def train_command(args: argparse.Namespace, tiny: bool) -> list[str]:
     cmd = [sys.executable, "-m", "unilab.cli.train", "--algo", "sac", "--task", args.task,
            f"training.time_limit_s={args.minutes * 60:g}", "training.no_play=true",
@@ -87,12 +79,6 @@ def train_command(args: argparse.Namespace, tiny: bool) -> list[str]:
     else:
         cmd += [f"algo.num_envs={args.num_envs}", "algo.max_iterations=10000000"]  # the time limit ends the run
     return cmd + list(args.overrides)
-
-
-def overlap_summary(timing: dict[str, float | None]) -> float | None:
-    """Learner train ms over collector env.step ms per iteration (None when either is missing)."""
-    train, env_step = timing["learner_train_ms"], timing["collector_env_step_ms"]
-    return train / env_step if train is not None and env_step else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -117,32 +103,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     cmd = train_command(args, tiny)
     print("unilab-bench gpu: " + " ".join(cmd), flush=True)
     rc, run_dir, checkpoint, wall_s = learn.run_training(cmd)
+    import torch  # heavy, only here
+
     report: dict[str, Any] = dict.fromkeys(REPORT_KEYS)
     report.update(tiny=tiny, cuda=cuda, task=args.task, algo="sac", minutes=args.minutes, command=cmd,
                   train_returncode=rc, train_process_wall_s=wall_s, eval=dict.fromkeys(METRIC_NAMES),
-                  machine=learn.machine_facts(), **device_facts(cuda and not tiny))
+                  machine=learn.machine_facts(), torch=torch.__version__,  # not tiny: CUDA was found
+                  device_name=torch.cuda.get_device_name(0) if not tiny and torch.cuda.is_available() else "cpu")
     if run_dir is not None and (run_dir / "config.yaml").is_file():
         import yaml
 
         algo = yaml.safe_load((run_dir / "config.yaml").read_text())["algo"]
         report["num_envs"], report["num_updates"] = int(algo["num_envs"]), int(algo["num_updates"])
         curves = learn.read_curves(run_dir)
-        curve = learn.curve_summary(curves, report["num_envs"])
-        m = re.fullmatch(r"model_(\d+)\.pt", checkpoint.name) if checkpoint is not None else None
-        if m:
-            curve["iterations"] = int(m.group(1))
-            curve["env_steps"] = curve["iterations"] * report["num_envs"]
+        curve = learn.curve_summary(curves, report["num_envs"], checkpoint)
         timing = learn.timing_means(curves)
+        train_ms, env_step_ms = timing["learner_train_ms"], timing["collector_env_step_ms"]
         report.update(run_dir=str(run_dir), checkpoint=None if checkpoint is None else str(checkpoint),
                       iterations=curve["iterations"], env_steps=curve["env_steps"],
                       train_wall_s=curve["train_wall_s"], steps_per_sec=curve["steps_per_sec_mean"],
-                      steps_per_sec_final=curve["steps_per_sec_final"], overlap=overlap_summary(timing), **timing)
-        if timing["learner_train_ms"] is not None and report["num_updates"]:
-            report["learner_ms_per_update"] = timing["learner_train_ms"] / report["num_updates"]
+                      steps_per_sec_final=curve["steps_per_sec_final"],
+                      overlap=train_ms / env_step_ms if train_ms is not None and env_step_ms else None, **timing)
+        if train_ms is not None and report["num_updates"]:
+            report["learner_ms_per_update"] = train_ms / report["num_updates"]
         if checkpoint is not None and checkpoint.is_file() and "motion_tracking" in args.task:
             eval_json = run_dir / "eval" / "final.json"
             ecmd = [sys.executable, "-m", "unilab.cli.eval", str(checkpoint), "--json", str(eval_json),
-                    "--no-plot", "--no-progress", "--device", "cuda" if cuda and not tiny else "cpu"]
+                    "--no-plot", "--no-progress", "--device", "cpu" if tiny else "cuda"]
             if eval_frames:
                 ecmd += ["--max-frames", str(eval_frames)]
             print("unilab-bench gpu: " + " ".join(ecmd), flush=True)

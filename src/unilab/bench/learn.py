@@ -39,6 +39,7 @@ import yaml
 
 from unilab.bench.report import format_table, write_json
 from unilab.eval.metrics import METRIC_NAMES
+from unilab.sim.cpu import usable_cpus
 
 TASK = "g1_motion_tracking"
 # scalar tag -> summary key prefix; every key is always present in the JSON (null when not logged)
@@ -116,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def train_command(args: argparse.Namespace) -> list[str]:
     """The ``train`` command line of the benchmark run."""
-    cmd = [sys.executable, "-m", "unilab.cli.train", "--algo", recipe(args), "--task", getattr(args, "task", TASK),
+    cmd = [sys.executable, "-m", "unilab.cli.train", "--algo", recipe(args), "--task", args.task,
            f"training.time_limit_s={args.minutes * 60:g}", "training.no_play=true",
            f"training.log_root={args.log_root}", "training.experiment_name=bench_learn",
            "algo.max_iterations=10000000"]  # the time limit ends the run
@@ -138,6 +139,12 @@ def pinned(cmd: list[str], cpus: Sequence[int] | None) -> list[str]:
 
 
 _print_lock = threading.Lock()
+
+
+def _announce(cmd: Sequence[str], tag: str = "") -> None:
+    """Print ``cmd`` (after ``tag``) as one line, whole among parallel runs' output."""
+    with _print_lock:
+        print(f"unilab-bench learn: {tag}{' '.join(cmd)}", flush=True)
 
 
 def run_training(cmd: list[str], prefix: str = "", cpus: Sequence[int] | None = None,
@@ -187,13 +194,14 @@ def read_curves(run_dir: str | Path) -> dict[str, list[tuple[int, float, float]]
     return {tag: [(e.step, e.wall_time, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()[ea.SCALARS]}
 
 
-def curve_summary(curves: dict[str, list[tuple[int, float, float]]], num_envs: int) -> dict[str, Any]:
+def curve_summary(curves: dict[str, list[tuple[int, float, float]]], num_envs: int,
+                  checkpoint: Path | None = None) -> dict[str, Any]:
     """The learning curve in the fixed keys of :data:`CURVE_KEYS` (None where a tag was never logged).
 
     ``*_final``: the last logged value; ``*_last10pct_mean``: the mean over the
     last tenth of the points (at least one); ``iterations`` / ``env_steps``: of
-    the last logged point (steps are env steps = iterations x num_envs; ``main``
-    replaces them by the final checkpoint's);
+    the last logged point (steps are env steps = iterations x num_envs), or of
+    ``checkpoint`` (``model_<iteration>.pt``) when given;
     ``train_wall_s``: wall time between the first and the last logged point.
     """
     out: dict[str, Any] = dict.fromkeys(CURVE_KEYS)
@@ -205,9 +213,8 @@ def curve_summary(curves: dict[str, list[tuple[int, float, float]]], num_envs: i
         out[f"{key}_final"] = values[-1]
         out[f"{key}_max"] = max(values)
         out[f"{key}_last10pct_mean"] = sum(tail) / len(tail)
-    sps = [v for _, _, v in curves.get("perf/steps_per_sec", []) if math.isfinite(v)]
-    if sps:
-        out["steps_per_sec_mean"] = sum(sps) / len(sps)
+        if key == "steps_per_sec":
+            out["steps_per_sec_mean"] = sum(values) / len(values)
     points = [p for series in curves.values() for p in series]
     out["num_envs"] = num_envs
     out["points"] = len(curves.get("episode/return_mean", []))
@@ -217,50 +224,11 @@ def curve_summary(curves: dict[str, list[tuple[int, float, float]]], num_envs: i
         out["iterations"] = int(last // num_envs) if num_envs else None
         walls = [w for _, w, _ in points]
         out["train_wall_s"] = max(walls) - min(walls)
+    m = re.fullmatch(r"model_(\d+)\.pt", checkpoint.name) if checkpoint is not None else None
+    if m:  # the run's last iteration (scalars are logged every log_interval iterations)
+        out["iterations"] = int(m.group(1))
+        out["env_steps"] = out["iterations"] * num_envs
     return out
-
-
-def build_report(args: argparse.Namespace, cmd: list[str], rc: int, wall_s: float, run_dir: Path | None,
-                 checkpoint: Path | None, curve: dict[str, Any], evaluation: dict[str, Any] | None,
-                 eval_rc: int | None, locomotion: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The benchmark JSON (fixed keys; missing values are null). ``locomotion``: ``unilab-eval --task
-    g1_locomotion`` of the checkpoint and of the zero policy (per bin and overall), for that task."""
-    overall = (evaluation or {}).get("overall", {})
-    return {
-        "benchmark": "learn",
-        "task": getattr(args, "task", TASK),
-        "algo": args.algo,
-        "minutes": args.minutes,
-        "num_envs": curve.get("num_envs"),
-        "overrides": list(args.overrides),
-        "command": cmd,
-        "run_dir": None if run_dir is None else str(run_dir),
-        "checkpoint": None if checkpoint is None else str(checkpoint),
-        "train_returncode": rc,
-        "train_process_wall_s": wall_s,
-        "curve": curve,
-        "eval_returncode": eval_rc,
-        "eval": {m: overall.get(m) for m in METRIC_NAMES},
-        "eval_clips": (evaluation or {}).get("clips", {}),
-        "eval_locomotion": locomotion,
-    }
-
-
-def summary_table(report: dict[str, Any]) -> str:
-    rows = [(f"curve/{k}", _cell(v)) for k, v in report["curve"].items()]
-    rows += [(f"eval/{k}", _cell(v)) for k, v in report["eval"].items()]
-    for kind, res in (report.get("eval_locomotion") or {}).items():
-        rows += [(f"locomotion/{kind}/{k}", _cell(v)) for k, v in ((res or {}).get("overall") or {}).items()]
-    return format_table(["metric", "value"], rows)
-
-
-def _cell(v: Any) -> Any:
-    return "-" if v is None else v
-
-
-def _num_envs(run_dir: Path) -> int:
-    cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
-    return int(cfg["algo"]["num_envs"])
 
 
 def recipe(args: argparse.Namespace) -> str:
@@ -270,39 +238,35 @@ def recipe(args: argparse.Namespace) -> str:
     from unilab.cli.config import CPU_RECIPE
     from unilab.tasks.registry import RECIPES
 
-    return RECIPES.get(getattr(args, "task", TASK), (None, CPU_RECIPE))[1]
+    return RECIPES.get(args.task, (None, CPU_RECIPE))[1]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.algo = recipe(args)
-    if args.eval_start_stride is not None and args.eval_start_stride < 1:  # refused before minutes of training
-        print(f"unilab-bench learn: error: --eval-start-stride must be >= 1, got {args.eval_start_stride}",
-              file=sys.stderr)
+    compare = args.arm or args.seeds is not None or args.env_steps is not None or args.parallel != 1
+    # all refused before minutes of training
+    bounds = [("--eval-start-stride", args.eval_start_stride, 1, False), ("--minutes", args.minutes, 0, True)]
+    if compare:
+        bounds += [("--env-steps", args.env_steps, 1, False), ("--parallel", args.parallel, 1, False),
+                   ("--random-episodes", args.random_episodes, 0, False)]
+    error = usage_error(args, bounds)
+    if error:
+        print(f"unilab-bench learn: error: {error}", file=sys.stderr)
         return 2
-    if args.arm or args.seeds is not None or args.env_steps is not None or args.parallel != 1:
+    if compare:
         return compare_main(args)
-    bad = [o for o in args.overrides if "=" not in o]
-    if bad:
-        print(f"unilab-bench learn: error: overrides must be KEY=VALUE, got {bad}", file=sys.stderr)
-        return 2
-    if not args.minutes > 0:
-        print(f"unilab-bench learn: error: --minutes must be > 0, got {args.minutes}", file=sys.stderr)
-        return 2
     out = Path(args.out or Path(args.log_root) / f"learn_{args.algo}_{args.minutes:g}min.json")
     cmd = train_command(args)
-    print("unilab-bench learn: " + " ".join(cmd), flush=True)
+    _announce(cmd)
     rc, run_dir, checkpoint, wall_s = run_training(cmd)
     if run_dir is None or not (run_dir / "config.yaml").is_file():
         print(f"unilab-bench learn: error: training exited with rc {rc} before making a run directory",
               file=sys.stderr)
         return rc or 1
-    curve = curve_summary(read_curves(run_dir), _num_envs(run_dir))
-    m = re.fullmatch(r"model_(\d+)\.pt", checkpoint.name) if checkpoint is not None else None
-    if m:  # the run's last iteration (scalars are logged every log_interval iterations)
-        curve["iterations"] = int(m.group(1))
-        curve["env_steps"] = curve["iterations"] * curve["num_envs"]
-    evaluation, eval_rc, locomotion = None, None, None
+    num_envs = int(yaml.safe_load((run_dir / "config.yaml").read_text())["algo"]["num_envs"])
+    curve = curve_summary(read_curves(run_dir), num_envs, checkpoint)
+    evaluation, eval_rc, locomotion = {}, None, None
     if checkpoint is not None and checkpoint.is_file() and args.task == "g1_locomotion":
         locomotion = {kind: locomotion_eval(checkpoint, kind, run_dir / "eval" / f"final_locomotion_{kind}.json")
                       for kind in ("checkpoint", "zero")}
@@ -313,12 +277,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif checkpoint is not None and checkpoint.is_file():
         eval_json = run_dir / "eval" / "final.json"
         ecmd = eval_command(args, checkpoint, eval_json)
-        print("unilab-bench learn: " + " ".join(ecmd), flush=True)
+        _announce(ecmd)
         eval_rc = run_eval(ecmd)
         if eval_rc == 0:
             evaluation = json.loads(eval_json.read_text())
-    report = build_report(args, cmd, rc, wall_s, run_dir, checkpoint, curve, evaluation, eval_rc, locomotion)
-    print(summary_table(report))
+    overall = evaluation.get("overall", {})
+    # fixed keys, missing values null; eval_locomotion: unilab-eval --task g1_locomotion (per bin and overall)
+    report = {"benchmark": "learn", "task": args.task, "algo": args.algo, "minutes": args.minutes,
+              "num_envs": num_envs, "overrides": list(args.overrides), "command": cmd, "run_dir": str(run_dir),
+              "checkpoint": None if checkpoint is None else str(checkpoint), "train_returncode": rc,
+              "train_process_wall_s": wall_s, "curve": curve, "eval_returncode": eval_rc,
+              "eval": {m: overall.get(m) for m in METRIC_NAMES}, "eval_clips": evaluation.get("clips", {}),
+              "eval_locomotion": locomotion}
+    rows = [(f"curve/{k}", v) for k, v in curve.items()] + [(f"eval/{k}", v) for k, v in report["eval"].items()]
+    for kind, res in (locomotion or {}).items():
+        rows += [(f"locomotion/{kind}/{k}", v) for k, v in ((res or {}).get("overall") or {}).items()]
+    print(format_table(["metric", "value"], [(k, "-" if v is None else v) for k, v in rows]))
     print(f"unilab-bench learn: JSON written to {write_json(out, report)}")
     return 0 if rc == 0 and eval_rc == 0 else 1
 
@@ -461,8 +435,8 @@ def make_jobs(args: argparse.Namespace, arms: list[Arm], seeds: list[int]) -> li
     jobs = []
     for arm in arms:
         for seed in seeds:
-            base = train_command(args)
-            base = [c for c in base if not c.startswith(("algo.max_iterations=", "training.experiment_name="))]
+            base = [c for c in train_command(args)
+                    if not c.startswith(("algo.max_iterations=", "training.experiment_name="))]
             base += [f"training.experiment_name={arm.name}_s{seed}", f"algo.seed={seed}", f"training.seed={seed}",
                      *arm.overrides]
             try:
@@ -522,8 +496,7 @@ def run_job(args: argparse.Namespace, job: Job, cpus: list[int] | None) -> dict[
     """Train and evaluate one arm x seed; its ``runs`` entry (keys of :data:`RUN_KEYS`)."""
     cmd = pinned_command(job.cmd, cpus, job.arm)
     tag = f"[{job.arm.name} s{job.seed}] "
-    with _print_lock:
-        print(f"unilab-bench learn: {tag}{' '.join(cmd)}", flush=True)
+    _announce(cmd, tag)
     env = job.arm.environment()
     rc, run_dir, checkpoint, wall_s = run_training(cmd, prefix=tag, cpus=cpus, env=env)
     run: dict[str, Any] = dict.fromkeys(RUN_KEYS)
@@ -535,22 +508,16 @@ def run_job(args: argparse.Namespace, job: Job, cpus: list[int] | None) -> dict[
         run["stopped_by"] = "error"
         return run
     curves = read_curves(run_dir)
-    curve = curve_summary(curves, job.num_envs)
-    m = re.fullmatch(r"model_(\d+)\.pt", checkpoint.name) if checkpoint is not None else None
-    if m:
-        curve["iterations"] = int(m.group(1))
-        curve["env_steps"] = curve["iterations"] * job.num_envs
+    curve = curve_summary(curves, job.num_envs, checkpoint)
     timing = timing_means(curves)
-    series = {key: [(int(s), v) for s, _, v in curves.get(tag_, []) if math.isfinite(v)]
-              for tag_, key in (("episode/length_mean", "episode_length"), ("episode/return_mean", "return"))}
+    length, ret = ([(int(s), v) for s, _, v in curves.get(t, []) if math.isfinite(v)]
+                   for t in ("episode/length_mean", "episode/return_mean"))
     run.update(run_dir=str(run_dir), checkpoint=None if checkpoint is None else str(checkpoint), curve=curve,
                iterations=curve["iterations"], env_steps=curve["env_steps"], train_wall_s=curve["train_wall_s"],
                steps_per_sec=curve["steps_per_sec_mean"], learner_train_ms=timing["learner_train_ms"],
                collector_env_step_ms=timing["collector_env_step_ms"],
-               series={"env_steps": [s for s, _ in series["episode_length"]],
-                       "episode_length": [v for _, v in series["episode_length"]],
-                       "return_env_steps": [s for s, _ in series["return"]],
-                       "return": [v for _, v in series["return"]]})
+               series={"env_steps": [s for s, _ in length], "episode_length": [v for _, v in length],
+                       "return_env_steps": [s for s, _ in ret], "return": [v for _, v in ret]})
     if timing["learner_train_ms"] is not None and job.num_updates:
         run["learner_ms_per_update"] = timing["learner_train_ms"] / job.num_updates
     if rc != 0:
@@ -562,8 +529,7 @@ def run_job(args: argparse.Namespace, job: Job, cpus: list[int] | None) -> dict[
     if checkpoint is not None and checkpoint.is_file() and "motion_tracking" in args.task:
         eval_json = run_dir / "eval" / "final.json"
         ecmd = eval_command(args, checkpoint, eval_json) + ["--no-plot", "--no-progress"]
-        with _print_lock:
-            print(f"unilab-bench learn: {tag}{' '.join(ecmd)}", flush=True)
+        _announce(ecmd, tag)
         run["eval_returncode"] = run_eval(ecmd, cpus, env)
         if run["eval_returncode"] == 0:
             evaluation = json.loads(eval_json.read_text())
@@ -586,8 +552,7 @@ def locomotion_eval(checkpoint: str | Path, policy: str, json_path: Path, cpus: 
     failure."""
     cmd = [sys.executable, "-m", "unilab.cli.eval", str(checkpoint), "--task", "g1_locomotion", "--policy", policy,
            "--json", str(json_path), "--no-progress", "--pushes", "on" if pushes else "off"]
-    with _print_lock:
-        print(f"unilab-bench learn: {tag}{' '.join(cmd)}", flush=True)
+    _announce(cmd, tag)
     if run_eval(cmd, cpus, env) != 0 or not json_path.is_file():
         return None
     report = json.loads(json_path.read_text())
@@ -606,8 +571,8 @@ def add_checkpoints(runs: list[dict[str, Any]], budget: int | None) -> list[int]
         r["at_checkpoints"] = {"env_steps": steps, "episode_length": [value_at(length, c) for c in steps],
                                "return": [value_at(ret, c) for c in steps]}
         end = r["env_steps"] or 0
-        r["episode_length_last10pct"] = _mean([v for st, v in length if st >= 0.9 * end]) if length else None
-        r["return_last10pct"] = _mean([v for st, v in ret if st >= 0.9 * end]) if ret else None
+        r["episode_length_last10pct"] = _mean([v for st, v in length if st >= 0.9 * end])
+        r["return_last10pct"] = _mean([v for st, v in ret if st >= 0.9 * end])
     return steps
 
 
@@ -619,8 +584,7 @@ def random_start_eval(checkpoint: str | Path, policy: str, json_path: Path, epis
     cmd = [sys.executable, "-m", "unilab.cli.eval", str(checkpoint), "--policy", policy, "--starts", "random",
            "--episodes", str(episodes), "--num-envs", str(min(episodes, RANDOM_START_ENVS)), "--json",
            str(json_path), "--no-plot", "--no-progress"]
-    with _print_lock:
-        print(f"unilab-bench learn: {tag}{' '.join(cmd)}", flush=True)
+    _announce(cmd, tag)
     if run_eval(cmd, cpus, env) != 0 or not json_path.is_file():
         return None
     return json.loads(json_path.read_text()).get("overall")
@@ -649,20 +613,15 @@ def baseline_episode_lengths(args: argparse.Namespace, runs: list[dict[str, Any]
     return out
 
 
-def lscpu_model_name() -> str | None:
-    """``Model name`` of ``lscpu`` (None where lscpu is missing)."""
+def machine_facts() -> dict[str, Any]:
+    """``lscpu``'s ``Model name`` (None where lscpu is missing), the CPU count and the usable CPUs."""
     try:
         text = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
     except (OSError, subprocess.SubprocessError):
-        return None
+        text = ""
     m = re.search(r"^Model name:\s*(.+)$", text, re.MULTILINE)
-    return m.group(1).strip() if m else None
-
-
-def machine_facts() -> dict[str, Any]:
-    from unilab.sim.cpu import usable_cpus
-
-    return {"lscpu_model_name": lscpu_model_name(), "cpu_count": os.cpu_count(), "usable_cpus": usable_cpus()}
+    return {"lscpu_model_name": m.group(1).strip() if m else None, "cpu_count": os.cpu_count(),
+            "usable_cpus": usable_cpus()}
 
 
 def plot_runs(report: dict[str, Any], path: Path) -> Path:
@@ -689,9 +648,8 @@ def plot_runs(report: dict[str, Any], path: Path) -> Path:
         ax.axhline(value, color=color, linestyle="--", linewidth=1, label=f"{kind} policy ({where})")
     if report["env_steps_budget"]:
         ax.axvline(report["env_steps_budget"], color="0.8", linewidth=1)
-    ax.set_xlabel("env steps")
-    ax.set_ylabel("train episode length (steps)")
-    ax.set_title(f"{report['task']} / {report['algo']}: episode length vs env steps")
+    ax.set(xlabel="env steps", ylabel="train episode length (steps)",
+           title=f"{report['task']} / {report['algo']}: episode length vs env steps")
     ax.grid(alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8)
@@ -718,15 +676,8 @@ def compare_table(report: dict[str, Any]) -> str:
         rows.append([r["arm"], r["seed"], r["env_steps"], r["stopped_by"], r["train_process_wall_s"],
                      r["steps_per_sec"], r["learner_ms_per_update"], *at, r["episode_length_last10pct"],
                      min(fails) if fails else None, *[r["eval"].get(k) for k in METRIC_NAMES]])
-    return format_table(headers, [[_fmt(v) for v in row] for row in rows])
-
-
-def _fmt(v: Any) -> Any:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    return v
+    return format_table(headers, [["-" if v is None else f"{v:.4g}" if isinstance(v, float) else v for v in row]
+                                  for row in rows])
 
 
 def usage_error(args: argparse.Namespace, bounds: Sequence[tuple[str, float | None, float, bool]]) -> str | None:
@@ -741,22 +692,13 @@ def usage_error(args: argparse.Namespace, bounds: Sequence[tuple[str, float | No
 
 def compare_main(args: argparse.Namespace) -> int:
     """``--arm`` / ``--seeds`` / ``--env-steps`` / ``--parallel``: every arm x seed, one JSON and one PNG."""
-    from unilab.sim.cpu import usable_cpus
-
-    prog = "unilab-bench learn: error:"
-    error = usage_error(args, (("--minutes", args.minutes, 0, True), ("--env-steps", args.env_steps, 1, False),
-                               ("--parallel", args.parallel, 1, False),
-                               ("--random-episodes", args.random_episodes, 0, False)))
-    if error:
-        print(f"{prog} {error}", file=sys.stderr)
-        return 2
     try:
         arms = with_sources(parse_arms(args.arm), args.arm_src)
         seeds = parse_seeds(args.seeds)
         slots = cpu_slots(args.parallel, usable_cpus())
         jobs = make_jobs(args, arms, seeds)
     except ValueError as err:
-        print(f"{prog} {err}", file=sys.stderr)
+        print(f"unilab-bench learn: error: {err}", file=sys.stderr)
         return 2
     for job in jobs:
         if job.iterations is not None and job.iterations * job.num_envs != args.env_steps:
@@ -766,7 +708,7 @@ def compare_main(args: argparse.Namespace) -> int:
     out = Path(args.out or Path(args.log_root) / f"learn_arms_{args.algo}_{budget_tag}{args.minutes:g}min.json")
     png = Path(args.plot) if args.plot else out.with_suffix(".png")
 
-    free: queue.Queue = queue.Queue()
+    free: queue.Queue = queue.Queue()  # the CPU sets not in use
     for slot in slots:
         free.put(slot)
 
@@ -794,11 +736,10 @@ def compare_main(args: argparse.Namespace) -> int:
         "machine": machine_facts(),
         "wall_s": time.monotonic() - t0,
         "baselines": baseline_episode_lengths(args, runs, [a.name for a in arms if a.src is not None]),
-        "checkpoint_env_steps": [],
+        "checkpoint_env_steps": add_checkpoints(runs, args.env_steps),
         "runs": runs,
         "plot": str(png),
     }
-    report["checkpoint_env_steps"] = add_checkpoints(runs, args.env_steps)
     plot_runs(report, png)
     print(compare_table(report))
     print(f"unilab-bench learn: JSON written to {write_json(out, report)}; plot {png}")

@@ -34,13 +34,6 @@ def _overrides(pairs: list[str]) -> dict:
     return out
 
 
-def _task_values(name: str, overrides: dict) -> dict:
-    cfg = compose_config([f"task={name}"])
-    values = OmegaConf.to_container(cfg.task, resolve=True)
-    values.update(overrides)
-    return values
-
-
 def raw_env_rate(name: str, values: dict, num_envs: int, steps: int, warmup: int, pool_kwargs: dict, seed: int) -> dict:
     """Env steps/s of env.step in this process with random actions."""
     env = make_env(name, task_config(name, values), num_envs, pool_kwargs=pool_kwargs, seed=seed)
@@ -58,8 +51,8 @@ def raw_env_rate(name: str, values: dict, num_envs: int, steps: int, warmup: int
     return {"steps_per_sec": num_envs * steps / wall, "ms_per_step": wall / steps * 1000, "nthread": nthread}
 
 
-def collector_rate(
-        name: str, values: dict, num_envs: int, steps: int, warmup: int, pool_kwargs: dict, seed: int) -> dict:
+def collector_rate(name: str, values: dict, num_envs: int, steps: int, warmup: int, pool_kwargs: dict,
+                   seed: int) -> dict:
     """Steps/s of the collector process driven by a zero-cost stub policy."""
     args = CollectorArgs(name, task_config(name, values), num_envs, pool_kwargs, seed, trace_path=None,
                          startup_timeout_s=900.0)
@@ -115,7 +108,8 @@ def main(argv: list[str] | None = None) -> dict:
     args = build_parser().parse_args(argv)
     if args.steps < 1 or args.num_envs < 1:
         raise SystemExit("--steps and --num-envs must be >= 1")
-    values = _task_values(args.task, _overrides(args.task_override))
+    overrides = _overrides(args.task_override)
+    values = OmegaConf.to_container(compose_config([f"task={args.task}"]).task, resolve=True) | overrides
     nthread = int(args.nthread) if args.nthread not in (None, "auto") else args.nthread
     pool_kwargs = {"nthread": nthread, "cpu_ids": args.cpu_ids}
     raw = raw_env_rate(args.task, values, args.num_envs, args.steps, args.warmup, pool_kwargs, args.seed)
@@ -131,30 +125,18 @@ def main(argv: list[str] | None = None) -> dict:
         "end_to_end_over_raw": col["end_to_end_steps_per_sec"] / raw["steps_per_sec"],
     }
     print(f"task={args.task} num_envs={args.num_envs} steps={args.steps} pool nthread={raw['nthread']}")
-    print(
-        format_table(
-            ["measure", "env steps/s", "ms/step", "ratio to raw"],
-            [
-                ["raw env.step (in process)", raw["steps_per_sec"], raw["ms_per_step"], 1.0],
-                ["collector active (env.step + shm write)", col["active_steps_per_sec"],
-                 col["env_step_ms"] + col["replay_write_ms"], res["active_over_raw"]],
-                ["collector end to end (incl. hand-off)", col["end_to_end_steps_per_sec"],
-                 num_envs_ms(args.num_envs, col["end_to_end_steps_per_sec"]), res["end_to_end_over_raw"]],
-            ],
-        )
-    )
-    print(
-        f"collector per step: env_step {col['env_step_ms']:.3f} ms, replay write {col['replay_write_ms']:.3f} ms, "
-        f"waiting for actions {col['action_wait_ms']:.3f} ms"
-    )
+    print(format_table(["measure", "env steps/s", "ms/step", "ratio to raw"], [
+        ["raw env.step (in process)", raw["steps_per_sec"], raw["ms_per_step"], 1.0],
+        ["collector active (env.step + shm write)", col["active_steps_per_sec"],
+         col["env_step_ms"] + col["replay_write_ms"], res["active_over_raw"]],
+        ["collector end to end (incl. hand-off)", col["end_to_end_steps_per_sec"],
+         args.num_envs / col["end_to_end_steps_per_sec"] * 1000.0, res["end_to_end_over_raw"]],
+    ]))
+    print(f"collector per step: env_step {col['env_step_ms']:.3f} ms, replay write {col['replay_write_ms']:.3f} ms, "
+          f"waiting for actions {col['action_wait_ms']:.3f} ms")
     if args.json:
         print(f"wrote {write_json(args.json, res)}")
     return res
-
-
-def num_envs_ms(num_envs: int, steps_per_sec: float) -> float:
-    """ms per step of all envs at ``steps_per_sec`` env steps/s."""
-    return num_envs / steps_per_sec * 1000.0
 
 
 if __name__ == "__main__":

@@ -37,44 +37,22 @@ class Row:
     note: str = ""
 
 
-def default_num_envs() -> int:
-    return 4096 if cpu.usable_cpu_count() >= 16 else 1024
-
-
 def thread_counts(usable: int) -> list[int]:
     """2 x usable, usable, then halves down to 1 (descending, unique)."""
-    counts = [2 * usable]
-    n = usable
-    while n >= 1:
-        counts.append(n)
-        n //= 2
-    return sorted(set(counts), reverse=True)
-
-
-def _load_model(path: str | None) -> mujoco.MjModel:
-    if path:
-        return mujoco.MjModel.from_xml_path(path)
-    return load_humanoid()
+    return sorted({2 * usable, *(usable >> k for k in range(usable.bit_length()))}, reverse=True)
 
 
 def _initial_state(model: mujoco.MjModel, num_envs: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     qpos = np.tile(model.qpos0, (num_envs, 1))
-    # perturb the hinge/slide coordinates only; free-joint quaternions stay unit
-    qpos += rng.normal(0.0, 0.02, qpos.shape) * _scalar_qpos_mask(model)
+    # perturb the hinge/slide coordinates only; free-joint and ball quaternions stay unit
+    mask = np.ones(model.nq)
+    for adr, kind in zip(model.jnt_qposadr, model.jnt_type):
+        width = 7 if kind == mujoco.mjtJoint.mjJNT_FREE else 4 if kind == mujoco.mjtJoint.mjJNT_BALL else 0
+        mask[adr : adr + width] = 0.0
+    qpos += rng.normal(0.0, 0.02, qpos.shape) * mask
     qvel = rng.normal(0.0, 0.05, (num_envs, model.nv))
     return qpos, qvel
-
-
-def _scalar_qpos_mask(model: mujoco.MjModel) -> np.ndarray:
-    mask = np.ones(model.nq)
-    for j in range(model.njnt):
-        adr = model.jnt_qposadr[j]
-        if model.jnt_type[j] == mujoco.mjtJoint.mjJNT_FREE:
-            mask[adr : adr + 7] = 0.0
-        elif model.jnt_type[j] == mujoco.mjtJoint.mjJNT_BALL:
-            mask[adr : adr + 4] = 0.0
-    return mask
 
 
 def _controls(model: mujoco.MjModel, n: int, num_envs: int, seed: int) -> np.ndarray:
@@ -86,17 +64,9 @@ def _controls(model: mujoco.MjModel, n: int, num_envs: int, seed: int) -> np.nda
     return rng.uniform(mid - 0.5 * half, mid + 0.5 * half, (n, num_envs, model.nu))
 
 
-def time_config(
-    model: mujoco.MjModel,
-    num_envs: int,
-    substeps: int,
-    steps: int,
-    warmup: int,
-    nthread: int | None,
-    cpu_ids: list[int] | None,
-    state: tuple[np.ndarray, np.ndarray],
-    ctrls: np.ndarray,
-) -> tuple[float, float]:
+def time_config(model: mujoco.MjModel, num_envs: int, substeps: int, steps: int, warmup: int, nthread: int | None,
+                cpu_ids: list[int] | None, state: tuple[np.ndarray, np.ndarray],
+                ctrls: np.ndarray) -> tuple[float, float]:
     """(wall ms per step, cores used) of one fresh pool over ``steps`` steps."""
     pool = BatchEnvPool(model, num_envs, nthread=None if cpu_ids else nthread, cpu_ids=cpu_ids)
     try:
@@ -113,40 +83,34 @@ def time_config(
 
 
 def run(args: argparse.Namespace) -> dict:
-    model = _load_model(args.model)
+    model = mujoco.MjModel.from_xml_path(args.model) if args.model else load_humanoid()
     usable_ids = cpu.usable_cpus()
     usable = len(usable_ids)
-    num_envs = args.num_envs or default_num_envs()
+    num_envs = args.num_envs or (4096 if cpu.usable_cpu_count() >= 16 else 1024)
     counts = [int(c) for c in args.nthreads.split(",")] if args.nthreads else thread_counts(usable)
     if 1 not in counts:
         counts.append(1)  # the single-thread rate anchors efficiency
     state = _initial_state(model, num_envs, args.seed)
     ctrls = _controls(model, args.warmup + args.steps, num_envs, args.seed)
 
-    rows: list[Row] = []
-    for n in counts:
-        rows.append(Row(n, False))
-        if not args.no_pinned:
-            rows.append(Row(n, True))
+    rows = [Row(n, pinned) for n in counts for pinned in ((False,) if args.no_pinned else (False, True))]
     for r in rows:
         if r.pinned and r.nthread > usable:
             r.note = f"n/a: {r.nthread} threads > {usable} usable cpus"
         if r.pinned and not cpu.affinity_supported():
             r.note = "n/a: no thread affinity on this platform"
 
-    samples: dict[int, list[tuple[float, float]]] = {i: [] for i in range(len(rows))}
+    samples: list[list[tuple[float, float]]] = [[] for _ in rows]
     for _ in range(args.repeats):
-        for i, r in enumerate(rows):
-            if r.note:
-                continue
-            ids = usable_ids[: r.nthread] if r.pinned else None
-            samples[i].append(
-                time_config(model, num_envs, args.substeps, args.steps, args.warmup, r.nthread, ids, state, ctrls)
-            )
-    for i, r in enumerate(rows):
-        if samples[i]:
-            r.ms_per_step = statistics.median(s[0] for s in samples[i])
-            r.cores = statistics.median(s[1] for s in samples[i])
+        for r, got in zip(rows, samples):
+            if not r.note:
+                ids = usable_ids[: r.nthread] if r.pinned else None
+                got.append(time_config(model, num_envs, args.substeps, args.steps, args.warmup, r.nthread, ids,
+                                       state, ctrls))
+    for r, got in zip(rows, samples):
+        if got:
+            r.ms_per_step = statistics.median(s[0] for s in got)
+            r.cores = statistics.median(s[1] for s in got)
             r.steps_per_sec = num_envs * args.substeps / (r.ms_per_step / 1000.0)
 
     single = next(r for r in rows if r.nthread == 1 and not r.pinned).steps_per_sec
@@ -179,34 +143,18 @@ def run(args: argparse.Namespace) -> dict:
 
 def print_result(res: dict) -> None:
     headers = ["nthread", "pinning", "ms/step", "physics steps/s", "cores used", "efficiency", "note"]
-    rows = [
-        [
-            r["nthread"],
-            "pinned" if r["pinned"] else "unpinned",
-            r["ms_per_step"],
-            r["steps_per_sec"],
-            r["cores"],
-            r["efficiency"],
-            r["note"],
-        ]
-        for r in res["rows"]
-    ]
-    print(
-        f"model={res['model']} num_envs={res['num_envs']} substeps={res['substeps']} "
-        f"steps={res['steps']} x{res['repeats']} usable_cpus={res['usable_cpus']}"
-    )
+    rows = [[r["nthread"], "pinned" if r["pinned"] else "unpinned", r["ms_per_step"], r["steps_per_sec"], r["cores"],
+             r["efficiency"], r["note"]] for r in res["rows"]]
+    print(f"model={res['model']} num_envs={res['num_envs']} substeps={res['substeps']} "
+          f"steps={res['steps']} x{res['repeats']} usable_cpus={res['usable_cpus']}")
     print(format_table(headers, rows))
-    print(
-        f"physical limit = {res['usable_cpus']} x {res['single_thread_steps_per_sec']:,.0f} single-thread steps/s "
-        f"= {res['physical_limit_steps_per_sec']:,.0f} steps/s"
-    )
+    print(f"physical limit = {res['usable_cpus']} x {res['single_thread_steps_per_sec']:,.0f} single-thread steps/s "
+          f"= {res['physical_limit_steps_per_sec']:,.0f} steps/s")
     fast = res["fastest"]
-    print(
-        f"default nthread (sizing rule) = {res['default_nthread']}; fastest row = nthread {fast['nthread']} "
-        f"{'pinned' if fast['pinned'] else 'unpinned'}; default within {WITHIN:.0%} of fastest: "
-        f"{'yes' if res['default_within_5pct_of_fastest'] else 'NO'}; "
-        f"default efficiency {res['default_efficiency']:.3f}"
-    )
+    print(f"default nthread (sizing rule) = {res['default_nthread']}; fastest row = nthread {fast['nthread']} "
+          f"{'pinned' if fast['pinned'] else 'unpinned'}; default within {WITHIN:.0%} of fastest: "
+          f"{'yes' if res['default_within_5pct_of_fastest'] else 'NO'}; "
+          f"default efficiency {res['default_efficiency']:.3f}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -216,9 +164,8 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("--model", default=None, help="MJCF path (default: unilab's built-in humanoid)")
-    p.add_argument(
-        "--num-envs", type=int, default=None, help="simulations (default: 4096 with >= 16 usable CPUs, else 1024)"
-    )
+    p.add_argument("--num-envs", type=int, default=None,
+                   help="simulations (default: 4096 with >= 16 usable CPUs, else 1024)")
     p.add_argument("--substeps", type=int, default=3, help="physics steps per pool.step call")
     p.add_argument("--steps", type=int, default=30, help="timed pool.step calls per measurement")
     p.add_argument("--warmup", type=int, default=2, help="untimed pool.step calls before timing")

@@ -34,11 +34,8 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> st
 
 def _git_commit() -> str | None:
     try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5,
-            cwd=Path(__file__).resolve().parent,
-        )
-        return out.stdout.strip() or None
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5,
+                              cwd=Path(__file__).resolve().parent).stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
         return None
 
