@@ -1,8 +1,7 @@
 """Usable-CPU discovery, the worker-thread sizing rule, and thread pinning.
 
-The sizing rule exists because a pool sized past the usable CPUs (for example
-``2 x os.cpu_count()``) oversubscribes them and steps physics 10-25 % slower.
-"Usable" respects taskset and cgroup cpusets, which ``os.cpu_count()`` and
+The sizing rule exists because a pool sized past the usable CPUs (for example ``2 x os.cpu_count()``) oversubscribes
+them and steps physics 10-25 % slower. "Usable" respects taskset and cgroup cpusets, which ``os.cpu_count()`` and
 MuJoCo's ``nthread=0`` ignore.
 """
 
@@ -28,9 +27,8 @@ _unpinned_affinity: dict[int, set[int]] = {}
 def usable_cpus() -> list[int]:
     """Sorted ids of the CPUs this process may run on.
 
-    ``os.sched_getaffinity(0)`` where it exists (respects taskset and cgroup
-    cpusets), else ``range(os.cpu_count())`` (macOS, Windows). A thread that
-    a pool pinned still gets the set it had before the pinning.
+    ``os.sched_getaffinity(0)`` where it exists (respects taskset and cgroup cpusets), else ``range(os.cpu_count())``
+    (macOS, Windows). A thread that a pool pinned still gets the set it had before the pinning.
     """
     if hasattr(os, "sched_getaffinity"):
         before = _unpinned_affinity.get(threading.get_native_id())
@@ -84,8 +82,7 @@ def parse_cpu_ids(spec: str | int | Iterable[int] | None) -> list[int] | None:
 def validate_cpu_ids(cpu_ids: Sequence[int]) -> list[int]:
     """Check an explicit cpu list: non-empty, non-negative, unique, usable.
 
-    Raises ValueError naming the offending ids, and when the platform cannot
-    pin threads at all.
+    Raises ValueError naming the offending ids, and when the platform cannot pin threads at all.
     """
     ids = list(cpu_ids)
     if not ids:
@@ -97,23 +94,17 @@ def validate_cpu_ids(cpu_ids: Sequence[int]) -> list[int]:
     if dupes:
         raise ValueError(f"cpu_ids has duplicate ids {dupes}")
     if not affinity_supported():
-        raise ValueError(
-            f"cpu_ids={ids} asks for pinning, but {platform.system()} has no "
-            "thread affinity API (os.sched_setaffinity); pass cpu_ids=None"
-        )
+        raise ValueError(f"cpu_ids={ids} asks for pinning, but {platform.system()} has no thread affinity API "
+                         "(os.sched_setaffinity); pass cpu_ids=None")
     usable = set(usable_cpus())
     outside = [c for c in ids if c not in usable]
     if outside:
-        raise ValueError(
-            f"cpu_ids {outside} are outside the usable CPU set {sorted(usable)} "
-            "(see taskset / cgroup cpuset)"
-        )
+        raise ValueError(f"cpu_ids {outside} are outside the usable CPU set {sorted(usable)} (see taskset / cgroup "
+                         "cpuset)")
     return ids
 
 
-def resolve_nthread(
-    num_envs: int, nthread: int | None = None, cpu_ids: Sequence[int] | None = None
-) -> int:
+def resolve_nthread(num_envs: int, nthread: int | None = None, cpu_ids: Sequence[int] | None = None) -> int:
     """The sizing rule: how many threads a pool of ``num_envs`` sims gets.
 
     - explicit ``cpu_ids``: one thread per listed cpu (``len(cpu_ids)``);
@@ -127,9 +118,7 @@ def resolve_nthread(
     if cpu_ids is not None:
         ids = validate_cpu_ids(cpu_ids)
         if nthread is not None and nthread != len(ids):
-            raise ValueError(
-                f"nthread={nthread} disagrees with cpu_ids={ids}: pinning uses one thread per cpu id"
-            )
+            raise ValueError(f"nthread={nthread} disagrees with cpu_ids={ids}: pinning uses one thread per cpu id")
         if len(ids) > num_envs:
             raise ValueError(f"cpu_ids lists {len(ids)} cpus but the pool has only {num_envs} envs")
         return len(ids)
@@ -137,9 +126,8 @@ def resolve_nthread(
         if isinstance(nthread, bool) or not isinstance(nthread, int):
             raise ValueError(f"nthread must be an int >= 1, 'auto' or None, got {nthread!r}")
         if nthread < 1:
-            raise ValueError(
-                f"nthread must be >= 1, got {nthread} (MuJoCo's 0 means all logical CPUs, ignoring affinity)"
-            )
+            raise ValueError(f"nthread must be >= 1, got {nthread} (MuJoCo's 0 means all logical CPUs, "
+                             "ignoring affinity)")
         return nthread
     return min(num_envs, usable_cpu_count())
 

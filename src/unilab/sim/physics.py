@@ -1,11 +1,10 @@
 """The physics seam: what a task may use of a batched physics pool, and the one place a pool is built.
 
-A task builds its model, then asks :func:`make_pool` for ``num_envs`` simulations of it; ``sim.backend``
-(``--sim``) picks the implementation. Tasks see only :class:`PhysicsPool`: the live ``(num_envs, ...)``
-state arrays, the step, reset and forward calls, per-env model fields for domain randomization, and the
-derived fields they ask for as ``outputs``: :data:`BODY_STATE` (every body's world-frame position,
-quaternion, linear and angular velocity at its origin, the same for every backend) and, for what only a
-backend has, its own field names (MuJoCo's ``cfrc_ext``).
+A task builds its model, then asks :func:`make_pool` for ``num_envs`` simulations of it; ``sim.backend`` (``--sim``)
+picks the implementation. Tasks see only :class:`PhysicsPool`: the live ``(num_envs, ...)`` state arrays, the step,
+reset and forward calls, per-env model fields for domain randomization, and the derived fields they ask for as
+``outputs``: :data:`BODY_STATE` (every body's world-frame position, quaternion, linear and angular velocity at its
+origin, the same for every backend) and, for what only a backend has, its own field names (MuJoCo's ``cfrc_ext``).
 """
 
 from __future__ import annotations
@@ -21,9 +20,7 @@ BODY_STATE = ("body_pos_w", "body_quat_w", "body_lin_vel_w", "body_ang_vel_w")
 linear and angular velocity of its origin, after every step, reset and forward."""
 
 # backend name -> "module:class"; imported on use, so a backend's library loads only when it is chosen
-BACKENDS: dict[str, str] = {
-    "mujoco": "unilab.sim.mujoco.pool:BatchEnvPool",
-}
+BACKENDS: dict[str, str] = {"mujoco": "unilab.sim.mujoco.pool:BatchEnvPool"}
 
 
 class PhysicsPool(Protocol):
@@ -45,31 +42,24 @@ class PhysicsPool(Protocol):
     @property
     def contacts(self) -> bool:
         """Whether steps compute contacts (a task that reads none asks for a pool without them)."""
-        ...
 
     def step(self, ctrl: np.ndarray | None, substeps: int = 1) -> np.ndarray:
         """Advance every env ``substeps`` physics steps with ``ctrl`` (None: the live ``ctrl``); the bad mask."""
-        ...
 
     def reset(self, ids: np.ndarray, qpos: np.ndarray, qvel: np.ndarray) -> None:
         """Put envs ``ids`` at ``(qpos, qvel)`` with fresh solver state; derived fields follow."""
-        ...
 
     def forward(self, ids: np.ndarray | None = None) -> None:
         """Recompute the derived fields of envs ``ids`` (None: all) from their state."""
-        ...
 
     def bind(self, name: str) -> np.ndarray:
         """Live ``(num_envs, ...)`` array of a state or derived field."""
-        ...
 
     def expand(self, name: str) -> np.ndarray:
         """Live ``(num_envs, ...)`` per-env values of a model field (domain randomization writes them)."""
-        ...
 
     def set_const(self) -> None:
         """Recompute the model constants derived from fields written through :meth:`expand`."""
-        ...
 
     def close(self) -> None: ...
 

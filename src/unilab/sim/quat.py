@@ -1,17 +1,13 @@
 """Quaternion and rigid-transform helpers (MuJoCo convention: w, x, y, z).
 
-Two flavours: NumPy functions over ``(..., 4)`` / ``(..., 3)`` arrays for
-set-up code and tests, and Numba scalar helpers on tuples (``qmul``, ``qrot``,
-``qangle_sq``) that the per-env term functions of a task inline.
+Two flavours: NumPy functions over ``(..., 4)`` / ``(..., 3)`` arrays for set-up code and tests, and Numba scalar
+helpers on tuples (``qmul``, ``qrot``, ``qangle_sq``) that the per-env term functions of a task inline.
 """
 
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
-
-# ---------------------------------------------------------------------------
-# NumPy, batched over leading axes
 
 
 def quat_normalize(q: np.ndarray) -> np.ndarray:
@@ -33,15 +29,10 @@ def quat_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Hamilton product ``a * b``."""
     aw, ax, ay, az = np.moveaxis(a, -1, 0)
     bw, bx, by, bz = np.moveaxis(b, -1, 0)
-    return np.stack(
-        [
-            aw * bw - ax * bx - ay * by - az * bz,
-            aw * bx + ax * bw + ay * bz - az * by,
-            aw * by - ax * bz + ay * bw + az * bx,
-            aw * bz + ax * by - ay * bx + az * bw,
-        ],
-        axis=-1,
-    )
+    return np.stack([aw * bw - ax * bx - ay * by - az * bz,
+                     aw * bx + ax * bw + ay * bz - az * by,
+                     aw * by - ax * bz + ay * bw + az * bx,
+                     aw * bz + ax * by - ay * bx + az * bw], axis=-1)
 
 
 def quat_rotate(q: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -78,7 +69,6 @@ def quat_error_angle(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return 2.0 * np.arccos(np.clip(d, 0.0, 1.0))
 
 
-# ---------------------------------------------------------------------------
 # scalar quaternion helpers (tuples, no scratch arrays: a term may not allocate per env).
 # Same expressions, in the same order, as the array helpers above (bit-identical results).
 

@@ -92,15 +92,8 @@ def observation_names(record: Iterable[Field]) -> tuple[str, ...]:
 
 def env_outputs(record: Iterable[Field]) -> tuple[Field, ...]:
     """The arrays ``env.step`` fills: the env fields plus ``final_<obs>`` per observation field."""
-    out: list[Field] = []
-    finals: list[Field] = []
-    for f in record:
-        if f.writer != "env":
-            continue
-        out.append(f)
-        if f.observation:
-            finals.append(Field(FINAL + f.name, f.shape, f.dtype))
-    return (*out, *finals)
+    env = [f for f in record if f.writer == "env"]
+    return (*env, *(Field(FINAL + f.name, f.shape, f.dtype) for f in env if f.observation))
 
 
 def allocate(fields: Iterable[Field], num_envs: int) -> dict[str, np.ndarray]:

@@ -1,20 +1,15 @@
 """Dynamic work sharing in a Numba ``prange`` region: threads claim chunks of envs from one atomic counter.
 
-Numba's OpenMP layer splits a ``prange`` statically: thread ``k`` gets the
-``k``-th contiguous block of iterations (its ``omp for`` has no schedule clause,
-and ``numba.set_parallel_chunksize`` only cuts the blocks smaller). A region then
-lasts as long as its slowest thread, and between two physics steps the slowest
-is a worker that was asleep: it wakes late (on a VM, tens of microseconds to over
-a millisecond for a parked vCPU) and may start on cold caches. Measured in the
-G1 step loop at 4096 envs on 2 cores: with the static split the
-update_state driver's worker spent up to 25 % more CPU on its half than the
-calling thread, which then waited (8.1 ms at 1.75 cores); with claims the same
-driver took 6.6 ms at 1.96 cores. With 64 workers waking one after another the
-static split loses more.
+Numba's OpenMP layer splits a ``prange`` statically: thread ``k`` gets the ``k``-th contiguous block of iterations
+(its ``omp for`` has no schedule clause, and ``numba.set_parallel_chunksize`` only cuts the blocks smaller). A region
+then lasts as long as its slowest thread, and between two physics steps the slowest is a worker that was asleep: it
+wakes late (on a VM, tens of microseconds to over a millisecond for a parked vCPU) and may start on cold caches.
+Measured in the G1 step loop at 4096 envs on 2 cores: with the static split the update_state driver's worker spent up
+to 25 % more CPU on its half than the calling thread, which then waited (8.1 ms at 1.75 cores); with claims the same
+driver took 6.6 ms at 1.96 cores. With 64 workers waking one after another the static split loses more.
 
-With claims every thread, the caller first, takes the next unclaimed chunk
-until none is left, so a late or slow thread simply takes fewer. Which thread
-runs a chunk changes nothing else: a chunk holds the same envs and every write
+With claims every thread, the caller first, takes the next unclaimed chunk until none is left, so a late or slow
+thread simply takes fewer. Which thread runs a chunk changes nothing else: a chunk holds the same envs and every write
 is per env, so results stay bit-identical to a serial loop.
 
 The pattern (``n`` items, chunks of at least ``least``)::
@@ -24,25 +19,20 @@ The pattern (``n`` items, chunks of at least ``least``)::
         for i in claimed(counter, n, least):
             ...
 
-:func:`claimed` holds the claim loop once: a Numba generator, which loads
-from Numba's cache like any function (a per-env body passed to one shared kernel as a function argument
-would not: the argument's type names the function object, which differs in
-every process, so every process would compile every kernel again).
+:func:`claimed` holds the claim loop once: a Numba generator, which loads from Numba's cache like any function (a
+per-env body passed to one shared kernel as a function argument would not: the argument's type names the function
+object, which differs in every process, so every process would compile every kernel again).
 
-Each thread's first iteration drains the counter; its other iterations find it
-empty at once (one atomic add each). ``n`` items are cut into about
-:data:`CHUNKS` chunks (four per thread at 64 threads, so that the others can
-take a late thread's share), but no chunk is smaller than ``least``: where
-chunks meet, two threads may write one cache line, and a kernel that writes a
-byte per env into the rows of a ``(k, num_envs)`` array shares a line between
-chunks of fewer than 64 envs. Measured (G1 step driver, TERMINATE stage, whose
-info rows are such arrays; 4096 envs, 2 cores): 1.42 ms with
-chunks of 16 envs, 0.98 ms with 32, 0.54 ms with 64.
+Each thread's first iteration drains the counter; its other iterations find it empty at once (one atomic add each).
+``n`` items are cut into about :data:`CHUNKS` chunks (four per thread at 64 threads, so that the others can take a
+late thread's share), but no chunk is smaller than ``least``: where chunks meet, two threads may write one cache line,
+and a kernel that writes a byte per env into the rows of a ``(k, num_envs)`` array shares a line between chunks of
+fewer than 64 envs. Measured (G1 step driver, TERMINATE stage, whose info rows are such arrays; 4096 envs, 2 cores):
+1.42 ms with chunks of 16 envs, 0.98 ms with 32, 0.54 ms with 64.
 
-:func:`new_counter`, not ``np.zeros(1)``: in a ``parallel=True`` function Numba
-turns ``np.zeros``/``np.ones``, array expressions and ``.sum()`` into parallel
-loops of their own, each one more fork/join of the team (``unilab-bench env-phases``
-shows it as fewer cores used).
+:func:`new_counter`, not ``np.zeros(1)``: in a ``parallel=True`` function Numba turns ``np.zeros``/``np.ones``, array
+expressions and ``.sum()`` into parallel loops of their own, each one more fork/join of the team (``unilab-bench
+env-phases`` shows it as fewer cores used).
 """
 
 from __future__ import annotations

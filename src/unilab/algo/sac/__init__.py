@@ -20,13 +20,4 @@ def __getattr__(name: str) -> Any:
     return getattr(import_module(f".{_HOME[name]}", __name__), name)
 
 
-__all__ = [
-    "Actor",
-    "CriticEnsemble",
-    "FastSAC",
-    "ReplayBuffer",
-    "RunningNormalizer",
-    "SACConfig",
-    "project_distribution",
-    "resolve_device",
-]
+__all__ = sorted(_HOME)

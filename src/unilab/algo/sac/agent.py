@@ -1,15 +1,13 @@
 """FastSAC learner: acting, one gradient step, checkpoints.
 
-One :meth:`FastSAC.update` = one critic step and one temperature step (every
-call), an actor step every ``policy_frequency``-th call, and a soft target
-update, in holosoma's order. The trainer calls it ``num_updates`` times per
-iteration on batches from :class:`~unilab.algo.sac.replay.ReplayBuffer`.
+One :meth:`FastSAC.update` = one critic step and one temperature step (every call), an actor step every
+``policy_frequency``-th call, and a soft target update, in holosoma's order. The trainer calls it ``num_updates``
+times per iteration on batches from :class:`~unilab.algo.sac.replay.ReplayBuffer`.
 
-The actor acts in [-1, 1] (the env maps that to PD targets), but log-probs,
-the entropy target and the critic's action input live in the recipe's action
-space ``b_j * a_j`` (``action_bound``): holosoma's FastSAC acts with
-``tanh(u) * b_j``, so its log-prob carries ``-sum_j log b_j`` and its entropy
-target ``-0.5 * action_dim`` means "0.5 nats below a unit box" there.
+The actor acts in [-1, 1] (the env maps that to PD targets), but log-probs, the entropy target and the critic's action
+input live in the recipe's action space ``b_j * a_j`` (``action_bound``): holosoma's FastSAC acts with
+``tanh(u) * b_j``, so its log-prob carries ``-sum_j log b_j`` and its entropy target ``-0.5 * action_dim`` means
+"0.5 nats below a unit box" there.
 """
 
 from __future__ import annotations
@@ -38,6 +36,8 @@ OPTIMIZER_SETTINGS = ("lr", "betas", "weight_decay")
 # counters of nonfinite_counts(): updates with any skipped step, steps skipped per optimiser,
 # and the current run of consecutive updates with a skipped step
 NONFINITE_KEYS = ("updates", "critic", "actor", "alpha", "streak")
+_MODULES = ("actor", "critic", "critic_target", "obs_normalizer", "critic_obs_normalizer")
+_OPTIMIZERS = ("actor_optimizer", "critic_optimizer", "alpha_optimizer")
 
 
 class FastSAC:
@@ -54,12 +54,11 @@ class FastSAC:
         mirror: the task's left/right mirror of ``obs``, ``critic_obs`` and ``action`` as signed permutations
             (``EnvSpec.mirror``), used when ``cfg.use_symmetry``; ``mirror_error``: why the task has none.
 
-    ``grad_sync`` (default None) may be set to a callable taking a list of
-    parameters; it runs after every backward pass, before clipping and the
-    optimiser step (e.g. an all-reduce average for multi-process training).
-    ``stats_sync`` (default None) may be set to an in-place all-reduce SUM of a
-    tensor (``torch.distributed.all_reduce``); the observation normalisers then
-    merge the batches of all ranks and stay identical across them.
+    ``grad_sync`` (default None) may be set to a callable taking a list of parameters; it runs after every backward
+    pass, before clipping and the optimiser step (e.g. an all-reduce average for multi-process training).
+    ``stats_sync`` (default None) may be set to an in-place all-reduce SUM of a tensor
+    (``torch.distributed.all_reduce``); the observation normalisers then merge the batches of all ranks and stay
+    identical across them.
     """
 
     def __init__(self, cfg: SACConfig, obs_dim: int, critic_obs_dim: int, action_dim: int,
@@ -67,10 +66,8 @@ class FastSAC:
                  mirror: Mapping[str, tuple[Sequence[int], Sequence[float]]] | None = None,
                  mirror_error: str = "") -> None:
         if min(obs_dim, critic_obs_dim, action_dim) < 1:
-            raise ValueError(
-                f"FastSAC dims must be >= 1: obs_dim={obs_dim} critic_obs_dim={critic_obs_dim} "
-                f"action_dim={action_dim}"
-            )
+            raise ValueError(f"FastSAC dims must be >= 1: obs_dim={obs_dim} critic_obs_dim={critic_obs_dim} "
+                             f"action_dim={action_dim}")
         cfg.validate()
         self.cfg = cfg
         self.obs_dim = int(obs_dim)
@@ -125,18 +122,14 @@ class FastSAC:
         self._nonfinite = torch.zeros(len(NONFINITE_KEYS), dtype=torch.float32, device=self.device)
 
         self.num_updates_done = 0
-        # multi-process training sets this to an all-reduce over ranks; called after every backward
-        self.grad_sync: Callable[[list[nn.Parameter]], None] | None = None
-        # ... and this to an in-place all-reduce SUM, to keep the normalisers equal across ranks
+        self.grad_sync: Callable[[list[nn.Parameter]], None] | None = None  # see the class doc
         self.stats_sync: Callable[[torch.Tensor], None] | None = None
         self._last_actor_metrics: dict[str, torch.Tensor] = {}
-        self._critic_loss_fn: Callable[..., Any] = self._critic_loss
-        self._actor_loss_fn: Callable[..., Any] = self._actor_loss
-        self._policy_fn: Callable[..., Any] = self._policy
-        if self.use_compile:
-            self._critic_loss_fn = torch.compile(self._critic_loss)
-            self._actor_loss_fn = torch.compile(self._actor_loss)
-            self._policy_fn = torch.compile(self._policy)
+        maybe_compile: Callable[[Callable[..., Any]], Callable[..., Any]] = (
+            torch.compile if self.use_compile else lambda fn: fn)
+        self._critic_loss_fn = maybe_compile(self._critic_loss)
+        self._actor_loss_fn = maybe_compile(self._actor_loss)
+        self._policy_fn = maybe_compile(self._policy)
 
     # ------------------------------------------------------------------ acting
     @property
@@ -157,17 +150,14 @@ class FastSAC:
     def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
         """Actions in [-1, 1] for policy observations ``(N, obs_dim)``.
 
-        Runs on the learner device and returns float32 actions on the device
-        ``obs`` came from (so a CPU shared-memory tensor gets CPU actions back).
-        The normaliser is not updated here.
+        Runs on the learner device and returns float32 actions on the device ``obs`` came from (so a CPU shared-memory
+        tensor gets CPU actions back). The normaliser is not updated here.
         """
         obs = torch.as_tensor(obs)
         if obs.ndim != 2 or obs.shape[1] != self.obs_dim:
             raise ValueError(f"FastSAC.act expects obs of shape (N, {self.obs_dim}), got {tuple(obs.shape)}")
-        source_device = obs.device
-        obs = obs.to(self.device, torch.float32, non_blocking=True)
-        actions = self._policy_fn(obs, bool(deterministic))
-        return actions.to(source_device).clamp_(-1.0, 1.0)
+        actions = self._policy_fn(obs.to(self.device, torch.float32, non_blocking=True), bool(deterministic))
+        return actions.to(obs.device).clamp_(-1.0, 1.0)
 
     # ---------------------------------------------------------------- learning
     def sample_action(self, obs: torch.Tensor, params: tuple[torch.Tensor, torch.Tensor] | None = None
@@ -184,9 +174,8 @@ class FastSAC:
                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Critic loss, mean online Q, mean target value and mean next-state log-prob for one batch.
 
-        Each ensemble member regresses onto its own target member's soft
-        target (clipped double-Q: all onto the member with the lowest
-        expected value).
+        Each ensemble member regresses onto its own target member's soft target (clipped double-Q: all onto the member
+        with the lowest expected value).
         """
         bound = self.action_bound
         with torch.no_grad(), self._autocast():
@@ -296,14 +285,11 @@ class FastSAC:
     def update(self, batch: dict[str, torch.Tensor], *, return_metrics: bool = True) -> dict[str, float]:
         """One FastSAC gradient step on a batch from ``ReplayBuffer.sample``.
 
-        Updates the observation normalisers from the batch's observations
-        first, then uses those (frozen) statistics for every forward pass of
-        this step, targets included. Returns float metrics (``critic_loss,
-        q_mean, q_target_mean, critic_grad_norm, actor_loss, alpha_loss, alpha,
-        entropy, log_std_mean, actor_grad_norm``; actor-side values are from the
-        latest actor step; ``entropy_next``: of the next-state actions the temperature
-        step used). With ``return_metrics=False`` it skips the
-        device->host sync and returns an empty dict.
+        Updates the observation normalisers from the batch's observations first, then uses those (frozen) statistics
+        for every forward pass of this step, targets included. Returns float metrics (``critic_loss, q_mean,
+        q_target_mean, critic_grad_norm, actor_loss, alpha_loss, alpha, entropy, log_std_mean, actor_grad_norm``;
+        actor-side values are from the latest actor step; ``entropy_next``: of the next-state actions the temperature
+        step used). With ``return_metrics=False`` it skips the device->host sync and returns an empty dict.
         """
         missing = [k for k in BATCH_KEYS if k not in batch]
         if missing:
@@ -376,10 +362,9 @@ class FastSAC:
 
     def nonfinite_parameters(self) -> list[str]:
         """Names of the parameters and buffers (normalisers, temperature) holding NaN or inf."""
-        modules = {"actor": self.actor, "critic": self.critic, "critic_target": self.critic_target,
-                   "obs_normalizer": self.obs_normalizer, "critic_obs_normalizer": self.critic_obs_normalizer}
         tensors = {"log_alpha": self.log_alpha}
-        for prefix, module in modules.items():
+        for prefix in _MODULES:
+            module = getattr(self, prefix)
             for name, t in (*module.named_parameters(), *module.named_buffers()):
                 tensors[f"{prefix}.{name}"] = t
         return [name for name, t in tensors.items() if t.is_floating_point() and not bool(torch.isfinite(t).all())]
@@ -388,9 +373,7 @@ class FastSAC:
     def soft_update_target(self, tau: float | None = None) -> None:
         """Polyak-average online critic weights into the target critic."""
         tau = self.cfg.tau if tau is None else float(tau)
-        online = list(self.critic.parameters())
-        target = list(self.critic_target.parameters())
-        torch._foreach_lerp_(target, online, tau)
+        torch._foreach_lerp_(list(self.critic_target.parameters()), list(self.critic.parameters()), tau)
 
     # ------------------------------------------------------------- checkpoints
     def _dims(self) -> dict[str, Any]:
@@ -406,15 +389,9 @@ class FastSAC:
         return {
             "dims": self._dims(),
             "config": self.cfg.to_dict(),
-            "actor": self.actor.state_dict(),
-            "critic": self.critic.state_dict(),
-            "critic_target": self.critic_target.state_dict(),
-            "obs_normalizer": self.obs_normalizer.state_dict(),
-            "critic_obs_normalizer": self.critic_obs_normalizer.state_dict(),
+            **{key: getattr(self, key).state_dict() for key in _MODULES},
             "log_alpha": self.log_alpha.detach().clone(),
-            "actor_optimizer": self.actor_optimizer.state_dict(),
-            "critic_optimizer": self.critic_optimizer.state_dict(),
-            "alpha_optimizer": self.alpha_optimizer.state_dict(),
+            **{key: getattr(self, key).state_dict() for key in _OPTIMIZERS},
             "num_updates_done": self.num_updates_done,
         }
 
@@ -424,15 +401,12 @@ class FastSAC:
         mine = self._dims()
         if dims and dims != mine:
             raise ValueError(f"checkpoint dims {dims} do not match this agent {mine}")
-        self.actor.load_state_dict(state["actor"])
-        self.critic.load_state_dict(state["critic"])
-        self.critic_target.load_state_dict(state["critic_target"])
-        self.obs_normalizer.load_state_dict(state["obs_normalizer"])
-        self.critic_obs_normalizer.load_state_dict(state["critic_obs_normalizer"])
+        for key in _MODULES:
+            getattr(self, key).load_state_dict(state[key])
         with torch.no_grad():
             self.log_alpha.copy_(state["log_alpha"].to(self.device))
-        for opt, key in ((self.actor_optimizer, "actor_optimizer"), (self.critic_optimizer, "critic_optimizer"),
-                         (self.alpha_optimizer, "alpha_optimizer")):
+        for key in _OPTIMIZERS:
+            opt = getattr(self, key)
             # the moments come from the checkpoint, the settings from this agent's config: a resume with
             # algo.alpha_lr=... or algo.weight_decay=... must train with them, as its config says
             mine = [{k: group[k] for k in OPTIMIZER_SETTINGS} for group in opt.param_groups]
@@ -444,7 +418,6 @@ class FastSAC:
     @classmethod
     def from_checkpoint(cls, state: dict[str, Any], device: str | torch.device | None = None) -> FastSAC:
         """Rebuild an agent (config and dims included) from a :meth:`state_dict`."""
-        cfg = SACConfig.from_mapping(state["config"])
-        agent = cls(cfg, device=device, **state["dims"])
+        agent = cls(SACConfig.from_mapping(state["config"]), device=device, **state["dims"])
         agent.load_state_dict(state)
         return agent

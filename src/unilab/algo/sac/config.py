@@ -1,14 +1,11 @@
 """FastSAC hyperparameters.
 
-Every knob of the algorithm and its default lives here, once: the dataclass is
-the Hydra ``algo`` group's structured config (``config/algo/sac.yaml`` only
-names it, presets such as ``sac_cpu.yaml`` list just what they change), so an
-override such as ``algo.num_envs=4096`` is type-checked against it. Defaults
-are holosoma's published G1 whole-body-tracking FastSAC recipe
-(``g1_29dof_wbt_fast_sac``: 4096 envs, distributional critic with 501 atoms on
-[-20, 20], gamma 0.99, tau 0.05, 4 updates per iteration, actor every 2nd,
-entropy target -0.5 x action_dim, LayerNorm SiLU MLPs); ``sac.yaml`` lists
-where unilab differs and why.
+Every knob of the algorithm and its default lives here, once: the dataclass is the Hydra ``algo`` group's structured
+config (``config/algo/sac.yaml`` only names it, presets such as ``sac_cpu.yaml`` list just what they change), so an
+override such as ``algo.num_envs=4096`` is type-checked against it. Defaults are holosoma's published G1
+whole-body-tracking FastSAC recipe (``g1_29dof_wbt_fast_sac``: 4096 envs, distributional critic with 501 atoms on
+[-20, 20], gamma 0.99, tau 0.05, 4 updates per iteration, actor every 2nd, entropy target -0.5 x action_dim, LayerNorm
+SiLU MLPs); ``sac.yaml`` lists where unilab differs and why.
 """
 
 from __future__ import annotations
@@ -155,11 +152,8 @@ class SACConfig:
 
     def validate(self) -> None:
         """Raise ValueError naming the first inconsistent hyperparameter."""
-        positive_ints = (
-            "num_envs", "buffer_size", "batch_size", "n_steps", "num_updates",
-            "policy_frequency", "num_q", "max_iterations", "max_nonfinite_updates",
-        )
-        for name in positive_ints:
+        for name in ("num_envs", "buffer_size", "batch_size", "n_steps", "num_updates", "policy_frequency", "num_q",
+                     "max_iterations", "max_nonfinite_updates"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"algo.{name} must be a positive int, got {value!r}")
@@ -186,9 +180,7 @@ class SACConfig:
             if not getattr(self, name) >= 0.0:  # NaN fails too
                 raise ValueError(f"algo.{name} must be >= 0, got {getattr(self, name)}")
         if self.n_steps > self.buffer_size:
-            raise ValueError(
-                f"algo.n_steps ({self.n_steps}) exceeds buffer_size ({self.buffer_size})"
-            )
+            raise ValueError(f"algo.n_steps ({self.n_steps}) exceeds buffer_size ({self.buffer_size})")
         for name in ("actor_hidden_dims", "critic_hidden_dims"):
             dims = list(getattr(self, name))
             if not dims or any(int(d) < 1 for d in dims):
@@ -196,9 +188,7 @@ class SACConfig:
         if self.activation not in ("silu", "relu", "elu", "tanh"):
             raise ValueError(f"algo.activation must be silu/relu/elu/tanh, got {self.activation!r}")
         if self.log_std_min >= self.log_std_max:
-            raise ValueError(
-                f"algo.log_std_min ({self.log_std_min}) must be < log_std_max ({self.log_std_max})"
-            )
+            raise ValueError(f"algo.log_std_min ({self.log_std_min}) must be < log_std_max ({self.log_std_max})")
         if self.distributional:
             if self.num_atoms < 2:
                 raise ValueError(f"algo.num_atoms must be >= 2, got {self.num_atoms}")
@@ -213,11 +203,8 @@ class SACConfig:
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> SACConfig:
-        """Build from a plain mapping (e.g. a Hydra/OmegaConf ``algo`` node).
-
-        Unknown keys and values of the wrong type raise ValueError naming the key,
-        so a typo in an override is never ignored.
-        """
+        """Build from a plain mapping (e.g. a Hydra/OmegaConf ``algo`` node); unknown keys and values of the
+        wrong type raise ValueError naming the key, so a typo in an override is never ignored."""
         return build_dataclass(cls, values, "algo")
 
     def to_dict(self) -> dict[str, Any]:

@@ -1,14 +1,13 @@
 """FastSAC networks: tanh-squashed Gaussian actor and a vectorised critic ensemble.
 
-The critic ensemble keeps the weights of all ``num_q`` members in stacked
-tensors, so one batched matmul per layer evaluates every member (no Python
-loop over members in the update).
+The critic ensemble keeps the weights of all ``num_q`` members in stacked tensors, so one batched matmul per layer
+evaluates every member (no Python loop over members in the update).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -24,25 +23,27 @@ def _activation(name: str) -> nn.Module:
     return _ACTIVATIONS[name]()
 
 
-def mlp(in_dim: int, hidden_dims: Sequence[int], *, layer_norm: bool, activation: str) -> nn.Sequential:
-    """Hidden stack Linear -> [LayerNorm] -> activation for each width in ``hidden_dims``."""
+def _hidden_layers(in_dim: int, hidden_dims: Sequence[int], layer_norm: bool, activation: str,
+                   linear: Callable[[int, int], nn.Module], norm: Callable[[int], nn.Module]) -> list[nn.Module]:
+    """Linear -> [LayerNorm] -> activation for each width in ``hidden_dims``."""
     layers: list[nn.Module] = []
     prev = in_dim
     for width in hidden_dims:
-        layers.append(nn.Linear(prev, width))
+        layers.append(linear(prev, width))
         if layer_norm:
-            layers.append(nn.LayerNorm(width))
+            layers.append(norm(width))
         layers.append(_activation(activation))
         prev = width
-    return nn.Sequential(*layers)
+    return layers
 
 
-def tanh_log_det_jacobian(pre_tanh: torch.Tensor) -> torch.Tensor:
-    """``log(1 - tanh(u)^2)`` summed over the last dim, stable for large ``|u|``.
+def _squashed_log_prob(z: torch.Tensor, log_std: torch.Tensor, pre_tanh: torch.Tensor) -> torch.Tensor:
+    """Log-density of ``tanh(pre_tanh)``, ``z`` the standardised Gaussian sample, summed over the last dim.
 
-    Uses ``log(1 - tanh(u)^2) = 2 * (log 2 - u - softplus(-2u))``.
+    ``log(1 - tanh(u)^2)`` as ``2 * (log 2 - u - softplus(-2u))``: stable for large ``|u|``.
     """
-    return (2.0 * (_LOG2 - pre_tanh - F.softplus(-2.0 * pre_tanh))).sum(dim=-1)
+    gaussian_log_prob = (-0.5 * z.square() - log_std - 0.5 * math.log(2.0 * math.pi)).sum(dim=-1)
+    return gaussian_log_prob - (2.0 * (_LOG2 - pre_tanh - F.softplus(-2.0 * pre_tanh))).sum(dim=-1)
 
 
 class Actor(nn.Module):
@@ -58,7 +59,8 @@ class Actor(nn.Module):
         self.action_dim = int(action_dim)
         self.log_std_min = float(log_std_min)
         self.log_std_max = float(log_std_max)
-        self.trunk = mlp(obs_dim, hidden_dims, layer_norm=layer_norm, activation=activation)
+        self.trunk = nn.Sequential(*_hidden_layers(obs_dim, hidden_dims, layer_norm, activation, nn.Linear,
+                                                   nn.LayerNorm))
         self.mean_head = nn.Linear(hidden_dims[-1], action_dim)
         self.log_std_head = nn.Linear(hidden_dims[-1], action_dim)
         # zero heads: a fresh policy's mean is the default pose (action 0) for every observation, with the
@@ -101,18 +103,13 @@ class Actor(nn.Module):
         """:meth:`sample` from :meth:`distribution_params` already computed."""
         noise = torch.randn_like(mean)
         pre_tanh = mean + log_std.exp() * noise
-        gaussian_log_prob = (-0.5 * noise.square() - log_std - 0.5 * math.log(2.0 * math.pi)).sum(dim=-1)
-        log_prob = gaussian_log_prob - tanh_log_det_jacobian(pre_tanh)
-        return torch.tanh(pre_tanh), log_prob, log_std
+        return torch.tanh(pre_tanh), _squashed_log_prob(noise, log_std, pre_tanh), log_std
 
     def log_prob(self, obs: torch.Tensor, action: torch.Tensor, *, clip: float = 1e-6) -> torch.Tensor:
         """Log-density of given squashed actions (inverts tanh; for diagnostics and tests)."""
         mean, log_std = self.distribution_params(obs)
-        a = action.clamp(-1.0 + clip, 1.0 - clip)
-        pre_tanh = torch.atanh(a)
-        z = (pre_tanh - mean) / log_std.exp()
-        gaussian_log_prob = (-0.5 * z.square() - log_std - 0.5 * math.log(2.0 * math.pi)).sum(dim=-1)
-        return gaussian_log_prob - tanh_log_det_jacobian(pre_tanh)
+        pre_tanh = torch.atanh(action.clamp(-1.0 + clip, 1.0 - clip))
+        return _squashed_log_prob((pre_tanh - mean) / log_std.exp(), log_std, pre_tanh)
 
 
 class EnsembleLinear(nn.Module):
@@ -163,16 +160,11 @@ class CriticEnsemble(nn.Module):
         self.num_q = int(num_q)
         self.distributional = bool(distributional)
         self.num_atoms = int(num_atoms) if distributional else 1
-        layers: list[nn.Module] = []
-        prev = critic_obs_dim + action_dim
-        for width in hidden_dims:
-            layers.append(EnsembleLinear(num_q, prev, width))
-            if layer_norm:
-                layers.append(EnsembleLayerNorm(num_q, width))
-            layers.append(_activation(activation))
-            prev = width
-        layers.append(EnsembleLinear(num_q, prev, self.num_atoms))
-        self.net = nn.Sequential(*layers)
+        in_dim = critic_obs_dim + action_dim
+        layers = _hidden_layers(in_dim, hidden_dims, layer_norm, activation,
+                                lambda i, o: EnsembleLinear(num_q, i, o), lambda w: EnsembleLayerNorm(num_q, w))
+        last = hidden_dims[-1] if hidden_dims else in_dim
+        self.net = nn.Sequential(*layers, EnsembleLinear(num_q, last, self.num_atoms))
         support = torch.linspace(v_min, v_max, num_atoms) if distributional else torch.zeros(1)
         self.register_buffer("support", support, persistent=False)
 
@@ -185,20 +177,17 @@ class CriticEnsemble(nn.Module):
     def q_values(self, critic_obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """Expected Q-values ``(num_q, B)`` in either mode."""
         out = self.forward(critic_obs, action)
-        if not self.distributional:
-            return out
-        return (torch.softmax(out.float(), dim=-1) * self.support).sum(dim=-1)
+        return (torch.softmax(out.float(), dim=-1) * self.support).sum(dim=-1) if self.distributional else out
 
 
 def project_distribution(probs: torch.Tensor, rewards: torch.Tensor, discounts: torch.Tensor,
                          support: torch.Tensor) -> torch.Tensor:
     """C51 projection of ``rewards + discounts * support`` onto ``support``.
 
-    ``probs`` ``(..., B, num_atoms)`` are next-state atom probabilities;
-    ``rewards`` and ``discounts`` ``(B,)`` (discount already holds the bootstrap
-    mask and gamma^k, plus any entropy shift is folded into ``rewards``/support
-    by the caller). Returns projected probabilities of the same shape; each row
-    keeps its total mass, values beyond the support land on the edge atoms.
+    ``probs`` ``(..., B, num_atoms)`` are next-state atom probabilities; ``rewards`` and ``discounts`` ``(B,)``
+    (discount already holds the bootstrap mask and gamma^k, plus any entropy shift is folded into ``rewards``/support
+    by the caller). Returns projected probabilities of the same shape; each row keeps its total mass, values beyond
+    the support land on the edge atoms.
     """
     num_atoms = support.shape[0]
     v_min, v_max = support[0], support[-1]
@@ -210,12 +199,8 @@ def project_distribution(probs: torch.Tensor, rewards: torch.Tensor, discounts: 
     # when b lands exactly on an atom, lower == upper: give it all the mass
     w_upper = b - lower
     w_lower = 1.0 - w_upper
-    target_z_shape = torch.broadcast_shapes(probs.shape, target_z.shape)
-    probs = probs.expand(target_z_shape)
-    w_lower = w_lower.expand(target_z_shape)
-    w_upper = w_upper.expand(target_z_shape)
-    lower = lower.long().expand(target_z_shape)
-    upper = upper.long().expand(target_z_shape)
+    shape = torch.broadcast_shapes(probs.shape, target_z.shape)
+    probs, lower, upper = probs.expand(shape), lower.long().expand(shape), upper.long().expand(shape)
     out = torch.zeros_like(probs)
     out.scatter_add_(-1, lower, probs * w_lower)
     out.scatter_add_(-1, upper, probs * w_upper)

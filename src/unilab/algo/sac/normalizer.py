@@ -11,12 +11,10 @@ from torch import nn
 class RunningNormalizer(nn.Module):
     """Normalise ``(batch, dim)`` observations by a running mean and variance.
 
-    Statistics change only in :meth:`update` (batch moments merged Chan-style
-    in float64, so counts in the billions stay exact); :meth:`forward` never
-    touches them, which keeps a whole gradient step — including its bootstrap
-    targets — on one frozen set of statistics. With ``enabled=False`` the
-    module is the identity but keeps the same state_dict keys. ``eps`` is
-    added to the standard deviation so near-constant inputs are not blown up.
+    Statistics change only in :meth:`update` (batch moments merged Chan-style in float64, so counts in the billions
+    stay exact); :meth:`forward` never touches them, which keeps a whole gradient step — including its bootstrap
+    targets — on one frozen set of statistics. With ``enabled=False`` the module is the identity but keeps the same
+    state_dict keys. ``eps`` is added to the standard deviation so near-constant inputs are not blown up.
     """
 
     def __init__(self, dim: int, *, enabled: bool = True, eps: float = 1e-2,
@@ -35,9 +33,9 @@ class RunningNormalizer(nn.Module):
     def update(self, x: torch.Tensor, all_reduce: Callable[[torch.Tensor], None] | None = None) -> None:
         """Merge the population mean/var of a ``(batch, dim)`` batch into the stats.
 
-        ``all_reduce`` (optional) sums a float64 tensor in place across
-        processes (e.g. ``torch.distributed.all_reduce``) so every rank merges
-        the moments of the union of all ranks' batches and the stats stay equal.
+        ``all_reduce`` (optional) sums a float64 tensor in place across processes (e.g.
+        ``torch.distributed.all_reduce``) so every rank merges the moments of the union of all ranks' batches and the
+        stats stay equal.
         """
         if not self.enabled:
             return
@@ -67,6 +65,4 @@ class RunningNormalizer(nn.Module):
         """Return ``(x - mean) / (sqrt(var) + eps)`` in ``x``'s dtype (stats unchanged)."""
         if not self.enabled:
             return x
-        mean = self.mean.to(x.dtype)
-        scale = (self.var.sqrt() + self.eps).to(x.dtype)
-        return (x - mean) / scale
+        return (x - self.mean.to(x.dtype)) / (self.var.sqrt() + self.eps).to(x.dtype)

@@ -1,10 +1,9 @@
 """Replay buffer on the learner device with n-step sampling.
 
-Storage is ``(num_envs, capacity, ...)``: every env writes one transition per
-iteration at a shared ring position, so each env row is that env's own time
-series and n-step windows are read along it. ``next_obs`` is stored
-explicitly (for done steps it is the true final observation from before the
-autoreset), which makes truncated windows bootstrap from the right state.
+Storage is ``(num_envs, capacity, ...)``: every env writes one transition per iteration at a shared ring position, so
+each env row is that env's own time series and n-step windows are read along it. ``next_obs`` is stored explicitly
+(for done steps it is the true final observation from before the autoreset), which makes truncated windows bootstrap
+from the right state.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ import numpy as np
 import psutil
 import torch
 
-from unilab.sim.spec import FINAL, NEXT, Field
+from unilab.sim.spec import FINAL, NEXT, Field, observation_names
 
 # what ``sample`` returns; the agent trains on these
 BATCH_KEYS = ("obs", "critic_obs", "action", "rewards", "next_obs", "next_critic_obs", "bootstrap", "discount")
@@ -58,10 +57,8 @@ class ReplayBuffer:
                  gamma: float = 0.99, device: torch.device | str = "cpu", seed: int = 0) -> None:
         dims = {f.name: int(np.prod(f.shape, dtype=np.int64)) for f in record}
         if min(num_envs, capacity, n_steps, *dims.values()) < 1:
-            raise ValueError(
-                "ReplayBuffer sizes must be >= 1: "
-                f"num_envs={num_envs} capacity={capacity} n_steps={n_steps} field sizes {dims}"
-            )
+            raise ValueError(f"ReplayBuffer sizes must be >= 1: num_envs={num_envs} capacity={capacity} "
+                             f"n_steps={n_steps} field sizes {dims}")
         if n_steps > capacity:
             raise ValueError(f"n_steps ({n_steps}) exceeds capacity ({capacity})")
         self.record = tuple(record)
@@ -78,18 +75,17 @@ class ReplayBuffer:
                 f"buffer_size={capacity} transitions but only {free / 2**30:.1f} GiB is free; "
                 "lower algo.buffer_size (transitions per env) or algo.num_envs"
             )
-        shape = (self.num_envs, self.capacity)
         self.storage: dict[str, torch.Tensor] = {
-            f.name: torch.zeros(*shape, *f.shape, dtype=_torch_dtype(f.dtype), device=self.device)
+            f.name: torch.zeros(self.num_envs, self.capacity, *f.shape, dtype=_torch_dtype(f.dtype),
+                                device=self.device)
             for f in stored_fields(self.record)
         }
-        self.observations = tuple(f.name for f in self.record if f.observation)
+        self.observations = observation_names(self.record)
         self.ptr = 0
         self.size = 0
         self._generator = torch.Generator(device=self.device)
         self._generator.manual_seed(int(seed))
-        self._discount_powers = self.gamma ** torch.arange(self.n_steps + 1, dtype=torch.float32,
-                                                            device=self.device)
+        self._discount_powers = self.gamma ** torch.arange(self.n_steps + 1, dtype=torch.float32, device=self.device)
 
     def __getattr__(self, name: str) -> torch.Tensor:
         storage = self.__dict__.get("storage")
@@ -117,11 +113,9 @@ class ReplayBuffer:
     def extend(self, before: Mapping[str, Any], after: Mapping[str, Any]) -> None:
         """Append one step of every env; arrays are ``(num_envs, ...)`` tensors or NumPy arrays on any device.
 
-        ``before``: the observation fields the action was chosen on, and the
-        action (the learner-written fields). ``after``: the step record the env
-        wrote for that action: every other field, the next observations and,
-        in the done rows (terminated | truncated) only, ``final_<obs>``. Other
-        rows of ``final_<obs>`` are never read.
+        ``before``: the observation fields the action was chosen on, and the action (the learner-written fields).
+        ``after``: the step record the env wrote for that action: every other field, the next observations and, in the
+        done rows (terminated | truncated) only, ``final_<obs>``. Other rows of ``final_<obs>`` are never read.
         """
         p = self.ptr
         for f in self.record:
@@ -144,14 +138,12 @@ class ReplayBuffer:
     def sample(self, batch_size: int) -> dict[str, torch.Tensor]:
         """Sample ``batch_size`` n-step transitions, the same number from every env (as holosoma's buffer).
 
-        With ``batch_size >= num_envs`` every env gives ``batch_size // num_envs``
-        uniform start slots (so the batch holds that many times ``num_envs``
-        transitions; the remainder is dropped, as holosoma's global batch is);
-        a smaller batch takes uniform envs.
+        With ``batch_size >= num_envs`` every env gives ``batch_size // num_envs`` uniform start slots (so the batch
+        holds that many times ``num_envs`` transitions; the remainder is dropped, as holosoma's global batch is); a
+        smaller batch takes uniform envs.
 
-        Returns a dict of tensors on the buffer device: ``obs, critic_obs,
-        actions, rewards, next_obs, next_critic_obs, bootstrap, discount``
-        (see the class docstring), plus ``n`` (window lengths, int64).
+        Returns a dict of tensors on the buffer device: ``obs, critic_obs, action, rewards, next_obs,
+        next_critic_obs, bootstrap, discount`` (see the class docstring), plus ``n`` (window lengths, int64).
         """
         if self.size == 0:
             raise ValueError("ReplayBuffer.sample called on an empty buffer")
@@ -164,7 +156,7 @@ class ReplayBuffer:
         else:
             env = torch.randint(0, self.num_envs, (batch_size,), generator=g, device=self.device)
         # start slots: any stored slot; when not full, slots are 0..size-1 == 0..ptr-1
-        start = torch.randint(0, self.size, (env.shape[0],), generator=g, device=self.device)
+        start = torch.randint(0, self.size, env.shape, generator=g, device=self.device)
         return self._gather(env, start)
 
     @torch.no_grad()
@@ -239,5 +231,4 @@ class ReplayBuffer:
 
 
 def _torch_dtype(dtype: str) -> torch.dtype:
-    return {"float32": torch.float32, "float64": torch.float64, "bool": torch.bool, "int64": torch.int64,
-            "int32": torch.int32, "uint8": torch.uint8}[np.dtype(dtype).name]
+    return getattr(torch, np.dtype(dtype).name)  # float32 -> torch.float32, bool -> torch.bool, ...

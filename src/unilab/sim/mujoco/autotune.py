@@ -1,11 +1,9 @@
 """``nthread="auto"``: measure pool configurations once, cache the winner.
 
-The key is everything the winner depends on: the compiled model (hash of its
-MJB bytes), num_envs, substeps, the usable CPU set, the CPU model string, the
-MuJoCo version and, for a pool without contacts, that (its non-persistent
-candidates are timed with the thin post-step stage they will run). A changed
-key re-tunes; an unreadable cache file, or an entry whose values could not have
-been measured here (e.g. nthread 0, or more threads than usable CPUs), is
+The key is everything the winner depends on: the compiled model (hash of its MJB bytes), num_envs, substeps, the
+usable CPU set, the CPU model string, the MuJoCo version and, for a pool without contacts, that (its non-persistent
+candidates are timed with the thin post-step stage they will run). A changed key re-tunes; an unreadable cache file,
+or an entry whose values could not have been measured here (e.g. nthread 0, or more threads than usable CPUs), is
 reported (naming the file and the value), re-measured and replaced, never fatal.
 """
 
@@ -78,25 +76,14 @@ def cache_key(model: mujoco.MjModel, num_envs: int, substeps: int, contacts: boo
     return json.dumps(parts, sort_keys=True)
 
 
-def default_cache_path() -> Path:
-    return cache_dir() / "autotune.json"
-
-
 def candidates(num_envs: int) -> list[tuple[int, bool]]:
     """(nthread, persistent) pairs: usable CPUs and its halves down to 1, x persistent on/off."""
     usable = min(num_envs, cpu.usable_cpu_count())
-    counts = []
-    n = usable
-    while n >= 1:
-        counts.append(n)
-        n //= 2
-    return [(n, p) for n in sorted(set(counts)) for p in (False, True)]
+    return [(usable >> k, p) for k in reversed(range(usable.bit_length())) for p in (False, True)]
 
 
-def measure(
-    model: mujoco.MjModel, num_envs: int, substeps: int, nthread: int, persistent: bool, steps: int = 5, seed: int = 0,
-    contacts: bool = True,
-) -> float:
+def measure(model: mujoco.MjModel, num_envs: int, substeps: int, nthread: int, persistent: bool, steps: int = 5,
+            seed: int = 0, contacts: bool = True) -> float:
     """Mean wall ms of one ``step(substeps)`` of a fresh batch, after one warm-up step.
 
     With the post-step stage the pool computes: in full, or (``contacts=False``,
@@ -106,8 +93,7 @@ def measure(
     rng = np.random.default_rng(seed)
     ctrl = b.bind("ctrl")
     lo, hi = _ctrl_bounds(model)
-    thin = not contacts and not persistent
-    flags = b.expand("opt.disableflags") if thin else None
+    flags = b.expand("opt.disableflags") if not contacts and not persistent else None
     ctrl[:] = rng.uniform(lo, hi, ctrl.shape)
     _step(b, substeps, flags)
     t0 = time.perf_counter()
@@ -162,9 +148,8 @@ def _save(path: Path, data: dict) -> None:
 def _entry_problem(entry: object, num_envs: int) -> str | None:
     """What is wrong with a cached entry (None: usable as is).
 
-    nthread must be an int in [1, min(num_envs, usable CPUs)] (the candidates'
-    range; the key pins the CPU set, so a larger value was never measured
-    here), persistent a bool, ms_per_step (optional) an object.
+    nthread must be an int in [1, min(num_envs, usable CPUs)] (the candidates' range; the key pins the CPU set, so a
+    larger value was never measured here), persistent a bool, ms_per_step (optional) an object.
     """
     if not isinstance(entry, dict):
         return f"entry is {type(entry).__name__} {entry!r}, not an object"
@@ -181,43 +166,25 @@ def _entry_problem(entry: object, num_envs: int) -> str | None:
     return None
 
 
-def autotune(
-    model: mujoco.MjModel,
-    num_envs: int,
-    substeps: int = 1,
-    *,
-    cache_path: Path | None = None,
-    steps: int = 5,
-    force: bool = False,
-    contacts: bool = True,
-) -> AutotuneResult:
+def autotune(model: mujoco.MjModel, num_envs: int, substeps: int = 1, *, cache_path: Path | None = None,
+             steps: int = 5, force: bool = False, contacts: bool = True) -> AutotuneResult:
     """Pick (nthread, persistent) for this model and size; cached on disk.
 
     ``contacts``: the pool's option (``BatchEnvPool``); False times the
     non-persistent candidates with the thin post-step stage they would run.
     """
-    path = Path(cache_path) if cache_path is not None else default_cache_path()
+    path = Path(cache_path) if cache_path is not None else cache_dir() / "autotune.json"
     key = cache_key(model, num_envs, substeps, contacts)
     data = _load(path)
     entry = data.get(key)
     if not force and entry is not None:
         problem = _entry_problem(entry, num_envs)
         if problem is None:
-            return AutotuneResult(
-                nthread=entry["nthread"],
-                persistent=entry["persistent"],
-                ms_per_step=dict(entry.get("ms_per_step", {})),
-                cached=True,
-                key=key,
-            )
-        warnings.warn(
-            f"ignoring malformed autotune entry in {path}: {problem}; re-measuring and overwriting it",
-            stacklevel=2,
-        )
-    timings = {}
-    for n, p in candidates(num_envs):
-        timings[f"{n}{'p' if p else ''}"] = (n, p, measure(model, num_envs, substeps, n, p, steps=steps,
-                                                          contacts=contacts))
+            return AutotuneResult(entry["nthread"], entry["persistent"], dict(entry.get("ms_per_step", {})), True, key)
+        warnings.warn(f"ignoring malformed autotune entry in {path}: {problem}; re-measuring and overwriting it",
+                      stacklevel=2)
+    timings = {f"{n}{'p' if p else ''}": (n, p, measure(model, num_envs, substeps, n, p, steps=steps,
+                                                        contacts=contacts)) for n, p in candidates(num_envs)}
     best = min(t[2] for t in timings.values())
     rule = cpu.resolve_nthread(num_envs)
     rule_ms = next(t[2] for t in timings.values() if t[0] == rule and not t[1])

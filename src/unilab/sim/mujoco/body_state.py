@@ -1,10 +1,9 @@
 """Each body's world-frame velocity at its origin, from MuJoCo's ``cvel``: the pool's ``body_*_vel_w`` outputs.
 
-MuJoCo's ``cvel`` is a body's spatial velocity (angular, then linear) with the
-linear part taken at the centre of mass of the body's root subtree
-(``subtree_com[rootid]``), not at the body. Tasks and reference motions want the
-velocity of the body's origin, which is ``v + w x (xpos - subtree_com[root])``.
-Doing the shift here keeps MuJoCo's conventions inside the MuJoCo backend.
+MuJoCo's ``cvel`` is a body's spatial velocity (angular, then linear) with the linear part taken at the centre of mass
+of the body's root subtree (``subtree_com[rootid]``), not at the body. Tasks and reference motions want the velocity
+of the body's origin, which is ``v + w x (xpos - subtree_com[root])``. Doing the shift here keeps MuJoCo's conventions
+inside the MuJoCo backend.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Motor actuators -> PD position servos: the conversion a position-controlled robot model needs.
 
-A robot's MJCF usually declares torque motors (``ctrl`` in N m, ``gear``,
-``ctrlrange``); a policy that outputs joint targets needs PD servos
-(``force = kp (target - q) - kd qdot``, clamped to the motor's torque limit).
+A robot's MJCF usually declares torque motors (``ctrl`` in N m, ``gear``, ``ctrlrange``); a policy that outputs joint
+targets needs PD servos (``force = kp (target - q) - kd qdot``, clamped to the motor's torque limit).
 """
 
 from __future__ import annotations
@@ -54,31 +53,25 @@ def make_pd_model(model: mujoco.MjModel, kp: np.ndarray, kd: np.ndarray, effort:
                   joint_ranges: np.ndarray | None) -> mujoco.MjModel:
     """Copy of ``model`` whose actuators are PD position servos.
 
-    force = kp (ctrl - q) - kd qdot, clamped to +-effort: gain fixed kp, bias
-    affine (0, -kp, -kd), gear 1.  ``joint_ranges`` (nu, 2) clamps the
-    targets; None leaves them unclamped.
+    force = kp (ctrl - q) - kd qdot, clamped to +-effort: gain fixed kp, bias affine (0, -kp, -kd), gear 1.
+    ``joint_ranges`` (nu, 2) clamps the targets; None leaves them unclamped.
     """
     m = copy.deepcopy(model)
-    for a in range(m.nu):
-        m.actuator_dyntype[a] = mujoco.mjtDyn.mjDYN_NONE
-        m.actuator_dynprm[a] = 0.0
-        m.actuator_gear[a] = 0.0
-        m.actuator_gear[a, 0] = 1.0
-        m.actuator_gaintype[a] = mujoco.mjtGain.mjGAIN_FIXED
-        m.actuator_gainprm[a] = 0.0
-        m.actuator_gainprm[a, 0] = kp[a]
-        m.actuator_biastype[a] = mujoco.mjtBias.mjBIAS_AFFINE
-        m.actuator_biasprm[a] = 0.0
-        m.actuator_biasprm[a, 1] = -kp[a]
-        m.actuator_biasprm[a, 2] = -kd[a]
-        if np.isfinite(effort[a]):
-            m.actuator_forcelimited[a] = 1
-            m.actuator_forcerange[a] = (-effort[a], effort[a])
-        else:
-            m.actuator_forcelimited[a] = 0
-        if joint_ranges is not None:
-            m.actuator_ctrllimited[a] = 1
-            m.actuator_ctrlrange[a] = joint_ranges[a]
-        else:
-            m.actuator_ctrllimited[a] = 0
+    m.actuator_dyntype[:] = mujoco.mjtDyn.mjDYN_NONE
+    m.actuator_dynprm[:] = 0.0
+    m.actuator_gear[:] = 0.0
+    m.actuator_gear[:, 0] = 1.0
+    m.actuator_gaintype[:] = mujoco.mjtGain.mjGAIN_FIXED
+    m.actuator_gainprm[:] = 0.0
+    m.actuator_gainprm[:, 0] = kp
+    m.actuator_biastype[:] = mujoco.mjtBias.mjBIAS_AFFINE
+    m.actuator_biasprm[:] = 0.0
+    m.actuator_biasprm[:, 1] = -np.asarray(kp)
+    m.actuator_biasprm[:, 2] = -np.asarray(kd)
+    limited = np.isfinite(effort)
+    m.actuator_forcelimited[:] = limited
+    m.actuator_forcerange[limited] = np.stack([-effort, effort], axis=1)[limited]
+    m.actuator_ctrllimited[:] = joint_ranges is not None
+    if joint_ranges is not None:
+        m.actuator_ctrlrange[:] = joint_ranges
     return m

@@ -1,16 +1,13 @@
 """BatchEnvPool: ``num_envs`` simulations of one MjModel on ``mujoco.batch.Batch``.
 
-The pool owns the thread sizing (``unilab.sim.cpu``), optional pinning, and the
-per-env health check. It knows nothing of observations or rewards: a task reads
-the bound arrays and writes controls and reset states.
+The pool owns the thread sizing (``unilab.sim.cpu``), optional pinning, and the per-env health check. It knows nothing
+of observations or rewards: a task reads the bound arrays and writes controls and reset states.
 
-Its own per-env host work (the controls copy, the bodies' origin velocities, the
-health check, the rows of a reset) runs in parallel Numba kernels (``prange`` over envs whose threads claim
-chunks as they come free, :mod:`unilab.sim.work_claims`; per-env writes only: the
-same results at any thread count) on Numba's workers, which follow
-the pool's thread count and CPUs (:mod:`unilab.sim.numba_threads`): a serial
-pass over every env's state would cap the speed-up of the step on a many-core
-machine (DESIGN.md, "Scaling rule").
+Its own per-env host work (the controls copy, the bodies' origin velocities, the health check, the rows of a reset)
+runs in parallel Numba kernels (``prange`` over envs whose threads claim chunks as they come free,
+:mod:`unilab.sim.work_claims`; per-env writes only: the same results at any thread count) on Numba's workers, which
+follow the pool's thread count and CPUs (:mod:`unilab.sim.numba_threads`): a serial pass over every env's state would
+cap the speed-up of the step on a many-core machine (DESIGN.md, "Scaling rule").
 """
 
 from __future__ import annotations
@@ -29,20 +26,15 @@ from unilab.sim.mujoco.contacts import forward_without_contacts
 from unilab.sim.work_claims import LEAST_BYTES, chunk_size, claimed, copy_rows_at, new_counter, num_chunks
 from unilab.telemetry.phase_timer import PhaseTimer
 
-# Warnings that mean the state diverged (MuJoCo may even have reset the sim
-# itself on BADQACC): the env must be restarted by the task.
-_DIVERGENCE_WARNINGS = (
-    mujoco.mjtWarning.mjWARN_BADQPOS,
-    mujoco.mjtWarning.mjWARN_BADQVEL,
-    mujoco.mjtWarning.mjWARN_BADQACC,
-    mujoco.mjtWarning.mjWARN_BADCTRL,
-)
+# Warnings that mean the state diverged (MuJoCo may even have reset the sim itself on BADQACC): the env must be
+# restarted by the task.
+_DIVERGENCE_WARNINGS = (mujoco.mjtWarning.mjWARN_BADQPOS, mujoco.mjtWarning.mjWARN_BADQVEL,
+                        mujoco.mjtWarning.mjWARN_BADQACC, mujoco.mjtWarning.mjWARN_BADCTRL)
 
 _DEFAULT_OUTPUTS = ("xpos", "xquat", "cvel", "sensordata")
 
-# |qvel| (rad/s or m/s) past which a state counts as exploded: a humanoid's joints
-# stay below ~40 even under random actions, while an unstable integration
-# (e.g. too large a timestep) reaches 1e3-1e8 long before MuJoCo's own 1e10 check
+# |qvel| (rad/s or m/s) past which a state counts as exploded: a humanoid's joints stay below ~40 even under random
+# actions, while an unstable integration (e.g. too large a timestep) reaches 1e3-1e8 long before MuJoCo's own 1e10 check
 DEFAULT_MAX_QVEL = 100.0
 
 # the backend-neutral outputs (sim.physics.BODY_STATE): every body's world-frame state at its origin
@@ -65,14 +57,10 @@ _NOT_THIN = frozenset({
 def silence_mujoco_warnings() -> None:
     """Stop MuJoCo printing (and logging to MUJOCO_LOG.TXT) one line per diverged env.
 
-    Process-wide. The pool still sees every divergence: MuJoCo counts warnings
-    in each env's ``warning`` stats whatever the print callback does.
+    Process-wide. The pool still sees every divergence: MuJoCo counts warnings in each env's ``warning`` stats
+    whatever the print callback does.
     """
-    mujoco.set_mju_user_warning(_ignore_warning)
-
-
-def _ignore_warning(message: str) -> None:
-    pass
+    mujoco.set_mju_user_warning(lambda message: None)
 
 
 class BatchEnvPool:
@@ -81,54 +69,35 @@ class BatchEnvPool:
     Args:
       model: the MjModel every env runs (edit it before building the pool).
       num_envs: number of simulations.
-      nthread: ``None`` applies the sizing rule ``min(num_envs, usable CPUs)``;
-        an int >= 1 is used as given; ``"auto"`` measures candidates once per
-        (model, num_envs, substeps, CPU set, CPU model, MuJoCo version) and
+      nthread: ``None`` applies the sizing rule ``min(num_envs, usable CPUs)``; an int >= 1 is used as given;
+        ``"auto"`` measures candidates once per (model, num_envs, substeps, CPU set, CPU model, MuJoCo version) and
         caches the winner on disk (``unilab.sim.mujoco.autotune``).
-      cpu_ids: pin pool thread ``i`` (the caller's thread is thread 0) to
-        ``cpu_ids[i]``; sets ``nthread = len(cpu_ids)``. Linux only.
-      persistent: keep one MjData per env (slower here; needed for sleep/IPC).
-        Ignored when ``nthread="auto"`` picks it.
-      substeps: the substeps per ``step`` the caller will use; only autotune
-        reads it.
-      outputs: derived fields bound up front and refreshed after every call: MjData
-        field names, or the backend-neutral ``body_pos_w``, ``body_quat_w``,
-        ``body_lin_vel_w``, ``body_ang_vel_w`` (``(num_envs, nbody, 3 | 4)``, each
-        body's world-frame state at its origin; ``unilab.sim.physics.BODY_STATE``).
-      max_qvel: an env whose ``|qvel|`` exceeds this after a step is bad
-        (exploded state); ``None`` checks only finiteness and MuJoCo's warnings.
-      contacts: whether the caller reads contact or constraint fields
-        (``contact``, ``ncon``, ``efc_*``) of the state a step, reset or
-        forward leaves. ``False`` computes that state's position and velocity
-        stages with collision and constraints disabled: kinematics, com and
-        velocity fields and the position/velocity sensors hold the same values
-        (tests check them bit for bit), contact fields are empty, and the
-        physics is unchanged, because every step of a non-persistent batch
-        starts afresh from the integration state. For the G1 scene that stage
-        costs about a third as much (collision and constraint assembly are most
-        of it), which makes an auto-reset's forward about 2.5x cheaper and a
-        4-substep step several percent cheaper. Acceleration-stage outputs
-        (``qacc``, ``actuator_force``, ``cfrc_ext``, accelerometer and touch
-        sensors) are then not the env's own: the thin stage is a call of its
-        own after the substeps, so they hold scratch values (with ``True`` they
-        are the env's, from before its last substep); such output fields are
-        refused. A persistent batch continues its next step from that stage,
-        so it always computes it in full.
+      cpu_ids: pin pool thread ``i`` (the caller's thread is thread 0) to ``cpu_ids[i]``;
+        sets ``nthread = len(cpu_ids)``. Linux only.
+      persistent: keep one MjData per env (slower here; needed for sleep/IPC). Ignored when ``nthread="auto"``.
+      substeps: the substeps per ``step`` the caller will use; only autotune reads it.
+      outputs: derived fields bound up front and refreshed after every call: MjData field names, or the
+        backend-neutral ``body_pos_w``, ``body_quat_w``, ``body_lin_vel_w``, ``body_ang_vel_w``
+        (``(num_envs, nbody, 3 | 4)``, each body's world-frame state at its origin; ``unilab.sim.physics.BODY_STATE``).
+      max_qvel: an env whose ``|qvel|`` exceeds this after a step is bad (exploded state); ``None`` checks only
+        finiteness and MuJoCo's warnings.
+      contacts: whether the caller reads contact or constraint fields (``contact``, ``ncon``, ``efc_*``) of the state
+        a step, reset or forward leaves. ``False`` computes that state's position and velocity stages with collision
+        and constraints disabled: kinematics, com and velocity fields and the position/velocity sensors hold the same
+        values (tests check them bit for bit), contact fields are empty, and the physics is unchanged, because every
+        step of a non-persistent batch starts afresh from the integration state. For the G1 scene that stage costs
+        about a third as much (collision and constraint assembly are most of it), which makes an auto-reset's forward
+        about 2.5x cheaper and a 4-substep step several percent cheaper. Acceleration-stage outputs (``qacc``,
+        ``actuator_force``, ``cfrc_ext``, accelerometer and touch sensors) are then not the env's own: the thin stage
+        is a call of its own after the substeps, so they hold scratch values (with ``True`` they are the env's, from
+        before its last substep); such output fields are refused. A persistent batch continues its next step from that
+        stage, so it always computes it in full.
     """
 
-    def __init__(
-        self,
-        model: mujoco.MjModel,
-        num_envs: int,
-        *,
-        nthread: int | str | None = None,
-        cpu_ids: Sequence[int] | str | None = None,
-        persistent: bool = False,
-        substeps: int = 1,
-        outputs: Sequence[str] = _DEFAULT_OUTPUTS,
-        max_qvel: float | None = DEFAULT_MAX_QVEL,
-        contacts: bool = True,
-    ):
+    def __init__(self, model: mujoco.MjModel, num_envs: int, *, nthread: int | str | None = None,
+                 cpu_ids: Sequence[int] | str | None = None, persistent: bool = False, substeps: int = 1,
+                 outputs: Sequence[str] = _DEFAULT_OUTPUTS, max_qvel: float | None = DEFAULT_MAX_QVEL,
+                 contacts: bool = True):
         if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
             raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
         num_envs = int(num_envs)
@@ -136,10 +105,8 @@ class BatchEnvPool:
             raise ValueError(f"max_qvel must be > 0 or None, got {max_qvel!r}")
         self.max_qvel = None if max_qvel is None else float(max_qvel)
         ids = cpu.parse_cpu_ids(cpu_ids)
-        self.cpu_ids: list[int] | None = None
+        self.cpu_ids: list[int] | None = None if ids is None else cpu.validate_cpu_ids(ids)
         self._caller_affinity: set[int] | None = None
-        if ids is not None:
-            self.cpu_ids = cpu.validate_cpu_ids(ids)
         self.autotune_result = None
         if nthread == "auto":
             if self.cpu_ids is not None:
@@ -169,14 +136,11 @@ class BatchEnvPool:
         self.qpos = b.bind("qpos")
         self.qvel = b.bind("qvel")
         self.ctrl = b.bind("ctrl")
-        self._all_rows = np.arange(self.num_envs)  # step() copies every ctrl row
-        self.act = b.bind("act")
         for name in outputs:
             if name not in _BODY_VELOCITIES:
                 setattr(self, name, b.bind(_BODY_FIELDS.get(name, name)))
         # body velocities at the body origin: MuJoCo's cvel shifted (unilab.sim.mujoco.body_state) after every
-        # step, reset and forward, into arrays of their own
-        # (zero-size arrays when no body velocity is asked for: the kernels then skip the shift)
+        # step, reset and forward (zero-size arrays when no body velocity is asked for: the kernels skip the shift)
         nvel = model.nbody if any(name in _BODY_VELOCITIES for name in outputs) else 0
         self.body_lin_vel_w = np.zeros((num_envs, nvel, 3))
         self.body_ang_vel_w = np.zeros((num_envs, nvel, 3))
@@ -245,33 +209,29 @@ class BatchEnvPool:
         assert self.cpu_ids is not None
         workers = self.pool_tids
         if len(workers) != self.nthread - 1:
-            raise RuntimeError(
-                f"expected {self.nthread - 1} new pool threads, saw {len(workers)} "
-                "(another library started threads while the pool was built); cannot pin reliably"
-            )
+            raise RuntimeError(f"expected {self.nthread - 1} new pool threads, saw {len(workers)} (another library "
+                               "started threads while the pool was built); cannot pin reliably")
         cpu.pin_threads(workers, self.cpu_ids[1:])
         self._caller_affinity = cpu.pin_caller(self.cpu_ids[0])
 
     def thread_affinities(self) -> dict[int, set[int]]:
         """Each pool thread's CPU set, caller's thread first (Linux)."""
-        tids = [cpu.current_tid(), *self.pool_tids]
-        return {tid: cpu.thread_affinity(tid) for tid in tids}
+        return {tid: cpu.thread_affinity(tid) for tid in [cpu.current_tid(), *self.pool_tids]}
 
     # -- stepping -----------------------------------------------------------
     def step(self, ctrl: np.ndarray | None, substeps: int = 1) -> np.ndarray:
         """Apply ``ctrl`` ``(num_envs, nu)`` (None keeps the current one) and advance ``substeps``.
 
-        Returns the ``(num_envs,)`` bool mask of envs that raised a MuJoCo
-        error, hold non-finite state or a ``|qvel|`` over ``max_qvel``, or
-        raised a divergence warning during this call or an earlier one since
-        their last reset (including one raised by the reset state itself).
+        Returns the ``(num_envs,)`` bool mask of envs that raised a MuJoCo error, hold non-finite state or a
+        ``|qvel|`` over ``max_qvel``, or raised a divergence warning during this call or an earlier one since their
+        last reset (including one raised by the reset state itself).
         """
         if substeps < 1:
             raise ValueError(f"substeps must be >= 1, got {substeps}")
         if ctrl is not None:
             if ctrl.shape != self.ctrl.shape:
                 raise ValueError(f"ctrl has shape {ctrl.shape}, expected {self.ctrl.shape}")
-            copy_rows_at(self._all_rows, ctrl, self.ctrl)
+            copy_rows_at(self._all_ids, ctrl, self.ctrl)
         with self.timer.phase("physics"):
             try:
                 # contacts=False: the substeps as always, then the post-step stage without collision
@@ -287,9 +247,8 @@ class BatchEnvPool:
     def forward(self, ids: np.ndarray | None = None) -> None:
         """Recompute position- and velocity-dependent fields for ``ids`` (all when None).
 
-        The same stage ``step`` leaves the envs in; accelerations are left to
-        the next step, which computes them anyway. Without ``contacts``, with
-        collision and constraints disabled for the call (see the class doc).
+        The same stage ``step`` leaves the envs in; accelerations are left to the next step, which computes them
+        anyway. Without ``contacts``, with collision and constraints disabled for the call (see the class doc).
         """
         if ids is not None:
             ids = np.asarray(ids)
@@ -334,8 +293,8 @@ class BatchEnvPool:
     def reset(self, ids: np.ndarray, qpos: np.ndarray, qvel: np.ndarray) -> None:
         """Give envs ``ids`` (distinct, increasing) the state ``(qpos, qvel)`` and recompute only them.
 
-        Controls, activations and solver warm starts of those envs are zeroed
-        and their bad flag is cleared; other envs are untouched.
+        Controls, activations and solver warm starts of those envs are zeroed and their bad flag is cleared; other
+        envs are untouched.
         """
         ids = np.asarray(ids, dtype=np.int64)
         if ids.size == 0:
@@ -346,10 +305,8 @@ class BatchEnvPool:
         qpos = np.asarray(qpos, dtype=np.float64)
         qvel = np.asarray(qvel, dtype=np.float64)
         if qpos.shape != (n, self.nq) or qvel.shape != (n, self.nv):
-            raise ValueError(
-                f"reset of {n} envs needs qpos {(n, self.nq)} and qvel {(n, self.nv)}, "
-                f"got {qpos.shape} and {qvel.shape}"
-            )
+            raise ValueError(f"reset of {n} envs needs qpos {(n, self.nq)} and qvel {(n, self.nv)}, "
+                             f"got {qpos.shape} and {qvel.shape}")
         if not (np.isfinite(qpos).all() and np.isfinite(qvel).all()):
             raise ValueError("reset states must be finite")
         # rows are written in parallel (one writer per env) and Batch.forward takes sorted unique ids: checked
@@ -358,15 +315,14 @@ class BatchEnvPool:
             k = int(np.flatnonzero(ids[1:] <= ids[:-1])[0])
             raise ValueError(f"reset ids must be distinct and increasing (as np.flatnonzero gives them), "
                              f"got {ids[k]} before {ids[k + 1]}")
-        # a fresh row (defaults, warnings cleared), then our state, then forward
+        # a fresh row (defaults, warnings cleared), then our state, then forward. A persistent batch keeps an
+        # MjData per env: Batch.reset resets it. Non-persistent: the same rows as Batch.reset(stage=NONE) leaves
+        # (state := the model's defaults, warnings cleared, outputs untouched; tests/test_pool.py checks it),
+        # written as row copies: Batch.reset runs mj_resetData per env (~30 us each for the G1), which made up
+        # about half of an auto-reset's time. Warnings are counted from the fresh row: one raised by the reset
+        # state's own forward marks the env at the next check.
         if self.persistent:
-            self._batch.reset(ids, stage=int(mujoco.mjtStage.mjSTAGE_NONE))
-        # non-persistent: the same rows as Batch.reset(stage=NONE) leaves (state := the model's defaults,
-        # warnings cleared, outputs untouched; tests/test_pool.py checks it), written as row copies:
-        # Batch.reset runs mj_resetData per env (~30 us each for the G1), which made up about half of an
-        # auto-reset's time. A persistent batch keeps an MjData per env: there, it was reset just above.
-        # Warnings are counted from the fresh row: one raised by the reset state's own forward marks
-        # the env at the next check.
+            self._batch.reset(ids, stage=_STAGE_NONE)
         _reset_rows(ids, not self.persistent, self._fresh_state, self._batch.state, self._batch.warning, qpos,
                     qvel, self.qpos, self.qvel, self.bad_envs, self._warning_count, self._warn_cols, self._warn_seen)
         for i in [i for i in self.bad_reasons if not self.bad_envs[i]]:
@@ -375,9 +331,8 @@ class BatchEnvPool:
 
     def reset_to_defaults(self, ids: np.ndarray | None = None) -> None:
         """Reset ``ids`` (distinct, increasing; all when None) to the model's default state (qpos0)."""
-        sel = np.arange(self.num_envs) if ids is None else np.asarray(ids, dtype=np.int64)
-        n = sel.size
-        self.reset(sel, np.tile(self.model.qpos0, (n, 1)), np.zeros((n, self.nv)))
+        sel = self._all_ids if ids is None else np.asarray(ids, dtype=np.int64)
+        self.reset(sel, np.tile(self.model.qpos0, (sel.size, 1)), np.zeros((sel.size, self.nv)))
 
     def state_rows(self) -> np.ndarray:
         """Copy of every env's full integration state, ``(num_envs, nstate)``."""
@@ -392,10 +347,8 @@ class BatchEnvPool:
         self._batch = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        return (
-            f"BatchEnvPool(num_envs={self.num_envs}, nthread={self.nthread}, "
-            f"persistent={self.persistent}, cpu_ids={self.cpu_ids})"
-        )
+        return (f"BatchEnvPool(num_envs={self.num_envs}, nthread={self.nthread}, persistent={self.persistent}, "
+                f"cpu_ids={self.cpu_ids})")
 
 
 @njit(cache=True, parallel=True, fastmath=False)
@@ -403,9 +356,8 @@ def _health_kernel(qpos, qvel, max_qvel, warning_count, warn_cols, warn_seen, fl
     """Each env's health bits into ``flags`` and its bodies' origin velocities (``velocities``: the
     arguments of :func:`origin_velocity_env` after ``e``); returns how many envs have any bit.
 
-    NONFINITE: a non-finite qpos or qvel entry; FAST: no NaN in qvel and
-    ``max |qvel| > max_qvel`` (an inf counts; as ``np.abs(qvel).max() > max_qvel``,
-    where a NaN makes the max NaN); WARNED: a divergence warning counter rose since
+    NONFINITE: a non-finite qpos or qvel entry; FAST: no NaN in qvel and ``max |qvel| > max_qvel`` (an inf counts; as
+    ``np.abs(qvel).max() > max_qvel``, where a NaN makes the max NaN); WARNED: a divergence warning counter rose since
     ``warn_seen``, which then takes the new counts.
     """
     n = qpos.shape[0]
