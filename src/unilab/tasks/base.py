@@ -23,13 +23,14 @@ from typing import Any, Protocol
 import numpy as np
 from numba import njit, prange
 
-from unilab.sim.spec import FINAL, EnvSpec, allocate, env_outputs, observation_names
+from unilab.sim.spec import FINAL, EnvSpec, allocate, env_outputs
 from unilab.sim.work_claims import LEAST_BYTES, claimed, copy_rows_at, new_counter, num_chunks
 from unilab.telemetry.phase_timer import PhaseTimer
 
 Obs = dict[str, np.ndarray]
 Buffers = Mapping[str, np.ndarray]
 StepResult = tuple[Obs, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]
+OBSERVATIONS = ("obs", "critic_obs")
 
 
 class VecEnv(Protocol):
@@ -154,10 +155,9 @@ class EpisodeBook:
     and :meth:`auto_reset` (final observations, episode stats, restart).
     """
 
-    def __init__(self, num_envs: int, observations: tuple[str, ...] = ("obs", "critic_obs")):
+    def __init__(self, num_envs: int):
         self.returns = np.zeros(num_envs, dtype=np.float64)
         self.lengths = np.zeros(num_envs, dtype=np.int64)
-        self.observations = observations
         self._num_bad = 0
 
     def begin_step(self) -> None:
@@ -173,7 +173,7 @@ class EpisodeBook:
         done = np.empty(terminated.shape[0], dtype=bool)
         _settle_all(terminated, truncated, bad, reward, self.returns, out["reward"], out["terminated"],
                     out["truncated"], done)
-        self._num_bad = int(bad.sum())
+        self.count_bad(bad)
         return done
 
     def count_bad(self, bad: np.ndarray) -> None:
@@ -194,7 +194,7 @@ class EpisodeBook:
         if ids.size:
             episode["return_mean"] = float(self.returns[ids].mean())
             episode["length_mean"] = float(self.lengths[ids].mean())
-            for name in () if finals_written else self.observations:
+            for name in () if finals_written else OBSERVATIONS:
                 src, dst = out[name], out[FINAL + name]
                 if src.ndim == 2:  # a parallel copy: hundreds of rows per step at 4096 envs
                     copy_rows_at(ids, src, dst)
@@ -204,7 +204,7 @@ class EpisodeBook:
             self.returns[ids] = 0.0
             self.lengths[ids] = 0
         return {
-            "final_obs": {name: out[FINAL + name] for name in self.observations},
+            "final_obs": {name: out[FINAL + name] for name in OBSERVATIONS},
             "reward_terms": reward_terms,
             "termination_terms": termination_terms,
             "episode": episode,
@@ -246,15 +246,12 @@ def _settle_all(terminated, truncated, bad, reward, returns, out_reward, out_ter
                                  out_terminated, out_truncated)
 
 
-def observations(out: Buffers, names: tuple[str, ...] = ("obs", "critic_obs")) -> Obs:
+def observations(out: Buffers) -> Obs:
     """The observation arrays of ``out`` (what ``reset``/``step`` return as ``obs``)."""
-    return {name: out[name] for name in names}
+    return {name: out[name] for name in OBSERVATIONS}
 
 
 def result(out: Buffers, info: dict[str, Any]) -> StepResult:
     """``step``'s return value from the buffers it wrote."""
     return observations(out), out["reward"], out["terminated"], out["truncated"], info
 
-
-__all__ = ["Buffers", "EpisodeBook", "Obs", "PoolEnv", "StepResult", "VecEnv", "observation_names",
-           "observations", "result", "settle_env"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from importlib import import_module
 from typing import Any
 
@@ -26,40 +26,24 @@ RECIPES: dict[str, tuple[str, str]] = {
 # tasks unilab-eval can measure (training.eval_interval runs it): the tracking metrics need a reference motion
 EVALUATED_TASKS: tuple[str, ...] = ("g1_motion_tracking",)
 
+# task name -> "module:class" of its env, imported only when built: a pendulum should not import the G1 stack
+TASKS: dict[str, str] = {
+    "pendulum": "unilab.tasks.pendulum.env:PendulumEnv",
+    "g1_motion_tracking": "unilab.tasks.g1_motion_tracking.env:MotionTrackingEnv",
+    "g1_locomotion": "unilab.tasks.g1_locomotion.env:LocomotionEnv",
+}
+
+
+def _load(path: str) -> Any:
+    module, _, name = path.partition(":")
+    return getattr(import_module(module), name)
+
 
 def config_class(name: str) -> type:
     """The config dataclass of task ``name`` (ValueError for an unknown task)."""
     if name not in CONFIGS:
         raise ValueError(f"unknown task {name!r}; known tasks: {sorted(CONFIGS)}")
-    module, _, cls = CONFIGS[name].partition(":")
-    return getattr(import_module(module), cls)
-
-
-def _pendulum() -> tuple[type, Callable[..., VecEnv]]:
-    from unilab.tasks.pendulum.env import PendulumEnv  # noqa: PLC0415 - lazy: one task's env, not every task's
-
-    return config_class("pendulum"), PendulumEnv
-
-
-def _g1() -> tuple[type, Callable[..., VecEnv]]:
-    # lazy: not the G1 stack for a pendulum
-    from unilab.tasks.g1_motion_tracking.env import MotionTrackingEnv  # noqa: PLC0415
-
-    return config_class("g1_motion_tracking"), MotionTrackingEnv
-
-
-def _g1_locomotion() -> tuple[type, Callable[..., VecEnv]]:
-    from unilab.tasks.g1_locomotion.env import LocomotionEnv  # noqa: PLC0415 - lazy, as above
-
-    return config_class("g1_locomotion"), LocomotionEnv
-
-
-# imported lazily: building a pendulum should not import the G1 stack
-TASKS: dict[str, Callable[[], tuple[type, Callable[..., VecEnv]]]] = {
-    "pendulum": _pendulum,
-    "g1_motion_tracking": _g1,
-    "g1_locomotion": _g1_locomotion,
-}
+    return _load(CONFIGS[name])
 
 
 def task_config(name: str, values: Mapping[str, Any]) -> Any:
@@ -69,5 +53,4 @@ def task_config(name: str, values: Mapping[str, Any]) -> Any:
 
 def make_env(name: str, cfg: Any, num_envs: int, pool_kwargs: dict | None = None, seed: int = 0) -> VecEnv:
     """Build the env of task ``name`` with its typed config."""
-    _, ctor = TASKS[name]()
-    return ctor(cfg, num_envs, pool_kwargs=pool_kwargs, seed=seed)
+    return _load(TASKS[name])(cfg, num_envs, pool_kwargs=pool_kwargs, seed=seed)

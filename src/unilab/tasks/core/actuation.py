@@ -16,8 +16,7 @@ import numpy as np
 
 from unilab.sim.mujoco.pd_model import actuated_joints, effort_limits, make_pd_model
 from unilab.tasks.core.joints import match_joint_values
-
-ACTION_SCALE_MODES = ("effort_over_kp", "radians")
+from unilab.tasks.core.robot_config import ACTION_SCALE_MODES
 
 
 @dataclass(frozen=True)
@@ -54,14 +53,8 @@ class Actuation:
 
     @classmethod
     def from_config(cls, model: mujoco.MjModel, joint_names: list[str], cfg: Any) -> Actuation:
-        """The actuation of ``model``'s joints ``joint_names`` as a task config asks for it.
-
-        ``cfg`` has ``kp``, ``kd`` and ``default_joint_pos`` (``{joint name or regex: value}``),
-        ``action_scale`` and ``action_scale_mode`` (``effort_over_kp``: scale x effort / kp per actuator;
-        ``radians``: the scale as given), ``action_bound_from_joint_range`` (holosoma's FastSAC bound: the
-        farthest joint limit from the default pose / action_scale, folded into the scale) and
-        ``clip_targets_to_joint_range``. Errors name the config key.
-        """
+        """The actuation of ``model``'s joints ``joint_names`` as the actuation fields of ``cfg`` (a
+        :class:`~unilab.tasks.core.robot_config.RobotTaskConfig`) ask for it. Errors name the config key."""
         act_joint = actuated_joints(model, joint_names)
         act_names = [joint_names[j] for j in act_joint]
         kp = match_joint_values(cfg.kp, act_names, None, "kp")

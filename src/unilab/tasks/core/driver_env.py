@@ -34,15 +34,9 @@ class DriverEnv(PoolEnv):
         raise NotImplementedError
 
     def step(self, action: np.ndarray, out: Buffers | None = None) -> StepResult:
-        """Advance every env one policy step; auto-reset finished ones.
-
-        Returns ``(obs, reward, terminated, truncated, info)`` as in ``unilab.tasks.base.VecEnv`` (written into
-        ``out``). ``terminated`` marks failures (including diverged envs, counted in ``info["num_bad_envs"]``,
-        whose reward is 0); ``truncated`` marks time-outs (a failure at a time-out is both: the learner
-        bootstraps it, as holosoma does, and it still counts as a failure). ``info["final_obs"]`` holds the
-        pre-reset observations in done rows only; ``info["reward_terms"]`` the unweighted terms,
-        ``info["termination_terms"]`` each failure condition.
-        """
+        """Advance every env one policy step and auto-reset finished ones, as ``unilab.tasks.base.VecEnv.step``
+        (a failure at a time-out is both terminated and truncated: :func:`~unilab.tasks.core.kernels.settle_step`);
+        ``info["reward_terms"]`` are the unweighted terms."""
         out = self.buffers() if out is None else out
         timer = self.timer
         action = np.asarray(action)
@@ -56,7 +50,6 @@ class DriverEnv(PoolEnv):
             ctrl = targets if self.randomizer is None else self.randomizer.before_physics(targets)
             bad = self.pool.step(None if ctrl is targets else ctrl, self.cfg.decimation).copy()
 
-        rows = self._all_rows
         # this step's info rows, fresh each step (the caller may keep them): one per term / condition
         info = (np.empty((len(self.reward_term_names), self.num_envs), dtype=np.float32),
                 np.empty((len(self.termination_names), self.num_envs), dtype=bool))
@@ -66,16 +59,15 @@ class DriverEnv(PoolEnv):
             if self.split_sub_phases:
                 for name, stages in self.split_stages:
                     with timer.phase(name):
-                        self.run_stages(stages, rows, out, bad, info)
+                        self.run_stages(stages, self._all_rows, out, bad, info)
             else:  # every stage of an env's step back to back, one region
-                self.run_stages(self.step_stages, rows, out, bad, info)
+                self.run_stages(self.step_stages, self._all_rows, out, bad, info)
             self.book.count_bad(bad)
 
         def restart(ids: np.ndarray) -> None:
-            if not self.auto_reset:
-                return
-            with timer.phase("restart"):
-                self.restart_rows(ids, out)
+            if self.auto_reset:
+                with timer.phase("restart"):
+                    self.restart_rows(ids, out)
 
         with timer.phase("reset_done"):
             done = self._done

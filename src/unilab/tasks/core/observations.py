@@ -12,7 +12,7 @@ from functools import cached_property
 
 import numpy as np
 
-from unilab.tasks.core.symmetry import JointMirror, joint_mirror, piece_mirror
+from unilab.tasks.core.symmetry import joint_mirror, piece_mirror
 from unilab.tasks.core.terms import Term
 
 
@@ -62,25 +62,13 @@ class PieceLayout:
                 out[self.slices[t.name]] = getattr(noise_cfg, t.noise) * (factor or {}).get(t.name, 1.0)
         return out
 
-    def mirror(self, joints: JointMirror, actions: JointMirror, bodies: np.ndarray | None = None
-               ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
-        """The left/right mirror of the policy and the critic observation as signed permutations
-        ``(perm, sign)``: ``mirrored[..., k] = sign[k] * obs[..., perm[k]]``. Each piece maps onto itself, so
-        the policy's is the critic's first ``policy_dim`` entries."""
-        bodies = np.zeros(0, np.int64) if bodies is None else bodies
-        perm, sign = np.empty(self.critic_dim, np.int64), np.empty(self.critic_dim)
-        for t in self.pieces:
-            sl = self.slices[t.name]
-            p, s = piece_mirror(t.mirror, joints, actions, bodies)
-            perm[sl], sign[sl] = sl.start + p, s
-        n = self.policy_dim
-        return (perm[:n], sign[:n]), (perm, sign)
-
     def env_mirror(self, model, joint_ids: list[int], act_joint: np.ndarray, default_joint_pos: np.ndarray,
                    bodies: np.ndarray | None = None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """The env's left/right mirror of ``obs``, ``critic_obs`` and ``action`` (``EnvSpec.mirror``) for the
         observed joints ``joint_ids`` of ``model``, each actuator's joint ``act_joint`` (an index into them) and
-        ``bodies`` (each body piece's partner).
+        ``bodies`` (each body piece's partner), as signed permutations ``(perm, sign)``:
+        ``mirrored[..., k] = sign[k] * x[..., perm[k]]``. Each piece maps onto itself, so the policy's is the
+        critic's first ``policy_dim`` entries.
 
         Raises:
             ValueError: a joint or actuator without its partner, axes that are not mirror images, or a
@@ -90,5 +78,11 @@ class PieceLayout:
         actions = joint_mirror(model, [joint_ids[j] for j in act_joint])
         if not np.allclose(joints(default_joint_pos), default_joint_pos, rtol=0.0, atol=1e-9):
             raise ValueError("mirror: the default pose (task.default_joint_pos) is not left/right symmetric")
-        policy, critic = self.mirror(joints, actions, bodies)
-        return {"obs": policy, "critic_obs": critic, "action": (actions.perm, actions.sign)}
+        bodies = np.zeros(0, np.int64) if bodies is None else bodies
+        perm, sign = np.empty(self.critic_dim, np.int64), np.empty(self.critic_dim)
+        for t in self.pieces:
+            sl = self.slices[t.name]
+            p, s = piece_mirror(t.mirror, joints, actions, bodies)
+            perm[sl], sign[sl] = sl.start + p, s
+        n = self.policy_dim
+        return {"obs": (perm[:n], sign[:n]), "critic_obs": (perm, sign), "action": (actions.perm, actions.sign)}

@@ -14,24 +14,9 @@ slices of them, with no recompile and no loop over envs. Expanded fields are
 model data, not simulation state, so they survive the pool's ``reset``
 (which rewrites state rows only, or runs ``Batch.reset`` on a persistent pool).
 
-When each term draws (holosoma's G1 recipes, ``config_values/wbt/g1`` and ``config_values/loco/g1``):
-
-    friction        setup   one sliding coefficient per env, every geom of the robot and the ground and
-                            every explicit contact pair of a robot geom (the G1's foot-floor pairs)
-    base_com        setup   offset of one body's centre of mass (body_ipos; then ``set_const``)
-    joint_pos_bias  setup   per-env, per-joint offset of the default joint positions (the observed
-                            joint_pos_rel and the PD targets move with it, as holosoma's)
-    push            step    per-env timer of U[interval_s] s (redrawn at reset and after each push);
-                            when due, a uniform kick is ADDED to the root velocity (world frame)
-    pd_gains        reset   per-env, per-joint scales of kp (gainprm, biasprm[1]) and kd (biasprm[2])
-    action_delay    reset   per-env delay (policy steps) of the PD targets; the queue restarts at the
-                            default pose
-    mass            setup   per-env mass factor of each matched link (inertia alike) and a mass added to
-                            one body (its inertia scaled by its mass's factor); then ``set_const``
-
-Holosoma applies a push after the physics of a step, we before the physics of
-the next one: the simulated motion is the same, the observation of the step in
-between does not show the kick yet.
+When each term draws (holosoma's G1 recipes, ``config_values/wbt/g1`` and ``config_values/loco/g1``; what
+it draws: its config class's docs): at setup friction, base_com, joint_pos_bias and mass (base_com and mass
+then ``set_const``); at resets pd_gains and action_delay; at steps push (a per-env timer, redrawn at resets).
 
 Every term draws from its own generator, seeded from (env seed, term name), and the terms that draw at
 resets (pd_gains, action_delay) from per-env streams seeded by it, inside parallel kernels (as their
@@ -104,10 +89,6 @@ def friction_setup(r: DomainRandomizer, cfg, rng) -> None:
             pairs[:, r.contact_pairs, col] = r.friction[:, None]
 
 
-def friction_stats(r: DomainRandomizer) -> dict[str, float]:
-    return {"friction": float(r.friction.mean())}
-
-
 # --- base_com ---------------------------------------------------------------------------------
 def base_com_setup(r: DomainRandomizer, cfg, rng) -> None:
     r.com_offset = np.stack([_uniform(rng, getattr(cfg, a), r.num_envs) for a in ("x", "y", "z")], axis=1)
@@ -116,18 +97,10 @@ def base_com_setup(r: DomainRandomizer, cfg, rng) -> None:
     r.pool.set_const()  # body_ipos is an mj_setConst input (e.g. dof_invweight0)
 
 
-def base_com_stats(r: DomainRandomizer) -> dict[str, float]:
-    return {"base_com": float(np.linalg.norm(r.com_offset, axis=1).mean())}
-
-
 # --- joint_pos_bias ---------------------------------------------------------------------------
 def joint_pos_bias_setup(r: DomainRandomizer, cfg, rng) -> None:
     r.joint_pos_bias = _uniform(rng, cfg.range, (r.num_envs, r.num_joints))
     r.ctrl_default = r.ctrl_default + r.joint_pos_bias[:, r.act_joint]  # the PD targets' default pose moves too
-
-
-def joint_pos_bias_stats(r: DomainRandomizer) -> dict[str, float]:
-    return {"joint_pos_bias": float(np.abs(r.joint_pos_bias).mean())}
 
 
 # --- push -------------------------------------------------------------------------------------
@@ -169,10 +142,6 @@ def push_step(r: DomainRandomizer, cfg, rng, ctrl: np.ndarray) -> np.ndarray:
     return ctrl
 
 
-def push_stats(r: DomainRandomizer) -> dict[str, float]:
-    return {"push_count": float(r.pushes), "push_interval_s": float(r.push_interval_s.mean())}
-
-
 # --- pd_gains ---------------------------------------------------------------------------------
 def pd_gains_setup(r: DomainRandomizer, cfg, rng) -> None:
     r.kp_scale = np.ones((r.num_envs, r.num_act))
@@ -200,10 +169,6 @@ def _pd_gains_reset(rows, streams, kp_range, kd_range, kp, kd, kp_scale, kd_scal
             gainprm[e, a, 0] = kp[a] * ks
             biasprm[e, a, 1] = -(kp[a] * ks)
             biasprm[e, a, 2] = -(kd[a] * kd_scale[e, a])
-
-
-def pd_gains_stats(r: DomainRandomizer) -> dict[str, float]:
-    return {"pd_gains_kp": float(r.kp_scale.mean()), "pd_gains_kd": float(r.kd_scale.mean())}
 
 
 # --- action_delay -----------------------------------------------------------------------------
@@ -248,10 +213,6 @@ def _action_delay_step(ctrl, delay, queue, out):
             out[e, a] = queue[e, delay[e], a]
 
 
-def action_delay_stats(r: DomainRandomizer) -> dict[str, float]:
-    return {"action_delay": float(r.delay.mean())}
-
-
 # --- mass -------------------------------------------------------------------------------------
 def mass_setup(r: DomainRandomizer, cfg, rng) -> None:
     m = r.model
@@ -274,25 +235,23 @@ def mass_setup(r: DomainRandomizer, cfg, rng) -> None:
     r.pool.set_const()  # body_mass and body_inertia are mj_setConst inputs
 
 
-def mass_stats(r: DomainRandomizer) -> dict[str, float]:
-    return {"mass_scale": float(r.mass_scale.mean()), "added_mass": float(r.added_mass.mean())}
-
-
 TERMS = (
-    RandomizationTerm("friction", friction_setup, friction_stats),
-    RandomizationTerm("base_com", base_com_setup, base_com_stats),
-    RandomizationTerm("joint_pos_bias", joint_pos_bias_setup, joint_pos_bias_stats),
-    RandomizationTerm("push", push_setup, push_stats, reset=push_reset, step=push_step),
-    RandomizationTerm("pd_gains", pd_gains_setup, pd_gains_stats, reset=pd_gains_reset),
-    RandomizationTerm("action_delay", action_delay_setup, action_delay_stats, reset=action_delay_reset,
-                      step=action_delay_step),
-    RandomizationTerm("mass", mass_setup, mass_stats),
+    RandomizationTerm("friction", friction_setup, lambda r: {"friction": float(r.friction.mean())}),
+    RandomizationTerm("base_com", base_com_setup,
+                      lambda r: {"base_com": float(np.linalg.norm(r.com_offset, axis=1).mean())}),
+    RandomizationTerm("joint_pos_bias", joint_pos_bias_setup,
+                      lambda r: {"joint_pos_bias": float(np.abs(r.joint_pos_bias).mean())}),
+    RandomizationTerm("push", push_setup,
+                      lambda r: {"push_count": float(r.pushes), "push_interval_s": float(r.push_interval_s.mean())},
+                      reset=push_reset, step=push_step),
+    RandomizationTerm("pd_gains", pd_gains_setup,
+                      lambda r: {"pd_gains_kp": float(r.kp_scale.mean()), "pd_gains_kd": float(r.kd_scale.mean())},
+                      reset=pd_gains_reset),
+    RandomizationTerm("action_delay", action_delay_setup, lambda r: {"action_delay": float(r.delay.mean())},
+                      reset=action_delay_reset, step=action_delay_step),
+    RandomizationTerm("mass", mass_setup,
+                      lambda r: {"mass_scale": float(r.mass_scale.mean()), "added_mass": float(r.added_mass.mean())}),
 )
-
-
-def term_rng(seed: int, name: str) -> np.random.Generator:
-    """Term ``name``'s own generator for env seed ``seed`` (independent of the env's and the other terms')."""
-    return np.random.default_rng([int(seed), _STREAM, zlib.crc32(name.encode())])
 
 
 class DomainRandomizer:
@@ -301,7 +260,6 @@ class DomainRandomizer:
     Args:
         cfg: ``task.randomization``.
         pool: the env's physics pool (its ``expand`` gives the per-env model fields).
-        seed: the env's seed.
         control_dt: seconds per policy step (push intervals).
         robot_body: a body of the robot (its root body's geoms get the friction, its free joint the pushes).
         com_body: body id whose centre of mass ``base_com`` moves.
@@ -314,11 +272,9 @@ class DomainRandomizer:
 
     def __init__(self, cfg: RandomizationConfig, pool, seed: int, control_dt: float, robot_body: int, com_body: int,
                  num_joints: int, kp: np.ndarray, kd: np.ndarray, ctrl_default: np.ndarray, act_joint: np.ndarray):
-        self.cfg = cfg
         self.pool = pool
         self.model = pool.model
         self.num_envs = pool.num_envs
-        self.env_ids = np.arange(self.num_envs)
         self.control_dt = float(control_dt)
         self.num_joints = int(num_joints)
         self.num_act = int(self.model.nu)
@@ -328,19 +284,19 @@ class DomainRandomizer:
         m = self.model
         self.com_body = int(com_body)
         robot = self.robot_root = int(m.body_rootid[robot_body])
-        geom_root = m.body_rootid[m.geom_bodyid]
+        robot_geom = m.body_rootid[m.geom_bodyid] == robot
         # the robot's geoms and the ground's (world body): a contact's friction is the max of its pair
-        self.contact_geoms = np.flatnonzero((geom_root == robot) | (m.geom_bodyid == 0))
+        self.contact_geoms = np.flatnonzero(robot_geom | (m.geom_bodyid == 0))
         # explicit contact pairs with a robot geom: their friction overrides the geoms' (MuJoCo's <pair>)
-        robot_geom = geom_root == robot
-        self.contact_pairs = np.flatnonzero(robot_geom[m.pair_geom1] | robot_geom[m.pair_geom2]) if m.npair \
-            else np.zeros(0, dtype=np.int64)
+        self.contact_pairs = np.flatnonzero(robot_geom[m.pair_geom1] | robot_geom[m.pair_geom2])
         free = [j for j in range(m.njnt) if m.jnt_type[j] == mujoco.mjtJoint.mjJNT_FREE and m.jnt_bodyid[j] == robot]
         self.root_dof = int(m.jnt_dofadr[free[0]]) if free else -1
         self.root_qpos = int(m.jnt_qposadr[free[0]]) if free else -1
         self.terms = tuple(t for t in TERMS if cfg.active(t.name))
         self._cfg = {t.name: getattr(cfg, t.name) for t in self.terms}
-        self._rng = {t.name: term_rng(seed, t.name) for t in self.terms}
+        # each term's own generator: independent of the env's and of the other terms'
+        self._rng = {t.name: np.random.default_rng([int(seed), _STREAM, zlib.crc32(t.name.encode())])
+                     for t in self.terms}
         self._reset = tuple(t for t in self.terms if t.reset is not None)
         self._step = tuple(t for t in self.terms if t.step is not None)
         self.joint_pos_bias = np.zeros((0, self.num_joints))  # no rows: the observation adds nothing
@@ -370,10 +326,7 @@ class DomainRandomizer:
         return {**self._fixed_stats, **self._term_stats(self._live)}
 
     def _term_stats(self, terms) -> dict[str, float]:
-        out: dict[str, float] = {}
-        for t in terms:
-            out.update({PREFIX + k: v for k, v in t.stats(self).items()})
-        return out
+        return {PREFIX + k: v for t in terms for k, v in t.stats(self).items()}
 
 
 def make_randomizer(cfg: RandomizationConfig, pool, seed: int, control_dt: float, anchor_body: str, num_joints: int,

@@ -173,12 +173,10 @@ def piece_mirror(kind: str, joints: JointMirror, actions: JointMirror, bodies: n
     if kind in ("joints", "actions"):
         m = joints if kind == "joints" else actions
         return m.perm, m.sign
-    if kind in PIECE_SIGNS:
-        signs = PIECE_SIGNS[kind]
-        return np.arange(len(signs)), signs
-    if kind.startswith("bodies_") and kind[len("bodies_"):] in PIECE_SIGNS:
-        signs = PIECE_SIGNS[kind[len("bodies_"):]]
-        w = len(signs)
-        perm = (w * bodies[:, None] + np.arange(w)).reshape(-1)
-        return perm, np.tile(signs, len(bodies))
-    raise ValueError(f"mirror: unknown observation piece kind {kind!r}")
+    signs = PIECE_SIGNS.get(kind.removeprefix("bodies_"))
+    if signs is None:
+        raise ValueError(f"mirror: unknown observation piece kind {kind!r}")
+    w = len(signs)
+    if not kind.startswith("bodies_"):
+        return np.arange(w), signs
+    return (w * bodies[:, None] + np.arange(w)).reshape(-1), np.tile(signs, len(bodies))

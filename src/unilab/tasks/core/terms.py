@@ -85,22 +85,24 @@ def driver_source(template: str, blocks: dict[str, tuple[str, Sequence[Term]]]) 
 def compile_driver(template: str, blocks: dict[str, tuple[str, Sequence[Term]]], name: str) -> Callable:
     """The function ``name`` of :func:`driver_source`'s source, compiled from memory (once per process per source)."""
     source = driver_source(template, blocks)
-    fn = _CACHE.get((source, name))
-    if fn is not None:
-        return fn
+    key = (source, name)
+    if key in _CACHE:
+        return _CACHE[key]
     digest = hashlib.sha256(source.encode())
     for mod in sorted(_reached_modules(source)):
         digest.update(inspect.getsource(sys.modules[mod]).encode())
     filename = f"{_FILE_PREFIX}{name}-{digest.hexdigest()[:20]}"
-    if not _cache_writable():
+    try:
+        _DriverCacheLocator("").ensure_cache_path()
+    except OSError:  # a read-only cache dir: compile in memory, every process
         source = source.replace("cache=True", "cache=False")
     linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)  # tracebacks
     module = types.ModuleType(filename)
     # Numba's cache rebuilds a loaded function's environment from its module, found by name
     sys.modules[filename] = module
     exec(compile(source, filename, "exec"), module.__dict__)  # noqa: S102 - our own template and term names
-    fn = _CACHE[(source, name)] = getattr(module, name)
-    return fn
+    _CACHE[key] = getattr(module, name)
+    return _CACHE[key]
 
 
 def _reached_modules(source: str) -> set[str]:
@@ -138,14 +140,6 @@ def _code_names(code: types.CodeType) -> Iterator[str]:
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
             yield from _code_names(const)
-
-
-def _cache_writable() -> bool:
-    try:
-        _DriverCacheLocator("").ensure_cache_path()
-    except OSError:  # a read-only cache dir: compile in memory, every process
-        return False
-    return True
 
 
 class _DriverCacheLocator(caching._CacheLocator):  # noqa: SLF001 - Numba's documented extension point

@@ -40,10 +40,8 @@ class PendulumEnv(PoolEnv):
         out["critic_obs"][rows] = o
 
     def _reset_ids(self, ids: np.ndarray) -> None:
-        n = ids.size
-        qpos = self.rng.uniform(-np.pi, np.pi, (n, 1))
-        qvel = self.rng.uniform(-self.cfg.init_velocity, self.cfg.init_velocity, (n, 1))
-        self.pool.reset(ids, qpos, qvel)
+        v, n = self.cfg.init_velocity, ids.size
+        self.pool.reset(ids, self.rng.uniform(-np.pi, np.pi, (n, 1)), self.rng.uniform(-v, v, (n, 1)))
 
     def reset(self, out: Buffers | None = None) -> Obs:
         """Reset every env to a random angle and velocity."""
