@@ -115,8 +115,8 @@ class LocomotionEnv(DriverEnv):
         self.ctrl_default = (np.tile(self.action_default, (n, 1)) if self.randomizer is None
                              else self.randomizer.ctrl_default)
 
-        self.qpos_adr = np.array([self.model.jnt_qposadr[j] for j in range(1, self.model.njnt)], dtype=np.int64)
-        self.dof_adr = np.array([self.model.jnt_dofadr[j] for j in range(1, self.model.njnt)], dtype=np.int64)
+        self.qpos_adr = self.model.jnt_qposadr[1:].astype(np.int64)
+        self.dof_adr = self.model.jnt_dofadr[1:].astype(np.int64)
         self.rewards = RewardWeights(cfg.rewards, cfg.curriculum, self.control_dt)
         self.layout = obs_layout(nj)
         sc = cfg.obs_scales
@@ -126,7 +126,10 @@ class LocomotionEnv(DriverEnv):
         self.thresholds = np.array([cfg.termination_force], dtype=np.float64)
         self.max_episode_steps = int(round(cfg.max_episode_length_s / self.control_dt))
         try:
-            self.mirror = self._mirror(base)
+            partner_indices(cfg.feet, "foot body")
+            partner_indices(cfg.foot_points, "foot point")
+            self.mirror = self.layout.env_mirror(base, list(range(1, base.njnt)), self.act_joint,
+                                                 self.default_joint_pos)
         except ValueError as err:  # a robot without a mirror trains as before; algo.use_symmetry refuses it
             self.mirror, self.mirror_error = None, str(err)
 
@@ -175,11 +178,6 @@ class LocomotionEnv(DriverEnv):
         self._no_info = (np.empty((len(TERM_NAMES), n), dtype=np.float32),
                          np.empty((len(CONDITION_NAMES), n), dtype=bool))
 
-    def _mirror(self, model: mujoco.MjModel) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        partner_indices(self.cfg.feet, "foot body")
-        partner_indices(self.cfg.foot_points, "foot point")
-        return self.layout.env_mirror(model, list(range(1, model.njnt)), self.act_joint, self.default_joint_pos)
-
     def _command_params(self) -> CommandParams:
         c, g, p = self.cfg.commands, self.cfg.gait, self.cfg.push
         return CommandParams(
@@ -214,7 +212,7 @@ class LocomotionEnv(DriverEnv):
             out.get(FINAL + "obs", policy), out.get(FINAL + "critic_obs", critic), terms_info, conds_info,
             self._obs_clip)
 
-    def _restart(self, rows: np.ndarray, out: Buffers) -> None:
+    def restart_rows(self, rows: np.ndarray, out: Buffers) -> None:
         start = (np.empty((rows.size, self.pool.qpos.shape[1])), np.empty((rows.size, self.pool.qvel.shape[1])))
         self.run_stages(START, rows, out, start=start)
         self.pool.reset(rows, *start)
@@ -226,7 +224,7 @@ class LocomotionEnv(DriverEnv):
         """Restart every env; write and return the first observations."""
         out = self.buffers() if out is None else out
         self.book.reset_all()
-        self._restart(self._all_rows, out)
+        self.restart_rows(self._all_rows, out)
         return observations(out)
 
     def evaluate(self, commands: np.ndarray | None) -> None:
@@ -254,9 +252,6 @@ class LocomotionEnv(DriverEnv):
 
     def record_ended(self, done: np.ndarray, out: Buffers) -> None:
         self.rewards.record(self.book.lengths[done])  # the penalty curriculum (every step, as holosoma's)
-
-    def restart_rows(self, ids: np.ndarray, out: Buffers) -> None:
-        self._restart(ids, out)
 
     def arrows(self, env: int = 0) -> np.ndarray:
         """Above env ``env``'s base: its command (green) and its base velocity (blue), horizontal, in the

@@ -1,12 +1,11 @@
 """Reward terms of G1 locomotion, one row each in :data:`REWARD_TERMS` (holosoma's
 ``managers/reward/terms/locomotion.py``, the formulas of ``g1_29dof_loco_fast_sac``).
 
-Tracking terms (``kind="exp"``) are ``exp(-squared error / sigma)`` in [0, 1]; penalties
-(``kind="penalty"``) are positive magnitudes with negative weights. Each is
-``f(s, e, p)``: ``s`` the :data:`~.state.LocoArrays`, ``p`` the row's parameters
-(``p[0] = 1 / sigma``; ``p[1]``: the swing height of feet_phase, the threshold of
-close_feet_xy). The reward is ``control_dt x sum(weight x term)``, the curriculum's
-terms also times its scale (:class:`RewardWeights`).
+Tracking terms (``kind="exp"``) are ``exp(-squared error / sigma)`` in [0, 1]; penalties (``kind="penalty"``) are
+positive magnitudes with negative weights. Each is ``f(s, e, p)``: ``s`` the :data:`~.state.LocoArrays`, ``p`` the
+row's parameters (``p[0] = 1 / sigma``; ``p[1]``: the swing height of feet_phase, the threshold of close_feet_xy).
+The reward is ``control_dt x sum(weight x term)``, the curriculum's terms also times its scale
+(:class:`RewardWeights`).
 """
 
 from __future__ import annotations
@@ -137,10 +136,8 @@ class RewardWeights:
         rows = [getattr(cfg, t.name) for t in REWARD_TERMS]
         self.base = np.array([c.weight * control_dt for c in rows])
         self.tagged = np.array([bool(c.curriculum) for c in rows])
-        self.params = np.zeros((len(rows), 2))
-        for i, c in enumerate(rows):
-            self.params[i, 0] = 0.0 if c.sigma is None else 1.0 / c.sigma
-            self.params[i, 1] = getattr(c, "swing_height", getattr(c, "threshold", 0.0))
+        self.params = np.array([[0.0 if c.sigma is None else 1.0 / c.sigma,
+                                 getattr(c, "swing_height", getattr(c, "threshold", 0.0))] for c in rows])
         self.curriculum = curriculum
         self.scale = float(curriculum.initial_scale) if curriculum.enabled else 1.0
         self.average_length = 0.0

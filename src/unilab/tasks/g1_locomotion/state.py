@@ -1,10 +1,9 @@
 """The per-env state of G1 locomotion and the struct every term function reads.
 
-Term functions share one signature per table (rewards and conditions ``f(s, e, p)``,
-observation pieces ``f(s, e, row, o)``) with ``s`` the :data:`LocoArrays` of the env,
-``e`` the env and ``p`` the row's parameters. State a new term needs: a row in
-:data:`GATHERED` and its line in :func:`~.observations.gather_env`; the buffers, the
-struct and the gather tuple follow.
+Term functions share one signature per table (rewards and conditions ``f(s, e, p)``, observation pieces
+``f(s, e, row, o)``) with ``s`` the :data:`LocoArrays` of the env, ``e`` the env and ``p`` the row's parameters.
+State a new term needs: a row in :data:`GATHERED` and its line in :func:`~.observations.gather_env`; the buffers,
+the struct and the gather tuple follow.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Typed configuration of the motion-tracking task (the G1 29-DoF defaults).
 
-``MotionTrackingConfig`` is the Hydra ``task`` group's structured config:
-every field, its default and its meaning live here once
-(``config/task/g1_motion_tracking.yaml`` only names it), and ``train --help``
-prints the docstrings below. The task runs any robot whose MJCF and clips fit
-(the tests use a two-joint robot).
+``MotionTrackingConfig`` is the Hydra ``task`` group's structured config: every field, its default and its meaning
+live here once (``config/task/g1_motion_tracking.yaml`` only names it), and ``train --help`` prints the docstrings
+below. The task runs any robot whose MJCF and clips fit (the tests use a two-joint robot).
 """
 
 from __future__ import annotations
@@ -228,9 +226,9 @@ class MotionTrackingConfig(RobotTaskConfig):
         from unilab.tasks.g1_motion_tracking.observations import check_preset  # noqa: PLC0415 - it imports numba
 
         check_preset(self.policy_obs)
-        if self.reset.sampling not in ("uniform", "adaptive"):
-            raise ValueError(f"task.reset.sampling must be uniform|adaptive, got {self.reset.sampling!r}")
         r = self.reset
+        if r.sampling not in ("uniform", "adaptive"):
+            raise ValueError(f"task.reset.sampling must be uniform|adaptive, got {r.sampling!r}")
         if not 0 < r.adaptive_ema <= 1:
             raise ValueError(f"task.reset.adaptive_ema must be in (0, 1], got {r.adaptive_ema}")
         if not r.adaptive_uniform_count > 0:
@@ -257,9 +255,9 @@ class MotionTrackingConfig(RobotTaskConfig):
             re.compile(contacts.bodies)
         except re.error as exc:
             raise ValueError(f"task.rewards.undesired_contacts.bodies: bad regex {contacts.bodies!r}: {exc}") from exc
-        if not 0 < self.reset.noise.joint_pos_limit_factor <= 1:
+        if not 0 < r.noise.joint_pos_limit_factor <= 1:
             raise ValueError("task.reset.noise.joint_pos_limit_factor must be in (0, 1], "
-                             f"got {self.reset.noise.joint_pos_limit_factor}")
+                             f"got {r.noise.joint_pos_limit_factor}")
         if not 0 < self.soft_joint_limit_factor <= 1:
             raise ValueError(f"task.soft_joint_limit_factor must be in (0, 1], got {self.soft_joint_limit_factor}")
         if self.max_episode_length_s is not None and not self.max_episode_length_s > 0:
@@ -271,26 +269,19 @@ class MotionTrackingConfig(RobotTaskConfig):
         super().check_paths()
         for i, path in enumerate(self.motion_files or ()):
             if not Path(path).expanduser().is_file():
-                raise ValueError(
-                    f"task.motion_files[{i}]={path}: no such file "
-                    "(expected npz clips: a path or a list of paths, or null)"
-                )
+                raise ValueError(f"task.motion_files[{i}]={path}: no such file "
+                                 "(expected npz clips: a path or a list of paths, or null)")
 
 
 def motion_file_list(value: Any, key: str = "task.motion_files") -> list[str] | None:
-    """``motion_files`` as a list of path strings: one path (str or PathLike) is a list of one.
-
-    None stays None (the built-in clips). Anything else than a path or a
-    list/tuple of paths is a ValueError naming ``key`` and what was expected.
-    """
+    """``motion_files`` as a list of path strings: one path (str or PathLike) is a list of one; None stays None
+    (the built-in clips); anything else than a path or a list/tuple of paths is a ValueError naming ``key``."""
     if value is None:
         return None
     if isinstance(value, (str, os.PathLike)):
         value = [value]
     elif not isinstance(value, (list, tuple)):
-        raise ValueError(
-            f"{key} must be a path or a list of paths to npz clips, got {type(value).__name__} {value!r}"
-        )
+        raise ValueError(f"{key} must be a path or a list of paths to npz clips, got {type(value).__name__} {value!r}")
     if not value:
         raise ValueError(f"{key}=[] lists no clips: give at least one npz path, or leave {key} unset "
                          "(null) for the built-in G1 clips")

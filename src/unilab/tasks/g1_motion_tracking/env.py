@@ -1,23 +1,18 @@
 """G1 whole-body motion tracking on a physics pool (unilab.sim.physics): actions, state update, rewards, resets.
 
 One ``step``:
-    backend_step  ctrl = default + scale * action (PD targets); one ``pool.step`` of
-                  ``decimation`` substeps (the PD loop runs inside MuJoCo)
-    update_state  advance the reference clock; gather robot state; reward terms and
-                  terminations against the env's frame, time-outs; observations showing
-                  the next frame (the one the next reward scores, as holosoma)
-    reset_done    terminated | truncated | diverged envs restart at a sampled clip
-                  frame (reference state written with ``pool.reset``)
-Every per-env computation is a parallel Numba driver over envs (``prange``, whose
-threads claim chunks of envs as they come free, :mod:`unilab.sim.work_claims`;
-per-env writes only, so bit-identical at any thread count): update_state is one
-driver generated from the term tables (:mod:`.step_driver`), the rest kernels of
-their own (start state, :func:`unilab.tasks.core.kernels.action_to_ctrl`, the pool's); what stays in
-NumPy is O(1)-per-step bookkeeping. Numba runs as many threads as the pool, on the pool's
-CPUs (:mod:`unilab.sim.numba_threads`). Sub-phases (timer names): update_state =
-gather (with the reference lookup), rewards, terminations, observations, timed
-only with ``split_sub_phases`` (one region per stage instead of one in all);
-reset_done's restart.
+    backend_step  ctrl = default + scale * action (PD targets); one ``pool.step`` of ``decimation`` substeps
+                  (the PD loop runs inside MuJoCo)
+    update_state  advance the reference clock; gather robot state; reward terms and terminations against the
+                  env's frame, time-outs; observations showing the next frame (the one the next reward scores,
+                  as holosoma)
+    reset_done    terminated | truncated | diverged envs restart at a sampled clip frame (reference state written
+                  with ``pool.reset``)
+Every per-env computation is a parallel Numba driver over envs (``prange``, whose threads claim chunks of envs as
+they come free, :mod:`unilab.sim.work_claims`; per-env writes only, so bit-identical at any thread count):
+update_state is one driver generated from the term tables (:mod:`.step_driver`), the rest kernels of their own
+(start state, :func:`unilab.tasks.core.kernels.action_to_ctrl`, the pool's); what stays in NumPy is O(1)-per-step
+bookkeeping. Numba runs as many threads as the pool, on the pool's CPUs (:mod:`unilab.sim.numba_threads`).
 """
 
 from __future__ import annotations
@@ -47,13 +42,12 @@ from unilab.tasks.g1_motion_tracking.observations import obs_layout, observation
 from unilab.tasks.g1_motion_tracking.resets import StartFrameSampler, start_state
 from unilab.tasks.g1_motion_tracking.rewards import TERM_NAMES, RewardComputer
 from unilab.tasks.g1_motion_tracking.step_driver import RESTART, SPLIT, STEP, step_driver
-from unilab.tasks.g1_motion_tracking.terminations import CONDITION_NAMES, thresholds_vector
+from unilab.tasks.g1_motion_tracking.terminations import CONDITION_NAMES
 from unilab.tasks.g1_motion_tracking.terms import GATHERED, STEP_STATE, TaskArrays
 from unilab.telemetry.phase_timer import PhaseTimer
 
-# sub-phases in env.timer: backend_step's (the pool's physics, check_health), update_state's (gather,
-# with the reference lookup; rewards, terminations, observations: only with split_sub_phases) and
-# reset_done's (restart)
+# sub-phases in env.timer: backend_step's (the pool's physics, check_health), update_state's (gather, with the
+# reference lookup; rewards, terminations, observations: only with split_sub_phases) and reset_done's (restart)
 SUBPHASES = (*POOL_SUBPHASES, "gather", "rewards", "terminations", "observations", "restart")
 
 
@@ -121,23 +115,20 @@ class MotionTrackingEnv(DriverEnv):
         self.model, self.act_joint = act.model, act.act_joint
         self.kp, self.kd, self.effort = act.kp, act.kd, act.effort
         self.default_joint_pos, self.action_default = act.default_joint_pos, act.action_default
-        self.action_scale = act.action_scale
-        self.action_bound = act.action_bound
+        self.action_scale, self.action_bound = act.action_scale, act.action_bound
         """(nu,) b_j: the recipe's (holosoma FastSAC's) action is b_j x the env's [-1, 1] action (1: no bound)."""
         self.joint_lo, self.joint_hi = act.joint_lo, act.joint_hi
         self.soft_lo, self.soft_hi = act.limits(cfg.soft_joint_limit_factor)
         # reset joint noise is clipped to holosoma's simulator soft limits (robot soft_dof_pos_limit)
         self.reset_lo, self.reset_hi = act.limits(cfg.reset.noise.joint_pos_limit_factor)
-        kp, kd = self.kp, self.kd
 
         kwargs = dict(pool_kwargs or {})
         self.contact_bodies = undesired_contact_bodies(self.model, cfg)
         contact_outputs = ("cfrc_ext",) if self.contact_bodies.size else ()
         outputs = tuple(dict.fromkeys([*kwargs.pop("outputs", ()), *BODY_STATE, *contact_outputs]))
         kwargs.setdefault("substeps", cfg.decimation)
-        # without the undesired_contacts term no term reads a contact or constraint field (the step driver reads
-        # kinematics and velocities only), so the stage after a step or reset skips collision: restarts' forward
-        # ~2.5x cheaper, same values; the term reads the bodies' contact forces (cfrc_ext)
+        # without the undesired_contacts term (which reads cfrc_ext) no term reads a contact or constraint field, so
+        # the stage after a step or reset skips collision: restarts' forward ~2.5x cheaper, same values
         if self.contact_bodies.size and kwargs.get("contacts") is False:
             raise ValueError("task.rewards.undesired_contacts needs the pool's contacts; set its weight to 0 "
                              "or drop contacts=False")
@@ -149,7 +140,7 @@ class MotionTrackingEnv(DriverEnv):
         self.host_thread_ids = numba_threads.configure(self.pool.nthread, self.pool.cpu_ids)
         # domain randomization: per-env model fields, own random streams; None when every term is off
         self.randomizer = make_randomizer(cfg.randomization, self.pool, seed, self.control_dt, cfg.anchor_body,
-                                          nj, kp, kd, self.action_default, self.act_joint)
+                                          nj, self.kp, self.kd, self.action_default, self.act_joint)
         # each env's PD targets of a zero action (the default pose, shifted by joint_pos_bias)
         self.ctrl_default = (np.tile(self.action_default, (self.num_envs, 1)) if self.randomizer is None
                              else self.randomizer.ctrl_default)
@@ -161,10 +152,8 @@ class MotionTrackingEnv(DriverEnv):
         self.ee_index = np.array([cfg.tracked_bodies.index(b) for b in cfg.end_effector_bodies], dtype=np.int64)
         self.qpos_adr = lib.joint_qposadr.astype(np.int64)
         self.dof_adr = lib.joint_dofadr.astype(np.int64)
-        self.thresholds = thresholds_vector(cfg.terminations)
-        self.rewards = RewardComputer(cfg.rewards)
-        if cfg.reward_times_dt:
-            self.rewards.weights = self.rewards.weights * self.control_dt
+        self.thresholds = np.array([getattr(cfg.terminations, k) for k in CONDITION_NAMES], dtype=np.float64)
+        self.rewards = RewardComputer(cfg.rewards, self.control_dt if cfg.reward_times_dt else 1.0)
         self.sampler = StartFrameSampler(lib, cfg.reset)
         self.layout = obs_layout(nj, len(cfg.tracked_bodies), cfg.policy_obs)  # the actor set picks the driver
         self.noise_scale = self.layout.noise_scale(cfg.obs_noise)
@@ -174,8 +163,8 @@ class MotionTrackingEnv(DriverEnv):
                                              self.layout)
         except ValueError as err:  # a task without a mirror trains as before; algo.use_symmetry refuses it
             self.mirror, self.mirror_error = None, str(err)
-        max_len = np.inf if cfg.max_episode_length_s is None else int(round(cfg.max_episode_length_s / self.control_dt))
-        self.max_episode_steps = max_len
+        self.max_episode_steps = (np.inf if cfg.max_episode_length_s is None
+                                  else int(round(cfg.max_episode_length_s / self.control_dt)))
 
         self.action_dim = int(self.model.nu)
         self.obs_dim = self.layout.policy_dim
@@ -184,8 +173,7 @@ class MotionTrackingEnv(DriverEnv):
         self.termination_names = CONDITION_NAMES
 
         n, nb = self.num_envs, len(self.body_ids)
-        self.clip = np.zeros(n, dtype=np.int64)
-        self.frame = np.zeros(n, dtype=np.int64)
+        self.clip, self.frame = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
         self.book = EpisodeBook(n)
         self.auto_reset = True
         """False: a finished env is not restarted and keeps running (evaluation rollouts, see ``start_at``)."""
@@ -248,18 +236,15 @@ class MotionTrackingEnv(DriverEnv):
     def reset(self, out: Buffers | None = None) -> Obs:
         """Restart every env at a sampled clip frame; write and return the first observations."""
         out = self.buffers() if out is None else out
-        rows = self._all_rows
-        self._restart(rows)
         self.book.reset_all()
-        self.run_stages(RESTART, rows, out)
+        self.restart_rows(self._all_rows, out)
         return observations(out)
 
     def start_at(self, clips: np.ndarray, frames: np.ndarray, out: Buffers | None = None) -> Obs:
         """Put env ``e`` exactly at frame ``frames[e]`` of clip ``clips[e]``; write and return the observations.
 
-        The start state is the reference state itself (no reset noise), for
-        evaluation rollouts; with ``auto_reset = False`` the envs then follow
-        their clips to the end whatever happens.
+        The start state is the reference state itself (no reset noise), for evaluation rollouts; with
+        ``auto_reset = False`` the envs then follow their clips to the end whatever happens.
         """
         out = self.buffers() if out is None else out
         clips = np.asarray(clips, dtype=np.int64)

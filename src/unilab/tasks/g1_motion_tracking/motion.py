@@ -1,14 +1,12 @@
 """Motion library: reference clips (BeyondMimic npz layout) resampled and re-kinematised on our model.
 
-A clip npz holds ``fps`` (1,), ``joint_pos`` (T, 7 + J) = root position, root
-quaternion (w, x, y, z) and J joint angles, ``joint_vel`` (T, 6 + J) = root
-linear and angular velocity (both world frame) and J joint rates, and
-``joint_names`` (J,).  Its ``body_*`` arrays describe the recording robot's
-body set, which differs from ours, so reference body poses and velocities are
-recomputed by forward kinematics of ``joint_pos`` on the task's MjModel.
+A clip npz holds ``fps`` (1,), ``joint_pos`` (T, 7 + J) = root position, root quaternion (w, x, y, z) and J joint
+angles, ``joint_vel`` (T, 6 + J) = root linear and angular velocity (both world frame) and J joint rates, and
+``joint_names`` (J,). Its ``body_*`` arrays describe the recording robot's body set, which differs from ours, so
+reference body poses and velocities are recomputed by forward kinematics of ``joint_pos`` on the task's MjModel.
 
-All clips are stored as flat concatenated ``(total_frames, ...)`` arrays with
-per-clip offsets; ``lookup(clip_ids, frame_ids)`` is pure index arithmetic.
+All clips are stored as flat concatenated ``(total_frames, ...)`` arrays with per-clip offsets;
+``lookup(clip_ids, frame_ids)`` is pure index arithmetic.
 """
 
 from __future__ import annotations
@@ -16,7 +14,7 @@ from __future__ import annotations
 import os
 import zipfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import mujoco
@@ -51,13 +49,6 @@ class MotionFrames:
     body_quat_w: np.ndarray  # (n, B, 4)
     body_lin_vel_w: np.ndarray  # (n, B, 3) velocity of each body origin, world frame
     body_ang_vel_w: np.ndarray  # (n, B, 3) world frame
-
-
-@dataclass(frozen=True)
-class _Clip:
-    path: Path
-    qpos: np.ndarray  # (T, nq), resampled
-    qvel: np.ndarray  # (T, nv)
 
 
 def model_joint_layout(model: mujoco.MjModel) -> tuple[list[str], np.ndarray, np.ndarray]:
@@ -108,13 +99,12 @@ def _load_npz(path: Path) -> dict[str, np.ndarray]:
     if jp.shape[0] < 2:
         raise MotionFileError(f"{path}: a clip needs at least 2 frames, got {jp.shape[0]}")
     for key in ("joint_pos", "joint_vel"):
-        bad = ~np.isfinite(data[key])
+        bad = ~np.isfinite(data[key]).all(axis=1)
         if bad.any():
-            frame = int(np.flatnonzero(bad.any(axis=1))[0])
-            raise MotionFileError(f"{path}: '{key}' has NaN/inf values (first at frame {frame})")
-    root = np.abs(jp[:, :3]).max(axis=1)
-    if (root > MAX_ROOT_DISTANCE).any():
-        frame = int(np.argmax(root > MAX_ROOT_DISTANCE))
+            raise MotionFileError(f"{path}: '{key}' has NaN/inf values (first at frame {int(np.argmax(bad))})")
+    far = np.abs(jp[:, :3]).max(axis=1) > MAX_ROOT_DISTANCE
+    if far.any():
+        frame = int(np.argmax(far))
         raise MotionFileError(f"{path}: root position {jp[frame, :3].tolist()} at frame {frame} is over "
                               f"{MAX_ROOT_DISTANCE:g} m from the origin (positions must be in metres)")
     rate = np.abs(jv).max(axis=1)
@@ -132,17 +122,11 @@ def _load_npz(path: Path) -> dict[str, np.ndarray]:
 
 def _joint_permutation(path: Path, clip_names: Sequence[str], model_names: Sequence[str]) -> np.ndarray:
     """Index into the clip's joints for each model joint; error listing any mismatch."""
-    missing = [n for n in model_names if n not in clip_names]
-    extra = [n for n in clip_names if n not in model_names]
-    dup = sorted({n for n in clip_names if list(clip_names).count(n) > 1})
-    if missing or extra or dup:
-        parts = []
-        if missing:
-            parts.append(f"model joints missing from the clip: {missing}")
-        if extra:
-            parts.append(f"clip joints not in the model: {extra}")
-        if dup:
-            parts.append(f"duplicated clip joints: {dup}")
+    problems = (("model joints missing from the clip", [n for n in model_names if n not in clip_names]),
+                ("clip joints not in the model", [n for n in clip_names if n not in model_names]),
+                ("duplicated clip joints", sorted({n for n in clip_names if list(clip_names).count(n) > 1})))
+    parts = [f"{what}: {names}" for what, names in problems if names]
+    if parts:
         raise MotionFileError(f"{path}: joint names do not match the model; " + "; ".join(parts))
     index = {n: i for i, n in enumerate(clip_names)}
     return np.array([index[n] for n in model_names], dtype=np.int64)
@@ -172,8 +156,7 @@ def resample_indices(num_frames: int, fps: float, control_dt: float) -> tuple[np
     duration = (num_frames - 1) / fps
     n_out = int(np.floor(duration / control_dt + 1e-9)) + 1
     phase = np.arange(n_out) * (control_dt * fps)
-    i0 = np.floor(phase + 1e-9).astype(np.int64)
-    i0 = np.clip(i0, 0, num_frames - 1)
+    i0 = np.clip(np.floor(phase + 1e-9).astype(np.int64), 0, num_frames - 1)
     alpha = np.clip(phase - i0, 0.0, 1.0)
     alpha[alpha < 1e-9] = 0.0
     i1 = np.minimum(i0 + 1, num_frames - 1)
@@ -195,18 +178,14 @@ def _resample(data: dict[str, np.ndarray], perm: np.ndarray, control_dt: float, 
     jp, jv = data["joint_pos"], data["joint_vel"]
     i0, i1, a = resample_indices(jp.shape[0], float(data["fps"]), control_dt)
     a1 = a[:, None]
-    root_pos = (1 - a1) * jp[i0, :3] + a1 * jp[i1, :3]
-    quat0 = quat_normalize(jp[i0, 3:7])
-    quat1 = quat_normalize(jp[i1, 3:7])
-    root_quat = quat_slerp(quat0, quat1, a)
+    root_quat = quat_slerp(quat_normalize(jp[i0, 3:7]), quat_normalize(jp[i1, 3:7]), a)
     joints = ((1 - a1) * jp[i0, 7:] + a1 * jp[i1, 7:])[:, perm]
     vel = (1 - a1) * jv[i0] + a1 * jv[i1]
-    n = len(i0)
-    qpos = np.tile(model.qpos0, (n, 1))
-    qpos[:, 0:3] = root_pos
+    qpos = np.tile(model.qpos0, (len(i0), 1))
+    qpos[:, 0:3] = (1 - a1) * jp[i0, :3] + a1 * jp[i1, :3]
     qpos[:, 3:7] = root_quat
     qpos[:, qadr] = joints
-    qvel = np.zeros((n, model.nv))
+    qvel = np.zeros((len(i0), model.nv))
     qvel[:, 0:3] = vel[:, 0:3]  # MuJoCo free joint: linear velocity in the world frame
     qvel[:, 3:6] = quat_rotate_inv(root_quat, vel[:, 3:6])  # angular velocity in the body frame
     qvel[:, dadr] = vel[:, 6:][:, perm]
@@ -266,41 +245,32 @@ class MotionLibrary:
         if anchor_body not in tracked_bodies:
             raise ValueError(f"anchor_body {anchor_body!r} must be one of tracked_bodies {tracked_bodies}")
 
-        self.model = model
         self.control_dt = float(control_dt)
         self.files = files
-        self.tracked_bodies = tracked_bodies
         self.body_ids = np.array([mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, b) for b in tracked_bodies])
-        self.anchor_body = anchor_body
         self.anchor_index = tracked_bodies.index(anchor_body)
         self.joint_names, self.joint_qposadr, self.joint_dofadr = model_joint_layout(model)
 
-        clips = []
+        clips = []  # (qpos (T, nq), qvel (T, nv)) of each clip, resampled
         for path in files:
             data = _load_npz(path)
             perm = _joint_permutation(path, list(data["joint_names"]), self.joint_names)
             _check_joint_ranges(path, data["joint_pos"][:, 7:][:, perm], model, self.joint_names)
-            qpos, qvel = _resample(data, perm, self.control_dt, model, self.joint_qposadr, self.joint_dofadr)
-            clips.append(_Clip(path, qpos, qvel))
+            clips.append(_resample(data, perm, self.control_dt, model, self.joint_qposadr, self.joint_dofadr))
 
-        self.num_frames = np.array([c.qpos.shape[0] for c in clips], dtype=np.int64)
+        self.num_frames = np.array([qpos.shape[0] for qpos, _ in clips], dtype=np.int64)
         self.clip_offsets = np.concatenate([[0], np.cumsum(self.num_frames)[:-1]]).astype(np.int64)
-        self.qpos = np.concatenate([c.qpos for c in clips])
-        self.qvel = np.concatenate([c.qvel for c in clips])
+        self.qpos = np.concatenate([qpos for qpos, _ in clips])
+        self.qvel = np.concatenate([qvel for _, qvel in clips])
         self.joint_pos = np.ascontiguousarray(self.qpos[:, self.joint_qposadr])
         self.joint_vel = np.ascontiguousarray(self.qvel[:, self.joint_dofadr])
-        pos, quat, lin, ang = forward_kinematics(model, self.qpos, self.qvel, self.body_ids)
-        self.body_pos_w, self.body_quat_w, self.body_lin_vel_w, self.body_ang_vel_w = pos, quat, lin, ang
+        self.body_pos_w, self.body_quat_w, self.body_lin_vel_w, self.body_ang_vel_w = forward_kinematics(
+            model, self.qpos, self.qvel, self.body_ids)
 
     @property
     def num_clips(self) -> int:
         """Number of loaded clips."""
         return int(self.num_frames.size)
-
-    @property
-    def num_joints(self) -> int:
-        """Number of (non-root) joints, model order."""
-        return len(self.joint_names)
 
     def flat_index(self, clip_ids: np.ndarray, frame_ids: np.ndarray) -> np.ndarray:
         """Row of (clip, frame) in the flat arrays; frames are clamped into the clip."""
@@ -308,26 +278,12 @@ class MotionLibrary:
         frame_ids = np.asarray(frame_ids, dtype=np.int64)
         if clip_ids.size and (clip_ids.min() < 0 or clip_ids.max() >= self.num_clips):
             raise IndexError(f"clip ids must be in [0, {self.num_clips})")
-        last = self.num_frames[clip_ids] - 1
-        return self.clip_offsets[clip_ids] + np.clip(frame_ids, 0, last)
+        return self.clip_offsets[clip_ids] + np.clip(frame_ids, 0, self.num_frames[clip_ids] - 1)
 
     def lookup(self, clip_ids: np.ndarray, frame_ids: np.ndarray) -> MotionFrames:
         """Reference state of each (clip, frame) pair, ``(n, ...)`` arrays (copies)."""
         idx = self.flat_index(clip_ids, frame_ids)
-        return self.lookup_flat(idx)
-
-    def lookup_flat(self, idx: np.ndarray) -> MotionFrames:
-        """Like ``lookup`` with precomputed flat rows (``flat_index``)."""
-        return MotionFrames(
-            qpos=self.qpos[idx],
-            qvel=self.qvel[idx],
-            joint_pos=self.joint_pos[idx],
-            joint_vel=self.joint_vel[idx],
-            body_pos_w=self.body_pos_w[idx],
-            body_quat_w=self.body_quat_w[idx],
-            body_lin_vel_w=self.body_lin_vel_w[idx],
-            body_ang_vel_w=self.body_ang_vel_w[idx],
-        )
+        return MotionFrames(*(getattr(self, f.name)[idx] for f in fields(MotionFrames)))
 
 
 @njit(cache=True, fastmath=False, inline="always")

@@ -3,19 +3,15 @@
 :data:`POLICY_OBS` lists every piece an actor may observe (J joints, B tracked bodies):
     ref_joint_pos J | ref_joint_vel J | anchor_pos_b 3 | anchor_ori_b 6 |
     base_lin_vel 3 | base_ang_vel 3 | joint_pos_rel J | joint_vel J | last_action J
-:data:`POLICY_PRESETS` names the actor sets (``task.policy_obs``), each a tuple
-of piece names in order: ``deployable`` (the default; what a real robot
-computes from its IMU, encoders and the reference clip, holosoma's WBT actor)
-drops anchor_pos_b and base_lin_vel; ``privileged`` is every piece above.
-The critic observation is the preset's pieces without noise, then the other
-POLICY_OBS pieces, then :data:`CRITIC_OBS`:
+:data:`POLICY_PRESETS` names the actor sets (``task.policy_obs``), each a tuple of piece names in order:
+``deployable`` (the default; what a real robot computes from its IMU, encoders and the reference clip, holosoma's
+WBT actor) drops anchor_pos_b and base_lin_vel; ``privileged`` is every piece above. The critic observation is
+the preset's pieces without noise, then the other POLICY_OBS pieces, then :data:`CRITIC_OBS`:
     body_pos_b 3B | body_ori_b 6B   (robot bodies in the robot anchor frame)
-so it holds every piece whatever the preset, and the policy observation is
-its first ``policy_dim`` entries (plus noise).
-``*_b`` is expressed in the robot's anchor frame; orientations are the first
-two columns of the rotation matrix (6 numbers, continuous, unlike quaternions).
-Widths, dims and slices (:func:`obs_layout`) derive from the tables; a piece
-is ``f(s, e, r, row, o)`` writing its values into ``row[o:o + width]``.
+so it holds every piece whatever the preset, and the policy observation is its first ``policy_dim`` entries (plus
+noise). ``*_b`` is expressed in the robot's anchor frame; orientations are the first two columns of the rotation
+matrix (6 numbers, continuous, unlike quaternions). Widths, dims and slices (:func:`obs_layout`) derive from the
+tables; a piece is ``f(s, e, r, row, o)`` writing its values into ``row[o:o + width]``.
 """
 
 from __future__ import annotations
@@ -161,12 +157,12 @@ POLICY_PRESETS: dict[str, tuple[str, ...]] = {
 DEFAULT_PRESET = "deployable"
 
 
-def check_preset(name: str, key: str = "task.policy_obs") -> tuple[str, ...]:
-    """The piece names of preset ``name``; ValueError naming ``key`` and the presets if unknown."""
+def check_preset(name: str) -> tuple[str, ...]:
+    """The piece names of preset ``name``; ValueError naming task.policy_obs and the presets if unknown."""
     try:
         return POLICY_PRESETS[name]
     except KeyError:
-        raise ValueError(f"{key} must be one of {', '.join(POLICY_PRESETS)}, got {name!r}") from None
+        raise ValueError(f"task.policy_obs must be one of {', '.join(POLICY_PRESETS)}, got {name!r}") from None
 
 
 def obs_layout(num_joints: int, num_bodies: int, preset: str = DEFAULT_PRESET) -> PieceLayout:
@@ -209,12 +205,11 @@ OBS_PIECE_CALL = "{f}(s, e, ro, row, offs[{i}])"
 def gather_env(e, clip, frame, clip_offsets, num_frames, pool_state, index, gathered):
     """Env ``e``'s reference row and robot state, into its rows of ``gathered``.
 
-    ``pool_state = (body_pos_w, body_quat_w, body_lin_vel_w, body_ang_vel_w, qpos, qvel)``
-    (the pool's arrays, :data:`unilab.sim.physics.BODY_STATE`), ``index = (body_ids, qpos_adr,
-    dof_adr)``, ``gathered`` the buffers of :data:`~.terms.GATHERED`, in its row order.
-    ``ref_index[e]`` = the motion library row of (``clip[e]``, ``frame[e]``)
-    (:func:`~.motion.library_row`). Then the tracked bodies' world pose and velocity
-    (of the body origin) and the joint state.
+    ``pool_state = (body_pos_w, body_quat_w, body_lin_vel_w, body_ang_vel_w, qpos, qvel)`` (the pool's arrays,
+    :data:`unilab.sim.physics.BODY_STATE`), ``index = (body_ids, qpos_adr, dof_adr)``, ``gathered`` the buffers
+    of :data:`~.terms.GATHERED`, in its row order. ``ref_index[e]`` = the motion library row of (``clip[e]``,
+    ``frame[e]``) (:func:`~.motion.library_row`). Then the tracked bodies' world pose and velocity (of the body
+    origin) and the joint state.
     """
     xpos, xquat, lin_w, ang_w, qpos, qvel = pool_state
     body_ids, qpos_adr, dof_adr = index

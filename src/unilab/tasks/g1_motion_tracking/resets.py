@@ -15,33 +15,25 @@ from unilab.tasks.g1_motion_tracking.motion import MotionLibrary, library_row
 class StartFrameSampler:
     """Samples (clip, frame) start points over all clips' frames.
 
-    ``uniform``: every startable frame (all but a clip's last) equally likely,
-    so longer clips are sampled more.
+    ``uniform``: every startable frame (all but a clip's last) equally likely, so longer clips are sampled more.
 
-    ``adaptive`` (holosoma's ``AdaptiveTimestepsSampler``, its G1 WBT default):
-    the ``T`` frames of all clips, concatenated in clip order, form one global
-    axis split into ``B = T // fps + 1`` equal bins, ``fps = int(1 / control_dt)``
-    (so a bin is a little under a second, and a bin may straddle two clips, as in
-    holosoma's multi-clip loader). An episode that fails (terminated; a time-out
-    or clip end alone does not count) at global frame ``t`` counts once in bin
-    ``min(t * B // T, B - 1)``.
-    Every policy step the EMA folds in the previous step's counts,
-    ``ema = a * counts + (1 - a) * ema`` (``a = adaptive_ema``), so the starts drawn
-    in a step see the failures up to the step before, as holosoma's restarts do.
-    Bin weights ``w = ema + adaptive_uniform_count / B`` are smoothed by the
-    kernel ``decay^k / sum(decay^k)``, ``k < adaptive_kernel_size``, looking ahead
-    (``w[i + k]``, the last bin repeated past the end) and normalised. A start
-    draws a bin ``b`` from them and ``u`` in [0, 1), takes global frame
-    ``g = floor((b + u) / B * T)``, the clip holding ``g`` and ``g``'s frame in
-    it; a clip's last frame becomes its second-to-last (a start there would end
-    at once).
+    ``adaptive`` (holosoma's ``AdaptiveTimestepsSampler``, its G1 WBT default): the ``T`` frames of all clips,
+    concatenated in clip order, form one global axis split into ``B = T // fps + 1`` equal bins,
+    ``fps = int(1 / control_dt)`` (so a bin is a little under a second, and a bin may straddle two clips, as in
+    holosoma's multi-clip loader). An episode that fails (terminated; a time-out or clip end alone does not count)
+    at global frame ``t`` counts once in bin ``min(t * B // T, B - 1)``. Every policy step the EMA folds in the
+    previous step's counts, ``ema = a * counts + (1 - a) * ema`` (``a = adaptive_ema``), so the starts drawn in a
+    step see the failures up to the step before, as holosoma's restarts do. Bin weights
+    ``w = ema + adaptive_uniform_count / B`` are smoothed by the kernel ``decay^k / sum(decay^k)``,
+    ``k < adaptive_kernel_size``, looking ahead (``w[i + k]``, the last bin repeated past the end) and normalised.
+    A start draws a bin ``b`` from them and ``u`` in [0, 1), takes global frame ``g = floor((b + u) / B * T)``,
+    the clip holding ``g`` and ``g``'s frame in it; a clip's last frame becomes its second-to-last (a start there
+    would end at once).
     """
 
     def __init__(self, library: MotionLibrary, cfg: ResetConfig):
-        self.mode = cfg.sampling
         self.cfg = cfg
-        lib = library
-        self.library = lib
+        lib = self.library = library
         # uniform: startable frames are all but the last (a start on the last frame would time out at once)
         self.start_len = np.maximum(lib.num_frames - 1, 1)
         self._total_start = int(self.start_len.sum())
@@ -49,10 +41,8 @@ class StartFrameSampler:
         # adaptive: bins over the concatenated frames
         self.total_frames = int(lib.num_frames.sum())
         self.clip_ends = (lib.clip_offsets + lib.num_frames).astype(np.int64)
-        fps = int(1.0 / lib.control_dt)
-        self.num_bins = self.total_frames // max(fps, 1) + 1
-        k = np.arange(int(cfg.adaptive_kernel_size))
-        kernel = float(cfg.adaptive_kernel_decay) ** k
+        self.num_bins = self.total_frames // max(int(1.0 / lib.control_dt), 1) + 1
+        kernel = float(cfg.adaptive_kernel_decay) ** np.arange(int(cfg.adaptive_kernel_size))
         self.kernel = kernel / kernel.sum()
         self.fail_ema = np.zeros(self.num_bins)
         # failures counted by the last record(), folded into fail_ema by the next one
@@ -77,7 +67,7 @@ class StartFrameSampler:
 
     def sample(self, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """``n`` start points as (clip_ids, frame_ids)."""
-        if self.mode == "uniform":
+        if self.cfg.sampling == "uniform":
             flat = rng.integers(0, self._total_start, size=n)
             clip = np.searchsorted(self._start_offsets, flat, side="right") - 1
             return clip.astype(np.int64), (flat - self._start_offsets[clip]).astype(np.int64)
@@ -93,7 +83,7 @@ class StartFrameSampler:
     def record(self, clip_ids: np.ndarray, frame_ids: np.ndarray, failed: np.ndarray) -> None:
         """Once per policy step (adaptive mode; a no-op otherwise): fold the previous step's failure counts
         into the EMA, then count this step's failed episodes, ended at (clip, frame)."""
-        if self.mode != "adaptive":
+        if self.cfg.sampling != "adaptive":
             return
         bins = self.bin_of(clip_ids[failed], frame_ids[failed]) if failed.any() else np.zeros(0, dtype=np.int64)
         _fold_failures(self.fail_ema, self.step_failures, bins, float(self.cfg.adaptive_ema))
@@ -116,18 +106,15 @@ def start_state(library: MotionLibrary, rows: np.ndarray, starts: tuple[np.ndarr
                 ) -> tuple[np.ndarray, np.ndarray]:
     """Put envs ``rows`` at their start frames; return their reference (qpos, qvel) with uniform noise.
 
-    ``starts = (clips, frames)``: row ``k``'s start (as the sampler draws them).
-    ``episode = (clip, frame, ref_index, last_action)``: the env's per-env arrays;
-    env ``e = rows[k]`` gets ``clip[e]``, ``frame[e]``, its library row
-    ``ref_index[e]`` (``MotionLibrary.flat_index``) and ``last_action[e] = 0``, in
-    the same parallel region as its start state (one region, not four passes).
+    ``starts = (clips, frames)``: row ``k``'s start (as the sampler draws them). ``episode = (clip, frame,
+    ref_index, last_action)``: the env's per-env arrays; env ``e = rows[k]`` gets ``clip[e]``, ``frame[e]``, its
+    library row ``ref_index[e]`` (``MotionLibrary.flat_index``) and ``last_action[e] = 0``, in the same parallel
+    region as its start state (one region, not four passes).
 
-    Noise on the root pose/velocity and joints; root linear and angular
-    velocity noise are drawn in the world frame; noisy joint angles are
-    clipped into ``[joint_lo, joint_hi]``. Env ``e``'s draws come from its own
-    stream ``streams[e]`` (:mod:`unilab.tasks.env_streams`), inside the parallel
-    driver: per env, in this order, 3 root position, 3 roll-pitch-yaw, 3 root
-    linear velocity, 3 root angular velocity and one per joint, all drawn
+    Noise on the root pose/velocity and joints; root linear and angular velocity noise are drawn in the world
+    frame; noisy joint angles are clipped into ``[joint_lo, joint_hi]``. Env ``e``'s draws come from its own stream
+    ``streams[e]`` (:mod:`unilab.tasks.env_streams`), inside the parallel driver: per env, in this order, 3 root
+    position, 3 roll-pitch-yaw, 3 root linear velocity, 3 root angular velocity and one per joint, all drawn
     whatever the scales (so the stream's use does not depend on them).
     """
     n = rows.shape[0]
@@ -151,12 +138,10 @@ def _start_state_driver(rows, starts, episode, clip_offsets, num_frames, lib_qpo
     """Row ``k``: env ``e = rows[k]`` placed at ``starts[.][k]`` (clip, frame, library row, last_action = 0),
     then its library frame plus its noise, into ``qpos[k]``/``qvel[k]``.
 
-    ``scales`` are the half-widths in draw order (see :func:`start_state`). A
-    group whose scales are all 0 adds exactly 0 (and the roll-pitch-yaw and
-    angular-velocity groups then skip their rotation, joints their clip). Each
-    expression keeps the order of the array helpers (quat_mul, quat_normalize with
-    ``np.linalg.norm``'s sequential sum of four squares, quat_rotate_inv, np.clip),
-    so a check written with them gives the same bits.
+    ``scales`` are the half-widths in draw order (see :func:`start_state`). A group whose scales are all 0 adds
+    exactly 0 (and the roll-pitch-yaw and angular-velocity groups then skip their rotation, joints their clip).
+    Each expression keeps the order of the array helpers (quat_mul, quat_normalize with ``np.linalg.norm``'s
+    sequential sum of four squares, quat_rotate_inv, np.clip), so a check written with them gives the same bits.
     """
     nj = qadr.shape[0]
     use = np.empty(5, dtype=np.bool_)  # root_pos, root_rpy, root_lin_vel, root_ang_vel, joint_pos

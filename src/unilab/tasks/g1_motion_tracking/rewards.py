@@ -1,24 +1,21 @@
 """Reward terms, one row each in :data:`REWARD_TERMS`; the reward is ``sum(weight x term)``.
 
-Tracking terms (``kind="exp"``) are ``exp(-error / sigma^2)`` in [0, 1] (1 exactly
-on the reference):
+Tracking terms (``kind="exp"``) are ``exp(-error / sigma^2)`` in [0, 1] (1 exactly on the reference):
     anchor_pos     squared distance of the robot anchor to the reference anchor (world)
     anchor_ori     squared rotation angle between the anchors
-    body_pos       mean over tracked bodies of the squared distance to the reference
-                   body re-anchored on the robot (robot anchor x/y and heading,
-                   reference height), so a global drift is not punished twice
+    body_pos       mean over tracked bodies of the squared distance to the reference body re-anchored on the
+                   robot (robot anchor x/y and heading, reference height), so a global drift is not punished twice
     body_ori       mean squared angle to the re-anchored reference orientation
     body_lin_vel   mean squared world linear-velocity error
     body_ang_vel   mean squared world angular-velocity error
 Penalties (``kind="penalty"``; positive magnitudes, the configured weights are negative):
     action_rate    sum of squared action changes, in the recipe's units (action x action_bound)
     joint_limit    sum of joint excursions beyond the soft joint range
-    undesired_contacts  number of the configured bodies with a net contact force over the
-                   threshold in one of the last ``history_steps`` policy steps
+    undesired_contacts  number of the configured bodies with a net contact force over the threshold in one of
+                   the last ``history_steps`` policy steps
 
-Each term is ``f(s, e, r, p)`` (see :mod:`.terms`): ``p`` is ``1 / sigma^2``
-of a tracking term (unused by a penalty); weight and sigma come from
-``cfg.rewards.<name>``.
+Each term is ``f(s, e, r, p)`` (see :mod:`.terms`): ``p`` is ``1 / sigma^2`` of a tracking term (unused by a
+penalty); weight and sigma come from ``cfg.rewards.<name>``.
 """
 
 from __future__ import annotations
@@ -189,12 +186,12 @@ REWARD_TERM_CALL = "terms[e, {i}] = {f}(s, e, r, params[{i}])"
 
 
 class RewardComputer:
-    """Weights and parameters of :data:`REWARD_TERMS` from the config (the step driver's inputs)."""
+    """Weights (x ``weight_scale``) and parameters of :data:`REWARD_TERMS` from the config (the step driver's
+    inputs)."""
 
-    def __init__(self, cfg: RewardsConfig, terms: tuple[Term, ...] = REWARD_TERMS):
-        self.terms = terms
-        self.names = tuple(t.name for t in terms)
-        rows = [getattr(cfg, t.name) for t in terms]
-        self.weights = np.array([c.weight for c in rows], dtype=np.float64)
-        self.params = np.array([1.0 / c.sigma ** 2 if t.kind == "exp" else 0.0 for t, c in zip(terms, rows)],
+    def __init__(self, cfg: RewardsConfig, weight_scale: float = 1.0):
+        self.names = TERM_NAMES
+        rows = [getattr(cfg, t.name) for t in REWARD_TERMS]
+        self.weights = np.array([c.weight for c in rows], dtype=np.float64) * weight_scale
+        self.params = np.array([1.0 / c.sigma ** 2 if t.kind == "exp" else 0.0 for t, c in zip(REWARD_TERMS, rows)],
                                dtype=np.float64)

@@ -1,7 +1,7 @@
 """Failure terminations (distinct from time-outs, which the env reports as truncation), one row each.
 
-An env terminates when any condition of :data:`TERMINATIONS` holds; each is
-``f(s, e, r, threshold) -> bool`` with the threshold ``cfg.terminations.<name>``:
+An env terminates when any condition of :data:`TERMINATIONS` holds; each is ``f(s, e, r, threshold) -> bool``
+with the threshold ``cfg.terminations.<name>``:
     anchor_height        |reference anchor z - robot anchor z|  (a non-finite robot state fails here too)
     anchor_orientation   |difference of the anchors' projected-gravity z| (0 upright match .. 2 upside down)
     end_effector_height  max over end effectors of |reference z - robot z|
@@ -14,7 +14,6 @@ from numba import njit
 
 from unilab.tasks.core.kernels import settle_step
 from unilab.tasks.core.terms import Term
-from unilab.tasks.g1_motion_tracking.config import TerminationsConfig
 
 
 @njit(cache=True, fastmath=False, inline="always")
@@ -68,8 +67,3 @@ def step_tail(e, failed, frame, clip, num_frames, lengths, max_steps, bad, rewar
 
 # a condition's line in a generated driver
 CONDITION_CALL = "conds[e, {i}] = {f}(s, e, r, thresholds[{i}])"
-
-
-def thresholds_vector(cfg: TerminationsConfig, terms: tuple[Term, ...] = TERMINATIONS) -> np.ndarray:
-    """Thresholds in table order."""
-    return np.array([getattr(cfg, t.name) for t in terms], dtype=np.float64)
