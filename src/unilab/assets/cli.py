@@ -46,10 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     args = _build_parser().parse_args(argv)
     try:
         if args.command == "fetch":
-            res = holosoma.ensure_assets(
-                args.cache_dir, force=args.force, wheel_path=args.wheel, progress=not args.quiet)
-            state = "rebuilt" if res.rebuilt else "already cached"
-            print(f"{res.root} ({state})")
+            res = holosoma.ensure_assets(args.cache_dir, force=args.force, wheel_path=args.wheel,
+                                         progress=not args.quiet)
+            print(f"{res.root} ({'rebuilt' if res.rebuilt else 'already cached'})")
             return 0
         if args.command == "verify":
             root = holosoma.assets_dir(args.cache_dir)
@@ -60,24 +59,21 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"  {line}", file=sys.stderr)
                 print("run `unilab-assets fetch --force` to rebuild", file=sys.stderr)
                 return 1
-            n = len(holosoma.read_manifest(root) or {})
-            print(f"{root}: OK ({n} files)")
+            print(f"{root}: OK ({len(holosoma.read_manifest(root) or {})} files)")
             return 0
-        if args.command == "path":
-            from unilab.assets import g1  # noqa: PLC0415 - lazy: fetch and verify need no mujoco
+        from unilab.assets import g1  # noqa: PLC0415 - lazy: fetch and verify need no mujoco
 
-            if args.scene:
-                print(g1.scene_xml_path(args.cache_dir))
-            elif args.motions:
-                for p in g1.motion_paths(args.cache_dir):
-                    print(p)
-            else:
-                print(g1.assets_root(args.cache_dir))
-            return 0
+        if args.scene:  # the "path" command
+            print(g1.scene_xml_path(args.cache_dir))
+        elif args.motions:
+            for p in g1.motion_paths(args.cache_dir):
+                print(p)
+        else:
+            print(g1.assets_root(args.cache_dir))
+        return 0
     except holosoma.AssetError as exc:
         print(f"unilab-assets: error: {exc}", file=sys.stderr)
         return 2
-    return 2
 
 
 if __name__ == "__main__":

@@ -39,13 +39,9 @@ def motion_paths(cache_dir: str | os.PathLike | None = None, *, include_object_c
     interact with is not in the scene.  Clips recorded on terrain (``*_slope*``)
     are left out unless ``include_terrain_clips``: the scene is a flat plane.
     """
-    root = assets_root(cache_dir)
-    paths = manifest_paths(root, MOTIONS_REL, (".npz",))
-    if not include_object_clips:
-        paths = [p for p in paths if OBJECT_CLIP_MARKER not in p.name]
-    if not include_terrain_clips:
-        paths = [p for p in paths if not any(m in p.name for m in TERRAIN_CLIP_MARKERS)]
-    return paths
+    return [p for p in manifest_paths(assets_root(cache_dir), MOTIONS_REL, (".npz",))
+            if (include_object_clips or OBJECT_CLIP_MARKER not in p.name)
+            and (include_terrain_clips or not any(m in p.name for m in TERRAIN_CLIP_MARKERS))]
 
 
 def load_model(cache_dir: str | os.PathLike | None = None) -> mujoco.MjModel:

@@ -79,8 +79,7 @@ def assets_dir(cache_dir: str | os.PathLike | None = None) -> Path:
 
 def downloads_dir(cache_dir: str | os.PathLike | None = None) -> Path:
     """Directory where a downloaded (or user-provided) wheel is kept."""
-    base = Path(cache_dir).expanduser() if cache_dir is not None else unilab_cache.cache_dir()
-    return base / "downloads"
+    return assets_dir(cache_dir).parent / "downloads"
 
 
 def sha256_file(path: Path) -> str:
@@ -104,10 +103,6 @@ def is_wanted_member(name: str) -> bool:
         rest = name[len(MOTION_PREFIX):]
         return "/" not in rest and rest.endswith(".npz")
     return False
-
-
-# ---------------------------------------------------------------------------
-# manifest
 
 
 def read_manifest(root: Path) -> dict[str, dict] | None:
@@ -147,10 +142,6 @@ def check_cache(root: Path, *, full: bool = False) -> list[str]:
     return problems
 
 
-# ---------------------------------------------------------------------------
-# wheel acquisition
-
-
 def pip_download(dest: Path, *, python: str | None = None, show_progress: bool | None = None) -> Path:
     """Download the holosoma wheel (no dependencies) into ``dest`` with pip.
 
@@ -161,12 +152,13 @@ def pip_download(dest: Path, *, python: str | None = None, show_progress: bool |
     lines are quoted in the error.
     """
     dest.mkdir(parents=True, exist_ok=True)
-    cmd = [
-        python or sys.executable, "-m", "pip", "download", "--no-deps",
-        "--only-binary", ":all:", f"holosoma=={HOLOSOMA_VERSION}", "-d", str(dest),
-    ]
+    cmd = [python or sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
+           f"holosoma=={HOLOSOMA_VERSION}", "-d", str(dest)]
     if show_progress is None:
-        show_progress = _stderr_is_tty()
+        try:
+            show_progress = sys.stderr.isatty()
+        except (AttributeError, ValueError):  # no stderr, or a closed one
+            show_progress = False
     try:
         if show_progress:
             # pip's stdout (where its progress bar goes) onto our stderr, so stdout stays clean
@@ -185,13 +177,6 @@ def pip_download(dest: Path, *, python: str | None = None, show_progress: bool |
     return found[0]
 
 
-def _stderr_is_tty() -> bool:
-    try:
-        return sys.stderr.isatty()
-    except (AttributeError, ValueError):
-        return False
-
-
 def _no_network_message(cache_dir: Path | None, reason: str) -> str:
     target = downloads_dir(cache_dir) / WHEEL_NAME
     return (
@@ -204,13 +189,8 @@ def _no_network_message(cache_dir: Path | None, reason: str) -> str:
     )
 
 
-def _acquire_wheel(
-    cache_dir: Path | None,
-    expected_sha256: str,
-    downloader: Callable[[Path], Path],
-    wheel_path: Path | None,
-    progress: bool,
-) -> Path:
+def _acquire_wheel(cache_dir: Path | None, expected_sha256: str, downloader: Callable[[Path], Path],
+                   wheel_path: Path | None, progress: bool) -> Path:
     """A local wheel with the expected hash: explicit path, env var, cache, or a fresh download."""
     explicit = wheel_path or (Path(os.environ[WHEEL_ENV_VAR]) if os.environ.get(WHEEL_ENV_VAR) else None)
     if explicit is not None:
@@ -250,10 +230,6 @@ def _acquire_wheel(
     return cached
 
 
-# ---------------------------------------------------------------------------
-# extraction
-
-
 def _extract(wheel: Path, dest: Path, progress: bool) -> dict[str, dict]:
     """Extract the wanted members into ``dest`` (prefix stripped); return the manifest table."""
     try:
@@ -265,7 +241,8 @@ def _extract(wheel: Path, dest: Path, progress: bool) -> dict[str, dict]:
         members = [m for m in zf.infolist() if is_wanted_member(m.filename)]
         if not any(m.filename.startswith(ROBOT_PREFIX) for m in members):
             raise AssetError(f"{wheel} has no {ROBOT_PREFIX} tree")
-        bar = _progress_bar(sum(m.file_size for m in members), f"extract {wheel.name}", progress)
+        bar = tqdm(total=sum(m.file_size for m in members), desc=f"unilab: extract {wheel.name}", unit="B",
+                   unit_scale=True, file=sys.stderr, leave=False, disable=not progress)
         try:
             for m in members:
                 rel = m.filename[len(WHEEL_DATA_PREFIX):]
@@ -287,20 +264,6 @@ def _extract(wheel: Path, dest: Path, progress: bool) -> dict[str, dict]:
     return files
 
 
-class _NullBar:
-    def update(self, n: int) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
-def _progress_bar(total: int, desc: str, enabled: bool):
-    if not enabled:
-        return _NullBar()
-    return tqdm(total=total, desc=f"unilab: {desc}", unit="B", unit_scale=True, file=sys.stderr, leave=False)
-
-
 @contextlib.contextmanager
 def _cache_lock(base: Path) -> Iterator[None]:
     """Serialise concurrent fetches into the same cache (advisory, POSIX only)."""
@@ -310,12 +273,9 @@ def _cache_lock(base: Path) -> Iterator[None]:
     except ImportError:  # Windows: no advisory locks; the atomic rename still protects readers
         yield
         return
-    with open(base / ".holosoma.lock", "w") as fh:
+    with open(base / ".holosoma.lock", "w") as fh:  # closing the file releases the lock
         fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+        yield
 
 
 def _install_tree(tmp_root: Path, root: Path) -> None:
@@ -362,18 +322,11 @@ def ensure_assets(
         # another process may have finished the job while this one waited
         if not force and not check_cache(root):
             return FetchResult(root=root, rebuilt=False, wheel=None)
-        wheel = _acquire_wheel(
-            cdir, expected_sha256, downloader, Path(wheel_path) if wheel_path else None, progress
-        )
+        wheel = _acquire_wheel(cdir, expected_sha256, downloader, Path(wheel_path) if wheel_path else None, progress)
         tmp_root = Path(tempfile.mkdtemp(dir=base, prefix=f".{root.name}.tmp-"))
         try:
-            files = _extract(wheel, tmp_root, progress)
-            manifest = {
-                "format": MANIFEST_FORMAT,
-                "source": WHEEL_NAME,
-                "wheel_sha256": expected_sha256,
-                "files": files,
-            }
+            manifest = {"format": MANIFEST_FORMAT, "source": WHEEL_NAME, "wheel_sha256": expected_sha256,
+                        "files": _extract(wheel, tmp_root, progress)}
             (tmp_root / MANIFEST_NAME).write_text(json.dumps(manifest, indent=1, sort_keys=True))
             _install_tree(tmp_root, root)
         except BaseException:
@@ -392,5 +345,5 @@ def verify_assets(cache_dir: str | os.PathLike | None = None) -> list[str]:
 def manifest_paths(root: Path, prefix: str, suffixes: Sequence[str] = ()) -> list[Path]:
     """Manifest entries under ``prefix`` (relative to ``root``), optionally filtered by suffix."""
     files = read_manifest(root) or {}
-    out = [root / rel for rel in files if rel.startswith(prefix) and (not suffixes or rel.endswith(tuple(suffixes)))]
-    return sorted(out)
+    return sorted(root / rel for rel in files
+                  if rel.startswith(prefix) and (not suffixes or rel.endswith(tuple(suffixes))))

@@ -39,8 +39,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if name not in BENCHMARKS:
         print(f"unilab-bench: unknown benchmark {name!r}\n\n{usage()}", file=sys.stderr)
         return 2
-    module = importlib.import_module(BENCHMARKS[name][0])
-    rc = module.main(rest)
+    rc = importlib.import_module(BENCHMARKS[name][0]).main(rest)
     return rc if isinstance(rc, int) else 0
 
 

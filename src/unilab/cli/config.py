@@ -66,7 +66,8 @@ def split_argv(argv: Sequence[str]) -> tuple[list[str], dict[str, bool]]:
             if not eq:
                 value = next(it, None)
                 if value is None or value.startswith("-") or "=" in value:  # an override, not a name
-                    raise ConfigError(f"option --{name} needs a value, e.g. --{name} {_example(name)}")
+                    example = {"algo": "sac", "task": "g1_motion_tracking", "sim": "mujoco"}[name]
+                    raise ConfigError(f"option --{name} needs a value, e.g. --{name} {example}")
             overrides.append(f"{name}={value}")
         elif "=" in tok:
             overrides.append(tok)
@@ -106,8 +107,7 @@ def choose_recipe(overrides: Sequence[str], cuda: bool | None = None) -> tuple[l
     named = next((ov.split("=", 1)[1] for ov in overrides if ov.split("=", 1)[0].lstrip("+~") == "algo"), None)
     if named is not None:
         return list(overrides), f"unilab: recipe {named} (--algo {named})"
-    if cuda is None:
-        cuda = cuda_available()
+    cuda = cuda_available() if cuda is None else cuda
     resumed = any(ov.split("=", 1)[0] == "training.resume" and ov.split("=", 1)[1] not in ("", "null")
                   for ov in overrides if "=" in ov)
     tail = "; the resumed checkpoint's algo keys win" if resumed else ""
@@ -155,16 +155,13 @@ def cuda_device_count() -> int:
         import torch  # ROCm: no cheap probe
 
         return int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
-    if not build.get("cuda"):
-        return 0
-    if sys.platform == "darwin":
+    if not build.get("cuda") or sys.platform == "darwin":
         return 0
     try:
         lib = ctypes.CDLL("nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1")
         count = ctypes.c_int(0)
-        if lib.cuInit(0) == 0 and lib.cuDeviceGetCount(ctypes.byref(count)) == 0:
-            return max(0, count.value)
-        return 0
+        found = lib.cuInit(0) == 0 and lib.cuDeviceGetCount(ctypes.byref(count)) == 0
+        return max(0, count.value) if found else 0
     except (OSError, AttributeError):
         return 0
 
@@ -178,18 +175,13 @@ def check_device(device: str, count: int | None = None) -> None:
     """
     if not device.startswith("cuda"):
         return
-    if count is None:
-        count = cuda_device_count()
+    count = cuda_device_count() if count is None else count
     index = int(device.partition(":")[2] or 0)
     if count == 0:
         raise ConfigError(f"algo.device={device}: no CUDA device is available here (use algo.device=cpu or auto)")
     if index >= count:
         raise ConfigError(f"algo.device={device}: this machine has {count} CUDA device(s), cuda:0 to "
                           f"cuda:{count - 1}")
-
-
-def _example(group: str) -> str:
-    return {"algo": "sac", "task": "g1_motion_tracking", "sim": "mujoco"}[group]
 
 
 def compose_config(overrides: Sequence[str], config_name: str = "train") -> Any:
@@ -318,13 +310,8 @@ def field_docs(cls: type) -> dict[str, str]:
             continue
         body = tree.body[0].body  # type: ignore[attr-defined]
         for node, nxt in zip(body, body[1:]):
-            if (
-                isinstance(node, ast.AnnAssign)
-                and isinstance(node.target, ast.Name)
-                and isinstance(nxt, ast.Expr)
-                and isinstance(nxt.value, ast.Constant)
-                and isinstance(nxt.value.value, str)
-            ):
+            if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(nxt, ast.Expr)
+                    and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str)):
                 docs[node.target.id] = " ".join(nxt.value.value.split())
     return docs
 
@@ -386,9 +373,7 @@ def help_entries(node: Any, prefix: str, prefix_doc: str = "") -> list[tuple[str
             out.extend(help_entries(node[key], f"{prefix}.{key}", inherited))
             continue
         value = node[key]
-        if OmegaConf.is_config(value):
-            text = str(OmegaConf.to_container(value, resolve=True))
-        else:
-            text = OmegaConf.to_yaml({key: value}).strip().split(": ", 1)[-1]
+        text = (str(OmegaConf.to_container(value, resolve=True)) if OmegaConf.is_config(value)
+                else OmegaConf.to_yaml({key: value}).strip().split(": ", 1)[-1])
         out.append((f"{prefix}.{key}", text, doc))
     return out

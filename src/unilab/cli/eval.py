@@ -7,6 +7,7 @@ import os
 import re
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from unilab.cli import task_overrides
 from unilab.gl_env import gl_disabled
@@ -124,18 +125,9 @@ def _main(args: argparse.Namespace) -> int:
     if args.nice > 0 and hasattr(os, "nice"):
         os.nice(args.nice)
     # lazy: --help and usage errors without torch or mujoco
-    from pathlib import Path
-
-    from unilab.eval.report import (
-        check_writable,
-        default_json_path,
-        format_random_starts,
-        format_start_failures,
-        format_table,
-        plot_errors,
-        write_json,
-    )
+    from unilab.eval import report
     from unilab.eval.rollout import EvalOptions, evaluate
+    from unilab.paths import check_writable
     from unilab.runtime.checkpoint import resolve_checkpoint
 
     if args.task == "g1_locomotion":
@@ -155,9 +147,10 @@ def _main(args: argparse.Namespace) -> int:
         print(f"unilab-eval: error: {err}", file=sys.stderr)
         return 2
     # the report path fails now, not after a rollout of many minutes
-    json_path = Path(args.json) if args.json else default_json_path(ckpt, _iteration(ckpt), args.policy, args.starts)
+    json_path = (Path(args.json) if args.json
+                 else report.default_json_path(ckpt, _iteration(ckpt), args.policy, args.starts))
     try:
-        check_writable(json_path)
+        check_writable(json_path, "report")
     except OSError as err:
         print(f"unilab-eval: error: --json: {err}", file=sys.stderr)
         return 2
@@ -167,31 +160,29 @@ def _main(args: argparse.Namespace) -> int:
         print(f"unilab-eval: error: {err}", file=sys.stderr)
         return 2
     source = "defaults" if result.checkpoint is None else f"{result.checkpoint} (iteration {result.iteration})"
-    report = result.to_json()
+    out = result.to_json()
     if args.starts == "random":
         overall = result.summary["overall"]
         print(f"unilab-eval: policy {args.policy}, random starts, {source}: {overall['episodes']} episodes "
               f"on {args.num_envs} envs")
-        print(format_random_starts(overall), flush=True)
+        print(report.format_random_starts(overall), flush=True)
     else:
         print(f"unilab-eval: policy {args.policy}, clip starts, {source}, {len(result.clip_names)} clip(s)")
-        print(format_table(result.summary), flush=True)
+        print(report.format_table(result.summary), flush=True)
         if args.start_stride:
-            print(format_start_failures(report["clips"]), flush=True)
-    path = write_json(json_path, report)
+            print(report.format_start_failures(out["clips"]), flush=True)
+    path = report.write_json(json_path, out)
     print(f"unilab-eval: JSON written to {path}")
     if not args.no_plot and args.starts == "clip":
-        for png in plot_errors(result, path):
+        for png in report.plot_errors(result, path):
             print(f"unilab-eval: plot written to {png}")
     return 0
 
 
 def _locomotion(args: argparse.Namespace) -> int:
-    import json
-    from pathlib import Path
-
     from unilab.eval.locomotion import format_locomotion, run
-    from unilab.eval.report import check_writable
+    from unilab.eval.report import write_json
+    from unilab.paths import check_writable
     from unilab.runtime.checkpoint import resolve_checkpoint
 
     try:
@@ -202,7 +193,7 @@ def _locomotion(args: argparse.Namespace) -> int:
         ckpt = None if checkpoint is None else resolve_checkpoint(checkpoint)
         name = f"eval_locomotion_{args.policy if ckpt is None else _iteration(ckpt)}.json"
         json_path = Path(args.json) if args.json else (Path("eval") if ckpt is None else ckpt.parent / "eval") / name
-        check_writable(json_path)
+        check_writable(json_path, "report")
         result = run(ckpt, args.policy, args.speed, args.envs_per_bin, args.pushes == "on", args.seed, args.device,
                      args.threads, overrides, not args.no_progress, args.randomization == "on")
     except (FileNotFoundError, ValueError, OSError) as err:
@@ -211,9 +202,7 @@ def _locomotion(args: argparse.Namespace) -> int:
     print(f"unilab-eval: g1_locomotion, policy {args.policy}, pushes {args.pushes}, {result['episode_s']:.0f} s "
           f"episodes, {args.envs_per_bin} per bin")
     print(format_locomotion(result), flush=True)
-    json_path.parent.mkdir(parents=True, exist_ok=True)
-    json_path.write_text(json.dumps(result, indent=2))
-    print(f"unilab-eval: JSON written to {json_path}")
+    print(f"unilab-eval: JSON written to {write_json(json_path, result)}")
     return 0
 
 

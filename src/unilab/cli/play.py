@@ -70,10 +70,7 @@ def _main(args: argparse.Namespace) -> int:
                                          seed=args.seed, video=not args.no_video, out=args.out, device=args.device,
                                          width=args.width, height=args.height, ghost=args.ghost,
                                          text=not args.no_text))
-    except (FileNotFoundError, ValueError) as err:
-        print(f"play: error: {err}", file=sys.stderr)
-        return 2
-    except OSError as err:  # the video path cannot be written (checked before the rollout)
+    except (ValueError, OSError) as err:  # OSError: a missing checkpoint, or a video path that cannot be written
         print(f"play: error: {err}", file=sys.stderr)
         return 2
     return 0

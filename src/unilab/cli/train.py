@@ -73,10 +73,8 @@ def _main(argv: Sequence[str] | None) -> int:
     except CollectorStartupError as err:  # the env could not be built: a config or asset problem
         print(f"train: error: {err}", file=sys.stderr, flush=True)
         return 2
-    except (CollectorDied, TrainingDiverged, NonFiniteTraining, distributed.RankLost) as err:
-        print(f"train: error: {err}", file=sys.stderr, flush=True)
-        return 1
-    except CheckpointWriteError as err:  # the final checkpoint could not be written (disk full, read-only)
+    except (CollectorDied, TrainingDiverged, NonFiniteTraining, distributed.RankLost, CheckpointWriteError) as err:
+        # CheckpointWriteError: the final checkpoint could not be written (disk full, read-only)
         print(f"train: error: {err}", file=sys.stderr, flush=True)
         return 1
     except (FileNotFoundError, ValueError) as err:  # e.g. training.resume pointing nowhere

@@ -67,18 +67,16 @@ class DeterministicPolicy(nn.Module):
     def __init__(self, agent: FastSAC) -> None:
         super().__init__()
         norm = agent.obs_normalizer
-        dim = agent.obs_dim
         if norm.enabled:
             mean = norm.mean.detach().cpu().to(torch.float32)
             scale = (norm.var.detach().cpu().sqrt() + norm.eps).to(torch.float32)
         else:
-            mean, scale = torch.zeros(dim), torch.ones(dim)
+            mean, scale = torch.zeros(agent.obs_dim), torch.ones(agent.obs_dim)
         self.register_buffer("obs_mean", mean)
         self.register_buffer("obs_scale", scale)
-        actor = agent.actor
         # only the mean branch: the log-std head plays no part in the deterministic action
-        self.trunk = actor.trunk
-        self.mean_head = actor.mean_head
+        self.trunk = agent.actor.trunk
+        self.mean_head = agent.actor.mean_head
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         x = (obs - self.obs_mean) / self.obs_scale
@@ -95,10 +93,6 @@ class ExportResult:
     """The metadata as Python values (the file holds them as JSON strings)."""
 
 
-def _finite_or_none(values: np.ndarray) -> list[float | None]:
-    return [float(v) if math.isfinite(v) else None for v in np.asarray(values, dtype=np.float64)]
-
-
 def robot_metadata(env: Any) -> dict[str, Any]:
     """The deploy contract every joint-target task shares, read from an env built from the run's config: joints,
     PD servos, timing, the policy's observation pieces in order (name, offset, width, noise, scale: a piece's
@@ -108,8 +102,7 @@ def robot_metadata(env: Any) -> dict[str, Any]:
     paths, so nothing here restates its rules.
     """
     cfg = env.cfg
-    act_joint = np.asarray(env.act_joint)
-    joint_names = [env.joint_names[j] for j in act_joint]
+    joint_names = [env.joint_names[j] for j in np.asarray(env.act_joint)]
     noise = np.asarray(env.noise_scale, dtype=np.float64)
     scales = getattr(env, "obs_scales", {})
     layout = []
@@ -138,7 +131,7 @@ def robot_metadata(env: Any) -> dict[str, Any]:
         "action_bound": [float(v) for v in env.action_bound],
         "kp": [float(v) for v in env.kp],
         "kd": [float(v) for v in env.kd],
-        "effort_limit": _finite_or_none(env.effort),
+        "effort_limit": [float(v) if math.isfinite(v) else None for v in np.asarray(env.effort, dtype=np.float64)],
         "pd_target_range": target_range,
         "sim_dt": float(cfg.sim_dt),
         "decimation": int(cfg.decimation),
@@ -236,9 +229,7 @@ def export_policy(checkpoint: str | os.PathLike, out: str | os.PathLike) -> Expo
 
     graph = _onnx_graph(DeterministicPolicy(agent).eval(), agent.obs_dim)
     for key, value in meta.items():
-        entry = graph.metadata_props.add()
-        entry.key = key
-        entry.value = json.dumps(value)
+        graph.metadata_props.add(key=key, value=json.dumps(value))
     graph.producer_name = "unilab"
     graph.producer_version = unilab.__version__
     onnx.checker.check_model(graph)

@@ -95,10 +95,9 @@ def format_locomotion(result: dict[str, Any]) -> str:
     """A table: one row per bin and the overall mean."""
     cols = ("survived", "episode_length_s", "lin_vel_x_error", "lin_vel_y_error", "yaw_rate_error",
             "rew_tracking_lin_vel", "rew_tracking_ang_vel")
-    head = f"{'bin':<10}" + "".join(f"{c:>22}" for c in cols)
-    rows = [head]
-    for name, m in [*result["bins"].items(), ("overall", result["overall"])]:
-        rows.append(f"{name:<10}" + "".join(f"{m[c]:>22.3f}" for c in cols))
+    rows = [f"{'bin':<10}" + "".join(f"{c:>22}" for c in cols)]
+    rows += [f"{name:<10}" + "".join(f"{m[c]:>22.3f}" for c in cols)
+             for name, m in [*result["bins"].items(), ("overall", result["overall"])]]
     return "\n".join(rows)
 
 

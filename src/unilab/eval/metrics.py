@@ -110,8 +110,7 @@ class TrackingAccumulator:
 
     def per_env(self) -> dict[str, np.ndarray]:
         """``{metric: (n,)}`` for every name of :data:`METRIC_NAMES` (means over each env's frames)."""
-        t = np.arange(self.num_frames)
-        valid = t[None, :] < self.frames[:, None]
+        valid = np.arange(self.num_frames)[None, :] < self.frames[:, None]
         out = {"success_rate": (self.first_failure < 0).astype(np.float64)}
         for name in ERROR_NAMES:
             # a frame inside the rollout that is NaN (a diverged state) stays NaN in the mean
@@ -131,8 +130,6 @@ def summarize(per_env: Mapping[str, np.ndarray], env_clip: np.ndarray, clip_name
         rows = env_clip == c
         if not rows.any():
             raise ValueError(f"clip {name!r} has no env")
-        entry: dict = {m: float(np.mean(per_env[m][rows])) for m in METRIC_NAMES}
-        entry["frames"] = int(clip_frames[c])
-        clips[name] = entry
+        clips[name] = {**{m: float(np.mean(per_env[m][rows])) for m in METRIC_NAMES}, "frames": int(clip_frames[c])}
     overall = {m: float(np.mean([clips[n][m] for n in clip_names])) for m in METRIC_NAMES}
     return {"overall": overall, "clips": clips}

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 
-from unilab import paths
 from unilab.eval.metrics import ERROR_NAMES, METRIC_NAMES, UNITS
 from unilab.eval.rollout import EvalResult
 
@@ -29,11 +28,6 @@ def default_json_path(checkpoint: Path | None, iteration: int | str | None, poli
     return folder / f"{stem}.json"
 
 
-def check_writable(path: str | os.PathLike) -> Path:
-    """The report path, writable (see :func:`unilab.paths.check_writable`)."""
-    return paths.check_writable(path, "report")
-
-
 def format_random_starts(overall: Mapping[str, float]) -> str:
     """Random-start metrics, one ``name (unit) | value`` line each."""
     units = {**UNITS, "episode_length_mean": "steps", "episode_length_std": "steps"}
@@ -49,11 +43,9 @@ def format_table(summary: Mapping[str, dict]) -> str:
     total = sum(v["frames"] for v in summary["clips"].values())
     rows.append(["overall", str(total), *(_num(summary["overall"][m]) for m in METRIC_NAMES)])
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-    lines = [" | ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(headers, widths))),
-             "-+-".join("-" * w for w in widths)]
-    lines += [" | ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
-              for r in rows]
-    return "\n".join(lines)
+    lines = [" | ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+             for r in [headers, *rows]]
+    return "\n".join([lines[0], "-+-".join("-" * w for w in widths), *lines[1:]])
 
 
 def format_start_failures(clips: Mapping[str, dict]) -> str:
@@ -114,14 +106,10 @@ def plot_errors(result: EvalResult, json_path: str | os.PathLike) -> list[Path]:
         note = f" (dashed red: first termination, frame {min(failed)})" if failed else ""
         fig.suptitle(f"{name}: iteration {result.iteration}, success {ok:.2f}{note}", fontsize=11)
         fig.tight_layout()
-        target = json_path.with_name(f"{json_path.stem}_{_safe(name)}.png")
+        target = json_path.with_name(f"{json_path.stem}_{re.sub(r'[^A-Za-z0-9._-]+', '_', name)}.png")
         target.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(target, dpi=80)
         plt.close(fig)
         written.append(target)
     return written
-
-
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
 

@@ -249,17 +249,13 @@ def load_policy_config(checkpoint: str | Path | None, opts: EvalOptions
     The checkpoint policy needs a checkpoint; a baseline takes the checkpoint's
     config when one is given, else the task defaults (both with ``task_overrides``).
     """
-    if checkpoint is None:
-        if opts.policy == "checkpoint":
-            raise ValueError("policy 'checkpoint' needs RUN_DIR_OR_CHECKPOINT (a baseline policy, e.g. "
-                             "--policy zero, runs without one)")
-        raw: dict[str, Any] = {"task": {"name": DEFAULT_TASK}}
-        payload, path = None, None
-    else:
+    if checkpoint is not None:
         payload, path = load_checkpoint(checkpoint)
         return stored_run_config(payload, path, opts.task_overrides), payload, path
-    raw = {**raw, "task": apply_task_overrides(raw["task"], opts.task_overrides)}
-    return raw, payload, path
+    if opts.policy == "checkpoint":
+        raise ValueError("policy 'checkpoint' needs RUN_DIR_OR_CHECKPOINT (a baseline policy, e.g. "
+                         "--policy zero, runs without one)")
+    return {"task": apply_task_overrides({"name": DEFAULT_TASK}, opts.task_overrides)}, None, None
 
 
 def eval_pool_kwargs(raw: dict[str, Any], threads: int | None) -> dict[str, Any]:
@@ -288,7 +284,8 @@ def evaluate(checkpoint: str | Path | None, options: EvalOptions | None = None, 
     chosen = select_clips(files, opts.clips)
     names = [clip_names(files)[i] for i in chosen]
     files = [files[i] for i in chosen]
-    cfg = dataclasses.replace(cfg, motion_files=[str(f) for f in files])
+    clip_files = [str(f) for f in files]
+    cfg = dataclasses.replace(cfg, motion_files=list(clip_files))
 
     kw = eval_pool_kwargs(raw, opts.threads)
     agent = FastSAC.from_checkpoint(payload["agent"], device=opts.device) if opts.policy == "checkpoint" else None
@@ -312,13 +309,11 @@ def evaluate(checkpoint: str | Path | None, options: EvalOptions | None = None, 
         if random_starts:
             metrics = random_start_metrics(env, policy, opts.episodes, progress=opts.progress,
                                            desc=f"eval {label} (random starts)")
-            return EvalResult(
-                checkpoint=path, iteration=iteration, task=task_name, config=raw, options=opts,
-                clip_names=names, clip_files=[str(f) for f in files], summary={"overall": metrics, "clips": {}},
-                env_clip=np.zeros(0, dtype=np.int64), env_start=np.zeros(0, dtype=np.int64), errors={},
-                first_failure=np.zeros(0, dtype=np.int64),
-                first_failure_term=[], control_dt=control_dt,
-            )
+            none = np.zeros(0, dtype=np.int64)
+            return EvalResult(checkpoint=path, iteration=iteration, task=task_name, config=raw, options=opts,
+                              clip_names=names, clip_files=clip_files, summary={"overall": metrics, "clips": {}},
+                              env_clip=none, env_start=none, errors={}, first_failure=none, first_failure_term=[],
+                              control_dt=control_dt)
         env.auto_reset = False
         acc = TrackingAccumulator(clip_frames[env_clip] - env_start)
         obs = env.start_at(env_clip, env_start)
@@ -333,15 +328,12 @@ def evaluate(checkpoint: str | Path | None, options: EvalOptions | None = None, 
     finally:
         env.close()
     summary = summarize(acc.per_env(), env_clip, names, clip_frames)
-    return EvalResult(
-        checkpoint=path, iteration=iteration, task=task_name, config=raw, options=opts,
-        clip_names=names, clip_files=[str(f) for f in files], summary=summary, env_clip=env_clip, env_start=env_start,
-        errors={name: acc.errors[name] for name in ERROR_NAMES}, first_failure=acc.first_failure,
-        first_failure_term=acc.first_failure_term, control_dt=control_dt,
-    )
+    return EvalResult(checkpoint=path, iteration=iteration, task=task_name, config=raw, options=opts,
+                      clip_names=names, clip_files=clip_files, summary=summary, env_clip=env_clip, env_start=env_start,
+                      errors=dict(acc.errors), first_failure=acc.first_failure,
+                      first_failure_term=acc.first_failure_term, control_dt=control_dt)
 
 
-# ------------------------------------------------------------------------------------------ policies
 def agent_policy(agent: Any) -> PolicyFn:
     """The deterministic (mean) action of a FastSAC ``agent`` (or anything with ``act(obs, deterministic)``)."""
 
@@ -396,7 +388,6 @@ def baseline_policy(env: Any, kind: str, seed: int = 0) -> PolicyFn:
     raise ValueError(f"baseline policy must be one of {', '.join(BASELINE_KINDS)}, got {kind!r}")
 
 
-# ------------------------------------------------------------------------------------ random starts
 def random_start_metrics(env: Any, policy: PolicyFn, episodes: int, progress: bool = False,
                          desc: str = "random starts") -> dict[str, float]:
     """Episode statistics of ``policy`` on ``env`` from training's random starts (auto-reset on).
@@ -474,13 +465,12 @@ def random_start_metrics(env: Any, policy: PolicyFn, episodes: int, progress: bo
     finally:
         env.auto_reset = saved
     all_lengths = np.concatenate(lengths).astype(np.float64)
-    out = {"episodes": int(all_lengths.size), "episode_length_mean": float(all_lengths.mean()),
-           "episode_length_std": float(all_lengths.std()), "failure_rate": failures / all_lengths.size,
-           "total_steps": int(total), "measured_steps": int(measured)}
-    out.update({name: (sums[name] / measured if measured else math.nan) for name in ERROR_NAMES})
-    out["action_abs_mean"] = action_abs / action_steps
-    out["action_change_rms"] = math.sqrt(action_sq / change_steps) if change_steps else math.nan
-    return out
+    return {"episodes": int(all_lengths.size), "episode_length_mean": float(all_lengths.mean()),
+            "episode_length_std": float(all_lengths.std()), "failure_rate": failures / all_lengths.size,
+            "total_steps": int(total), "measured_steps": int(measured),
+            **{name: (sums[name] / measured if measured else math.nan) for name in ERROR_NAMES},
+            "action_abs_mean": action_abs / action_steps,
+            "action_change_rms": math.sqrt(action_sq / change_steps) if change_steps else math.nan}
 
 
 def _errors(env: Any) -> dict[str, np.ndarray]:

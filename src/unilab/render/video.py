@@ -24,7 +24,6 @@ The mp4 is encoded by the ffmpeg binary bundled in the imageio-ffmpeg wheel
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import os
@@ -98,13 +97,8 @@ def _child_env(backend: str) -> dict[str, str]:
 def probe_gl_backend(backend: str, timeout: float = _PROBE_TIMEOUT_S) -> str | None:
     """Try ``backend`` in a subprocess: None if it renders, else the error text."""
     try:
-        res = subprocess.run(
-            [sys.executable, "-c", _PROBE_CODE],
-            env=_child_env(backend),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
+        res = subprocess.run([sys.executable, "-c", _PROBE_CODE], env=_child_env(backend), capture_output=True,
+                             text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return f"probe timed out after {timeout:.0f} s"
     if res.returncode == 0:
@@ -136,11 +130,8 @@ def select_gl_backend() -> str:
         err = probe_gl_backend(backend)
         if err is None:
             if user and backend != user:
-                print(
-                    f"unilab: MUJOCO_GL={user} does not work here ({errors[user]}); rendering with MUJOCO_GL={backend}",
-                    file=sys.stderr,
-                    flush=True,
-                )
+                print(f"unilab: MUJOCO_GL={user} does not work here ({errors[user]}); rendering with "
+                      f"MUJOCO_GL={backend}", file=sys.stderr, flush=True)
             os.environ["MUJOCO_GL"] = backend
             return backend
         errors[backend] = err
@@ -176,8 +167,8 @@ def _track_body_id(model: mujoco.MjModel, track_body: str | None) -> int | None:
     raise ValueError(f"track_body {track_body!r} is not a body of the model (bodies: {names})")
 
 
-def _check_inputs(
-        model: mujoco.MjModel, qpos: np.ndarray, path: Path, fps: float, width: int, height: int) -> np.ndarray:
+def _check_inputs(model: mujoco.MjModel, qpos: np.ndarray, path: Path, fps: float, width: int, height: int
+                  ) -> np.ndarray:
     qpos = np.asarray(qpos, dtype=np.float64)
     if qpos.ndim != 2 or qpos.shape[1] != model.nq:
         raise ValueError(f"qpos must have shape (T, nq={model.nq}), got {qpos.shape}")
@@ -238,12 +229,11 @@ def _check_extras(qpos: np.ndarray, ghost_qpos: np.ndarray | None, ghost: str,
     if ghost == "off":
         ghost_qpos = None
     if ghost_qpos is not None:
-        ghost_qpos = np.asarray(ghost_qpos, dtype=np.float64)
+        ghost_qpos = np.ascontiguousarray(ghost_qpos, dtype=np.float64)
         if ghost_qpos.shape != qpos.shape:
             raise ValueError(f"ghost_qpos must have the shape of qpos {qpos.shape}, got {ghost_qpos.shape}")
         if not np.all(np.isfinite(ghost_qpos)):
             raise ValueError("ghost_qpos has non-finite values")
-        ghost_qpos = np.ascontiguousarray(ghost_qpos)
     if labels is not None:
         labels = ["" if t is None else str(t) for t in labels]
         if len(labels) != qpos.shape[0]:
@@ -259,8 +249,7 @@ def _ghost_model(model: mujoco.MjModel) -> mujoco.MjModel:
 
     gm = copy.copy(model)
     moving = np.asarray(model.body_weldid)[np.asarray(model.geom_bodyid)] != 0
-    primitive = np.asarray(model.geom_type) != int(mujoco.mjtGeom.mjGEOM_MESH)
-    chosen = moving & primitive
+    chosen = moving & (np.asarray(model.geom_type) != int(mujoco.mjtGeom.mjGEOM_MESH))  # primitive geoms
     if not chosen.any():
         # mjvOption draws groups 0-2 by default
         chosen = moving & (np.asarray(model.geom_group) < 3)
@@ -336,22 +325,10 @@ class _TextOverlay:
         return np.asarray(img)
 
 
-def _render_here(
-    model: mujoco.MjModel,
-    qpos: np.ndarray,
-    path: Path,
-    fps: float,
-    width: int,
-    height: int,
-    track_body: str | None,
-    camera_distance: float,
-    camera_azimuth: float,
-    camera_elevation: float,
-    ghost_qpos: np.ndarray | None = None,
-    ghost: str = "overlay",
-    labels: Sequence[str] | None = None,
-    arrows: np.ndarray | None = None,
-) -> Path:
+def _render_here(model: mujoco.MjModel, qpos: np.ndarray, path: Path, fps: float, width: int, height: int,
+                 track_body: str | None, camera_distance: float, camera_azimuth: float, camera_elevation: float,
+                 ghost_qpos: np.ndarray | None, ghost: str, labels: Sequence[str] | None, arrows: np.ndarray | None
+                 ) -> Path:
     """Render and encode in this process (its OpenGL layer must work)."""
     import imageio_ffmpeg  # lazy: only to encode
     import mujoco  # mujoco picks its GL layer at first import (see above)
@@ -374,16 +351,9 @@ def _render_here(
 
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.stem}.{os.getpid()}.partial.mp4")
-    writer = imageio_ffmpeg.write_frames(
-        str(tmp),
-        (width, height),
-        fps=fps,
-        codec="libx264",
-        pix_fmt_out="yuv420p",
-        macro_block_size=1,  # sizes are checked even; no silent resize
-        ffmpeg_log_level="error",
-        output_params=["-f", "mp4"],
-    )
+    writer = imageio_ffmpeg.write_frames(str(tmp), (width, height), fps=fps, codec="libx264", pix_fmt_out="yuv420p",
+                                         macro_block_size=1,  # sizes are checked even; no silent resize
+                                         ffmpeg_log_level="error", output_params=["-f", "mp4"])
     ghost_geoms = _Ghost(model, ghost) if ghost_qpos is not None and ghost != "off" else None
     text = _TextOverlay(height) if labels is not None else None
     renderer = mujoco.Renderer(model, height, width)
@@ -419,52 +389,27 @@ def _render_in_subprocess(model: mujoco.MjModel, qpos: np.ndarray, path: Path, b
     import mujoco  # mujoco picks its GL layer at first import (see above)
 
     with tempfile.TemporaryDirectory(prefix="unilab_render_") as td:
-        mjb = Path(td) / "model.mjb"
-        qfile = Path(td) / "qpos.npy"
-        mujoco.mj_saveModel(model, str(mjb), None)
-        np.save(qfile, qpos)
-        extra = ["--ghost", kw["ghost"]]
-        if kw["ghost_qpos"] is not None:
-            np.save(Path(td) / "ghost.npy", kw["ghost_qpos"])
-            extra += ["--ghost-qpos", str(Path(td) / "ghost.npy")]
-        if kw["labels"] is not None:
-            (Path(td) / "labels.json").write_text(json.dumps(kw["labels"]))
-            extra += ["--labels", str(Path(td) / "labels.json")]
-        if kw["arrows"] is not None:
-            np.save(Path(td) / "arrows.npy", kw["arrows"])
-            extra += ["--arrows", str(Path(td) / "arrows.npy")]
-        args = [
-            "--model", str(mjb), "--qpos", str(qfile), "--out", str(path),
-            "--fps", repr(kw["fps"]), "--width", str(kw["width"]), "--height", str(kw["height"]),
-            "--camera-distance", repr(kw["camera_distance"]),
-            "--camera-azimuth", repr(kw["camera_azimuth"]),
-            "--camera-elevation", repr(kw["camera_elevation"]),
-        ]  # fmt: skip
-        if kw["track_body"] is not None:
-            args += ["--track-body", kw["track_body"]]
-        args += extra
-        code = "import sys; from unilab.render.video import _worker_main; _worker_main(sys.argv[1:])"
-        proc = subprocess.Popen([sys.executable, "-c", code, *args], env=_child_env(backend),
+        mujoco.mj_saveModel(model, str(Path(td, "model.mjb")), None)
+        arrays = {k: kw.pop(k) for k in ("ghost_qpos", "arrows") if kw[k] is not None}
+        np.savez(Path(td, "arrays.npz"), qpos=qpos, **arrays)
+        Path(td, "options.json").write_text(json.dumps(kw))
+        code = "import sys; from unilab.render.video import _worker_main; _worker_main(*sys.argv[1:])"
+        proc = subprocess.Popen([sys.executable, "-c", code, td, str(path)], env=_child_env(backend),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             _, stderr = proc.communicate()
-        except BaseException:  # Ctrl-C, or SIGTERM turned into SystemExit: the worker removes its partial file
-            _stop_worker(proc)
+        except BaseException:  # Ctrl-C, or SIGTERM turned into SystemExit
+            proc.terminate()  # the worker closes ffmpeg and deletes its partial video
+            try:
+                proc.wait(10.0)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
             raise
     if proc.returncode != 0:
         raise RuntimeError(
             f"rendering with MUJOCO_GL={backend} failed (exit code {proc.returncode}):\n{stderr.strip()[-4000:]}")
     return path
-
-
-def _stop_worker(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
-    """SIGTERM the rendering worker (it closes ffmpeg and deletes its partial video), SIGKILL after ``grace_s``."""
-    proc.terminate()
-    try:
-        proc.wait(grace_s)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 def exit_on_sigterm() -> None:
@@ -476,22 +421,11 @@ def exit_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, _exit)
 
 
-def render_states(
-    model: mujoco.MjModel,
-    qpos: np.ndarray,
-    path: str | Path,
-    fps: float = 50,
-    width: int = 640,
-    height: int = 480,
-    track_body: str | None = DEFAULT_TRACK_BODY,
-    camera_distance: float = 3.0,
-    camera_azimuth: float = 90.0,
-    camera_elevation: float = -15.0,
-    ghost_qpos: np.ndarray | None = None,
-    ghost: str = "overlay",
-    labels: Sequence[str] | None = None,
-    arrows: np.ndarray | None = None,
-) -> Path:
+def render_states(model: mujoco.MjModel, qpos: np.ndarray, path: str | Path, fps: float = 50, width: int = 640,
+                  height: int = 480, track_body: str | None = DEFAULT_TRACK_BODY, camera_distance: float = 3.0,
+                  camera_azimuth: float = 90.0, camera_elevation: float = -15.0, ghost_qpos: np.ndarray | None = None,
+                  ghost: str = "overlay", labels: Sequence[str] | None = None, arrows: np.ndarray | None = None
+                  ) -> Path:
     """Render each row of ``qpos`` (T, nq) and write an mp4 to ``path``.
 
     Each frame sets ``qpos`` into an MjData, runs ``mj_forward`` and renders
@@ -520,60 +454,23 @@ def render_states(
     ghost_qpos, labels = _check_extras(qpos, ghost_qpos, ghost, labels)
     arrows = _check_arrows(qpos, arrows)
     _track_body_id(model, track_body)  # a bad name fails here, before any process starts
-    kw = dict(
-        fps=float(fps),
-        width=int(width),
-        height=int(height),
-        track_body=track_body,
-        camera_distance=float(camera_distance),
-        camera_azimuth=float(camera_azimuth),
-        camera_elevation=float(camera_elevation),
-        ghost_qpos=ghost_qpos,
-        ghost=ghost,
-        labels=labels,
-        arrows=arrows,
-    )
+    kw = dict(fps=float(fps), width=int(width), height=int(height), track_body=track_body,
+              camera_distance=float(camera_distance), camera_azimuth=float(camera_azimuth),
+              camera_elevation=float(camera_elevation), ghost_qpos=ghost_qpos, ghost=ghost, labels=labels,
+              arrows=arrows)
     backend = select_gl_backend()
     if _loaded_gl_backend() == backend:
         return _render_here(model, qpos, path, **kw)
     return _render_in_subprocess(model, qpos, path, backend, **kw)
 
 
-def _worker_main(argv: list[str]) -> None:
-    """Entry point of the rendering subprocess (``MUJOCO_GL`` already set)."""
-    p = argparse.ArgumentParser(description="render qpos frames of an MJB model to mp4")
-    p.add_argument("--model", required=True)
-    p.add_argument("--qpos", required=True)
-    p.add_argument("--out", required=True)
-    p.add_argument("--fps", type=float, required=True)
-    p.add_argument("--width", type=int, required=True)
-    p.add_argument("--height", type=int, required=True)
-    p.add_argument("--track-body", default=None)
-    p.add_argument("--camera-distance", type=float, required=True)
-    p.add_argument("--camera-azimuth", type=float, required=True)
-    p.add_argument("--camera-elevation", type=float, required=True)
-    p.add_argument("--ghost", choices=GHOST_MODES, default="overlay")
-    p.add_argument("--ghost-qpos", default=None)
-    p.add_argument("--labels", default=None)
-    p.add_argument("--arrows", default=None)
-    a = p.parse_args(argv)
+def _worker_main(job: str, out: str) -> None:
+    """Entry point of the rendering subprocess (``MUJOCO_GL`` already set): the job folder's model, arrays and
+    options (written by :func:`_render_in_subprocess`) to the mp4 ``out``."""
     exit_on_sigterm()
     import mujoco  # mujoco picks its GL layer at first import (see above)
 
-    model = mujoco.MjModel.from_binary_path(a.model)
-    _render_here(
-        model,
-        np.load(a.qpos),
-        Path(a.out),
-        fps=a.fps,
-        width=a.width,
-        height=a.height,
-        track_body=a.track_body,
-        camera_distance=a.camera_distance,
-        camera_azimuth=a.camera_azimuth,
-        camera_elevation=a.camera_elevation,
-        ghost_qpos=None if a.ghost_qpos is None else np.load(a.ghost_qpos),
-        ghost=a.ghost,
-        labels=None if a.labels is None else json.loads(Path(a.labels).read_text()),
-        arrows=None if a.arrows is None else np.load(a.arrows),
-    )
+    with np.load(Path(job, "arrays.npz")) as arrays:
+        qpos, extra = arrays["qpos"], {k: arrays[k] for k in arrays.files if k != "qpos"}
+    kw = json.loads(Path(job, "options.json").read_text())
+    _render_here(mujoco.MjModel.from_binary_path(str(Path(job, "model.mjb"))), qpos, Path(out), **kw, **extra)
