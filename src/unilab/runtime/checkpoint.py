@@ -1,25 +1,19 @@
 """Atomic, verifiable checkpoints: ``model_<iter>.pt`` is either complete or absent.
 
-A checkpoint is a torch.save zip archive whose zip comment holds the sha256 of
-the archive bytes before it (``unilab-sha256:<hex>``). The file stays a plain
-zip that ``torch.load`` reads as it is; ``load_checkpoint`` verifies the hash
-first, so flipped bits anywhere in the file are an error instead of silently
-changed weights (torch itself checks no CRC). Files written before the hash
-existed (no zip comment) load without a check.
+A checkpoint is a torch.save zip archive whose zip comment holds the sha256 of the archive bytes before it
+(``unilab-sha256:<hex>``). The file stays a plain zip that ``torch.load`` reads as it is; ``load_checkpoint`` verifies
+the hash first, so flipped bits anywhere in the file are an error instead of silently changed weights (torch itself
+checks no CRC). Files written before the hash existed (no zip comment) load without a check.
 
-Writing streams torch.save through a file object that hashes the bytes and
-keeps the OSError of a failed write (torch.save reports it only as
-``enforce fail ... unexpected pos``) into a temp file, fsyncs and renames it
-over the target: a full or unwritable disk is a ``CheckpointWriteError``
-naming the path and the errno, the previous checkpoint stays intact and the
-temp file is removed.
+Writing streams torch.save through a file object that hashes the bytes and keeps the OSError of a failed write
+(torch.save reports it only as ``enforce fail ... unexpected pos``) into a temp file, fsyncs and renames it over the
+target: a full or unwritable disk is a ``CheckpointWriteError`` naming the path and the errno, the previous checkpoint
+stays intact and the temp file is removed.
 
-A checkpoint holds only tensors and plain data (dicts, lists, tuples, numbers,
-strings, bools, None): ``save_checkpoint`` turns configs (OmegaConf,
-dataclasses), NumPy values and paths into that, and ``load_checkpoint`` reads
-with ``torch.load(weights_only=True)``, so a file that needs any other class
-is refused (``UntrustedCheckpoint``) and nothing stored in it runs: pickled
-objects can execute arbitrary code when loaded.
+A checkpoint holds only tensors and plain data (dicts, lists, tuples, numbers, strings, bools, None):
+``save_checkpoint`` turns configs (OmegaConf, dataclasses), NumPy values and paths into that, and ``load_checkpoint``
+reads with ``torch.load(weights_only=True)``, so a file that needs any other class is refused (``UntrustedCheckpoint``)
+and nothing stored in it runs: pickled objects can execute arbitrary code when loaded.
 """
 
 from __future__ import annotations
@@ -78,10 +72,9 @@ class UntrustedCheckpoint(ValueError):
 def to_plain(obj: Any, key: str = "payload") -> Any:
     """``obj`` as tensors and plain data only, which ``torch.load(weights_only=True)`` reads back.
 
-    OmegaConf containers and dataclasses become dicts/lists, NumPy scalars
-    Python numbers, NumPy arrays tensors, paths and enums strings/values.
-    Anything else is a TypeError naming ``key`` (its place in the payload):
-    better a failed save now than a checkpoint that cannot be loaded later.
+    OmegaConf containers and dataclasses become dicts/lists, NumPy scalars Python numbers, NumPy arrays tensors, paths
+    and enums strings/values. Anything else is a TypeError naming ``key`` (its place in the payload): better a failed
+    save now than a checkpoint that cannot be loaded later.
     """
     if obj is None or isinstance(obj, (bool, int, float, str, torch.Tensor, torch.dtype, torch.device, torch.Size)):
         return obj
@@ -120,9 +113,8 @@ def checkpoint_path(run_dir: str | Path, iteration: int) -> Path:
 class _HashingWriter:
     """The file-like object torch.save streams into: sha256 of all but the last 2 bytes, OS errors kept.
 
-    torch.save turns an OSError of ``write`` into a RuntimeError ("enforce
-    fail ... unexpected pos"); ``error`` keeps the real one. The last 2 bytes
-    of a zip archive are its comment length, which the hash trailer replaces.
+    torch.save turns an OSError of ``write`` into a RuntimeError ("enforce fail ... unexpected pos"); ``error`` keeps
+    the real one. The last 2 bytes of a zip archive are its comment length, which the hash trailer replaces.
     """
 
     def __init__(self, f: Any):
@@ -161,12 +153,10 @@ class _HashingWriter:
 def save_checkpoint(path: str | Path, payload: dict[str, Any], keep: int = 0) -> Path:
     """Write ``payload`` (with a sha256 trailer) to a temp file, fsync, rename over ``path``.
 
-    ``keep`` > 0: afterwards delete the oldest other ``model_<iter>.pt`` files of
-    the directory so that only the newest ``keep`` remain (``path`` is always
-    kept). Raises ``CheckpointWriteError`` (an OSError naming ``path`` and the
-    errno) when the file cannot be written; an existing ``path`` is then left
-    as it was and no temp file remains. The payload is stored as
-    :func:`to_plain` makes it (TypeError for an object it cannot convert).
+    ``keep`` > 0: afterwards delete the oldest other ``model_<iter>.pt`` files of the directory so that only the newest
+    ``keep`` remain (``path`` is always kept). Raises ``CheckpointWriteError`` (an OSError naming ``path`` and the
+    errno) when the file cannot be written; an existing ``path`` is then left as it was and no temp file remains. The
+    payload is stored as :func:`to_plain` makes it (TypeError for an object it cannot convert).
     """
     path = Path(path)
     if keep < 0:
@@ -194,9 +184,7 @@ def save_checkpoint(path: str | Path, payload: dict[str, Any], keep: int = 0) ->
         raise CheckpointWriteError(path, writer.error) from err
     finally:
         try:
-            tmp.unlink()
-        except FileNotFoundError:
-            pass
+            tmp.unlink(missing_ok=True)
         except OSError as err:
             print(f"unilab: warning: could not remove temp file {tmp}: {err}", file=sys.stderr, flush=True)
     _fsync_dir(path.parent)
@@ -223,19 +211,17 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def remove_stale_temps(run_dir: str | Path) -> list[Path]:
-    """Delete ``.model_<iter>.pt.<pid>.tmp`` files left by a killed save; returns those removed.
+def remove_stale_temps(run_dir: str | Path) -> None:
+    """Delete ``.model_<iter>.pt.<pid>.tmp`` files left by a killed save.
 
-    A temp file is stale when it is this process's own (saves here are
-    sequential), or its pid is not alive on this host and it was not modified
-    in the last minute (a writer on another host sharing the filesystem is
-    still writing to it). Errors are ignored: this is housekeeping.
+    A temp file is stale when it is this process's own (saves here are sequential), or its pid is not alive on this host
+    and it was not modified in the last minute (a writer on another host sharing the filesystem is still writing to it).
+    Errors are ignored: this is housekeeping.
     """
-    removed: list[Path] = []
     try:
         entries = list(os.scandir(run_dir))
     except OSError:
-        return removed
+        return
     now = time.time()
     for entry in entries:
         m = _TEMP_RE.match(entry.name)
@@ -246,43 +232,33 @@ def remove_stale_temps(run_dir: str | Path) -> list[Path]:
             if pid != os.getpid() and (pid_alive(pid) or now - entry.stat().st_mtime < _STALE_TEMP_AGE_S):
                 continue
             os.unlink(entry.path)
-            removed.append(Path(entry.path))
         except OSError:
             continue
-    return removed
 
 
-def prune_checkpoints(run_dir: str | Path, keep: int, protect: str | Path | None = None) -> list[Path]:
+def _models(run_dir: str | Path) -> list[tuple[int, Path]]:
+    """(iteration, path) of every ``model_<iter>.pt`` in ``run_dir``, in directory order."""
+    return [(int(m.group(1)), p) for p in Path(run_dir).iterdir() if (m := _MODEL_RE.match(p.name))]
+
+
+def prune_checkpoints(run_dir: str | Path, keep: int, protect: str | Path | None = None) -> None:
     """Delete all but the newest ``keep`` ``model_<iter>.pt`` in ``run_dir`` (never ``protect``)."""
     if keep <= 0:
-        return []
-    found = sorted(
-        ((int(m.group(1)), p) for p in Path(run_dir).iterdir() if (m := _MODEL_RE.match(p.name))),
-        reverse=True,
-    )
+        return
     protect_name = Path(protect).name if protect is not None else None
-    removed = []
-    for _, p in found[keep:]:
+    for _, p in sorted(_models(run_dir), reverse=True)[keep:]:
         if p.name == protect_name:
             continue
         try:
-            p.unlink()
-            removed.append(p)
-        except FileNotFoundError:
-            pass
+            p.unlink(missing_ok=True)
         except OSError as err:
             print(f"unilab: warning: could not delete old checkpoint {p}: {err}", file=sys.stderr, flush=True)
-    return removed
 
 
 def latest_checkpoint(run_dir: str | Path) -> Path | None:
     """The ``model_<iter>.pt`` with the highest iteration in ``run_dir``, or None."""
-    best: tuple[int, Path] | None = None
-    for p in Path(run_dir).iterdir():
-        m = _MODEL_RE.match(p.name)
-        if m and (best is None or int(m.group(1)) > best[0]):
-            best = (int(m.group(1)), p)
-    return best[1] if best else None
+    found = _models(run_dir)
+    return max(found, key=lambda f: f[0])[1] if found else None
 
 
 def resolve_checkpoint(spec: str | Path) -> Path:
@@ -302,8 +278,7 @@ def resolve_checkpoint(spec: str | Path) -> Path:
 def verify_checkpoint(path: str | Path) -> bool:
     """Check the sha256 trailer of ``path``: True if verified, False if the file has none (old format).
 
-    Raises ValueError naming the file when the hash does not match or the
-    trailer is damaged.
+    Raises ValueError naming the file when the hash does not match or the trailer is damaged.
     """
     path = Path(path)
     with open(path, "rb") as f:
@@ -356,9 +331,8 @@ def _refusal_detail(err: BaseException) -> str:
 def load_checkpoint(spec: str | Path, map_location: str | torch.device = "cpu") -> tuple[dict[str, Any], Path]:
     """Load a checkpoint (file or run dir); a truncated, corrupt or foreign file raises ValueError.
 
-    Only tensors and plain data are read (``weights_only=True``): a file that
-    needs any other class raises :class:`UntrustedCheckpoint` (a ValueError)
-    and nothing stored in it runs.
+    Only tensors and plain data are read (``weights_only=True``): a file that needs any other class raises
+    :class:`UntrustedCheckpoint` (a ValueError) and nothing stored in it runs.
     """
     path = resolve_checkpoint(spec)
     try:
@@ -379,13 +353,11 @@ def load_checkpoint(spec: str | Path, map_location: str | torch.device = "cpu") 
     return payload, path
 
 
-
 def stored_run_config(payload: dict[str, Any], path: Path,
                       task_overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """The run config a checkpoint was trained with, ``task.*`` overrides applied (a moved clip or model).
 
-    A checkpoint without a ``config`` mapping holding a ``task`` mapping is a
-    ValueError naming the file.
+    A checkpoint without a ``config`` mapping holding a ``task`` mapping is a ValueError naming the file.
     """
     raw = payload.get("config")
     if not isinstance(raw, dict) or not isinstance(raw.get("task"), dict) or "name" not in raw["task"]:

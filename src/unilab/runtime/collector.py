@@ -1,12 +1,10 @@
 """The collector process: owns the task env (and its MuJoCo pool).
 
-Per iteration it waits for the learner's actions and steps every env; the env
-writes the step's results straight into shared memory (slot ``k % SLOTS`` for
-step ``k``, see ``unilab.runtime.shm``). It never imports torch. It exits when
-told to, when the learner process is gone, or on an error (whose traceback it
-sends to the learner before exiting with code 1). An error while building the
-env (a config or asset problem) is sent as one short message instead, with
-exit code 2; UNILAB_DEBUG=1 adds the traceback.
+Per iteration it waits for the learner's actions and steps every env; the env writes the step's results straight into
+shared memory (slot ``k % SLOTS`` for step ``k``, see ``unilab.runtime.shm``). It never imports torch. It exits when
+told to, when the learner process is gone, or on an error (whose traceback it sends to the learner before exiting with
+code 1). An error while building the env (a config or asset problem) is sent as one short message instead, with exit
+code 2; UNILAB_DEBUG=1 adds the traceback.
 """
 
 from __future__ import annotations
@@ -93,10 +91,9 @@ def build_error_message(task_name: str, err: BaseException, num_envs: int | None
 def asset_hint(err: BaseException) -> str:
     """What to do about an env build error that involves the asset cache; empty when it does not.
 
-    ``unilab-assets fetch --force`` only for a cached file that does not parse (a corrupt mesh or
-    MJCF names its full path): a refetch cannot help with no network, a wrong wheel or a cache
-    folder that cannot be written (AssetError, which already says what to do) nor with an OSError
-    (permissions, a read-only or full disk) on a path in the cache.
+    ``unilab-assets fetch --force`` only for a cached file that does not parse (a corrupt mesh or MJCF names its full
+    path): a refetch cannot help with no network, a wrong wheel or a cache folder that cannot be written (AssetError,
+    which already says what to do) nor with an OSError (permissions, a read-only or full disk) on a path in the cache.
     """
     from unilab.assets import holosoma  # noqa: PLC0415 - lazy: only this error path needs it
 

@@ -1,8 +1,7 @@
 """The learner's handle on a collector process: start, hand actions, take steps, stop.
 
-Every blocking wait polls the collector's liveness, so a dead collector turns
-into :class:`CollectorDied` (naming its pid and exit code, with its traceback)
-within a fraction of a second instead of a hang.
+Every blocking wait polls the collector's liveness, so a dead collector turns into :class:`CollectorDied` (naming its
+pid and exit code, with its traceback) within a fraction of a second instead of a hang.
 """
 
 from __future__ import annotations
@@ -78,8 +77,7 @@ class CollectorClient:
                 ready=ctx.Queue(), handle=ctx.Queue(), errors=ctx.Queue(),
                 obs_ready=ctx.Semaphore(0), action_ready=ctx.Semaphore(0), stop=ctx.Event(),
             )
-            self.proc = ctx.Process(target=run_collector, args=(args, self.ch), name="unilab-collector",
-                                    daemon=True)
+            self.proc = ctx.Process(target=run_collector, args=(args, self.ch), name="unilab-collector", daemon=True)
             self.proc.start()
         self.spec: EnvSpec = self._get(self.ch.ready, args.startup_timeout_s, "building its env")
         self.counter_names = counter_names(self.spec.reward_terms, self.spec.stats, self.spec.termination_terms)
@@ -128,10 +126,9 @@ class CollectorClient:
     def wait_step(self) -> dict[str, np.ndarray]:
         """Block until the collector has written a step (the first one is the reset); return its arrays.
 
-        The arrays (env-written step record fields, views of shared memory)
-        stay as they are until the actions after the next ones are sent.
-        The step timeout counts from when the actions were sent, so a learner
-        that trained longer than the timeout still notices a stuck collector at once.
+        The arrays (env-written step record fields, views of shared memory) stay as they are until the actions after the
+        next ones are sent. The step timeout counts from when the actions were sent, so a learner that trained longer
+        than the timeout still notices a stuck collector at once.
         """
         t0 = self._sent_t if self._sent_t is not None else time.monotonic()
         self._sent_t = None
@@ -160,9 +157,8 @@ class CollectorClient:
     def close(self) -> None:
         """Stop the collector and free the shared memory, in bounded time; later calls do nothing.
 
-        Asks it to stop and waits ``STOP_GRACE_S`` (``HUNG_GRACE_S`` once it was
-        declared hung), then SIGTERM, then SIGKILL, which also ends a stopped
-        (SIGSTOP) process that SIGTERM cannot.
+        Asks it to stop and waits ``STOP_GRACE_S`` (``HUNG_GRACE_S`` once it was declared hung), then SIGTERM, then
+        SIGKILL, which also ends a stopped (SIGSTOP) process that SIGTERM cannot.
         """
         if self._closed:
             return

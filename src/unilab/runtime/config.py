@@ -1,9 +1,8 @@
 """Typed configs of a run: the `training` and `sim` groups, play's options, and `RunSpec`.
 
-These dataclasses are the schema and the defaults of their Hydra groups (see
-``unilab.cli.config``, which registers them as structured configs). This module
-imports neither torch nor mujoco: ``train --help`` and config validation load
-it without starting anything.
+These dataclasses are the schema and the defaults of their Hydra groups (see ``unilab.cli.config``, which registers them
+as structured configs). This module imports neither torch nor mujoco: ``train --help`` and config validation load it
+without starting anything.
 """
 
 from __future__ import annotations
@@ -114,9 +113,8 @@ class TrainingConfig:
     time_limit_s: float | None = None
     """Stop (and save) after this many seconds of training; null: run max_iterations."""
     eval_interval: int = 0
-    """Iterations between tracking evaluations (unilab-eval on a policy snapshot, in a niced subprocess;
-    results as eval/<metric> in TensorBoard and <run dir>/eval/eval_<iter>.json); 0: none.
-    Motion-tracking tasks only."""
+    """Iterations between tracking evaluations (unilab-eval on a policy snapshot, in a niced subprocess; results as
+    eval/<metric> in TensorBoard and <run dir>/eval/eval_<iter>.json); 0: none. Motion-tracking tasks only."""
 
     def __post_init__(self) -> None:
         name = self.experiment_name
@@ -194,9 +192,7 @@ class SimConfig:
 
     def pool_kwargs(self) -> dict[str, Any]:
         """Options of the physics pool (``unilab.sim.physics.make_pool``)."""
-        cpu_ids = self.cpu_ids
-        if isinstance(cpu_ids, list):
-            cpu_ids = list(cpu_ids)
+        cpu_ids = list(self.cpu_ids) if isinstance(self.cpu_ids, list) else self.cpu_ids
         return {"backend": self.backend, "nthread": self.nthread, "cpu_ids": cpu_ids,
                 "persistent": bool(self.persistent), "max_qvel": self.max_qvel}
 
@@ -221,9 +217,8 @@ class RunSpec:
     def from_raw(cls, raw: Any, explicit_algo_keys: tuple[str, ...] | None = None) -> RunSpec:
         """Validate a composed config (or a checkpoint's stored one) into typed configs.
 
-        Every value is checked against its field's type and every config's own
-        range checks run; errors are ValueErrors naming the key. This is the
-        one place a config is validated: the collector and play get its objects.
+        Every value is checked against its field's type and every config's own range checks run; errors are ValueErrors
+        naming the key. This is the one place a config is validated: the collector and play get its objects.
         """
         from unilab.tasks import registry  # noqa: PLC0415 - lazy: the task registry pulls in numpy
 

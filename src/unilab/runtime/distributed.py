@@ -1,18 +1,14 @@
 """One process group per GPU via torchrun / torch.distributed.
 
-Each rank runs its own learner and collector; ranks average gradients
-(all-reduce) so every rank holds the same networks. Only rank 0 writes logs
-and checkpoints. On CPU the gloo backend runs the same code (that is how it is
-tested here, also as two nodes on one machine).
+Each rank runs its own learner and collector; ranks average gradients (all-reduce) so every rank holds the same
+networks. Only rank 0 writes logs and checkpoints. On CPU the gloo backend runs the same code (that is how it is tested
+here, also as two nodes on one machine).
 
-A rank that dies (a node lost, a process killed) makes the others' next
-collective fail: they raise :class:`RankLost` naming the lost rank(s), and a
-rank that hangs makes them fail after a timeout. Two timeouts, because the
-ranks are in step only once training runs: the default group (the settings
-checks, the start-up broadcast, the barriers after each checkpoint and
-evaluation snapshot) waits out a slow rank's start-up or rank 0's writes; the
-training group (gradients, normaliser statistics, stop votes) waits one
-collector step and :data:`STEP_SKEW_S` more.
+A rank that dies (a node lost, a process killed) makes the others' next collective fail: they raise :class:`RankLost`
+naming the lost rank(s), and a rank that hangs makes them fail after a timeout. Two timeouts, because the ranks are in
+step only once training runs: the default group (the settings checks, the start-up broadcast, the barriers after each
+checkpoint and evaluation snapshot) waits out a slow rank's start-up or rank 0's writes; the training group (gradients,
+normaliser statistics, stop votes) waits one collector step and :data:`STEP_SKEW_S` more.
 """
 
 from __future__ import annotations
@@ -51,10 +47,9 @@ STORE_GRACE_S = 2.0  # a store that has not answered this long after the survivo
 def from_env(timeout_s: float, cuda: bool) -> DistInfo:
     """Join the process group torchrun describes in the environment (if any).
 
-    ``timeout_s`` bounds the default group's collectives: a rank that hangs
-    (not only one that dies) in start-up or a save stops the others after it.
-    ``cuda``: the learner trains on a GPU; NCCL then, one GPU per local rank,
-    else gloo (NCCL cannot move CPU tensors).
+    ``timeout_s`` bounds the default group's collectives: a rank that hangs (not only one that dies) in start-up or a
+    save stops the others after it. ``cuda``: the learner trains on a GPU; NCCL then, one GPU per local rank, else gloo
+    (NCCL cannot move CPU tensors).
     """
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
@@ -76,10 +71,9 @@ def from_env(timeout_s: float, cuda: bool) -> DistInfo:
 def lost_ranks() -> list[int] | None:
     """Ranks that did not report in after a failed collective (None: the rendezvous store does not answer).
 
-    Every survivor writes its rank into the process group's store and waits
-    :data:`SURVIVOR_WAIT_S` for the others; who never writes is lost. The store
-    calls run on a daemon thread given :data:`STORE_GRACE_S` more: a store
-    hosted by a frozen node never answers, and its own timeout is the start-up's.
+    Every survivor writes its rank into the process group's store and waits :data:`SURVIVOR_WAIT_S` for the others; who
+    never writes is lost. The store calls run on a daemon thread given :data:`STORE_GRACE_S` more: a store hosted by a
+    frozen node never answers, and its own timeout is the start-up's.
     """
     answer: list[list[int] | None] = []
     ask = threading.Thread(target=lambda: answer.append(_report_in()), name="unilab-survivors", daemon=True)
@@ -145,9 +139,8 @@ def barrier(what: str) -> None:
 def check_same_settings(settings: dict[str, Any]) -> None:
     """Raise ValueError naming each setting whose value differs between ranks (a default-group collective).
 
-    Ranks with other iteration counts, intervals or algorithm settings would
-    call their collectives in another order (a hang reported as a lost rank)
-    or train different networks under one name.
+    Ranks with other iteration counts, intervals or algorithm settings would call their collectives in another order (a
+    hang reported as a lost rank) or train different networks under one name.
     """
     gathered: list[Any] = [None] * dist.get_world_size()
     _collective("the settings check", lambda: dist.all_gather_object(gathered, settings))
@@ -169,11 +162,8 @@ def average_gradients(params: list[torch.nn.Parameter], group: Any = None) -> No
     flat = torch.cat([g.reshape(-1) for g in grads])
     _collective("the gradient all-reduce", lambda: dist.all_reduce(flat, group=group))
     flat /= dist.get_world_size()
-    offset = 0
-    for g in grads:
-        n = g.numel()
-        g.copy_(flat[offset : offset + n].view_as(g))
-        offset += n
+    for g, part in zip(grads, flat.split([g.numel() for g in grads])):
+        g.copy_(part.view_as(g))
 
 
 def all_reduce_sum(t: torch.Tensor, group: Any = None) -> None:

@@ -1,11 +1,9 @@
 """One learner iteration, the same in training and in the learning tests.
 
-The collector waits only for actions, so an iteration acts on the newest step
-and sends the actions first, then stores the previous step in the replay
-buffer and trains while the env steps, then waits for the next step. A step is
-a mapping of arrays (the shared-memory slot the collector wrote); the replay
-gets a copy of what it needs one iteration later, because the collector
-overwrites that slot two steps on.
+The collector waits only for actions, so an iteration acts on the newest step and sends the actions first, then stores
+the previous step in the replay buffer and trains while the env steps, then waits for the next step. A step is a mapping
+of arrays (the shared-memory slot the collector wrote); the replay gets a copy of what it needs one iteration later,
+because the collector overwrites that slot two steps on.
 """
 
 from __future__ import annotations
@@ -30,11 +28,6 @@ class StepSource(Protocol):
     def send_action(self, action: np.ndarray) -> None: ...
 
     def wait_step(self) -> Step: ...
-
-
-def observation_copy(array: np.ndarray) -> torch.Tensor:
-    """A torch copy of a shared array (the collector overwrites it next step)."""
-    return torch.from_numpy(array.copy())
 
 
 class LearnerIteration:
@@ -69,7 +62,7 @@ class LearnerIteration:
             source.send_action(action.numpy())
         with timer.phase("learner_replay_write"):
             self.store_pending()
-            before = {name: observation_copy(np.asarray(step[name])) for name in self.observations}
+            before = {name: torch.from_numpy(np.asarray(step[name]).copy()) for name in self.observations}
             before["action"] = action
         metrics: dict[str, float] = {}
         with timer.phase("learner_train"):

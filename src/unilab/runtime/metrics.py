@@ -1,11 +1,9 @@
 """Turns learner timers and collector counters into the TensorBoard metric tags.
 
-TensorBoard scalars every ``log_interval`` iterations, a console progress line
-(iterations, steps/s, ETA, and the latest logged numbers) every
-``console_interval_s`` seconds whatever the log interval (the first one after
-at most :data:`FIRST_LINE_S`), so a slow run shows life within seconds. All
-per-phase values are means per iteration over the interval; steps are env
-steps summed over all envs.
+TensorBoard scalars every ``log_interval`` iterations, a console progress line (iterations, steps/s, ETA, and the latest
+logged numbers) every ``console_interval_s`` seconds whatever the log interval (the first one after at most
+:data:`FIRST_LINE_S`), so a slow run shows life within seconds. All per-phase values are means per iteration over the
+interval; steps are env steps summed over all envs.
 """
 
 from __future__ import annotations
@@ -47,9 +45,8 @@ class MetricsLogger:
         self.writer = None
         self.sampler = None
         if enabled:
-            from unilab.telemetry.cpu_sampler import CpuSampler  # noqa: PLC0415 - lazy: only the logging rank needs it
-
-            # lazy: tensorboard, only on the logging rank
+            # lazy (tensorboard, psutil): only the logging rank needs them
+            from unilab.telemetry.cpu_sampler import CpuSampler  # noqa: PLC0415
             from unilab.telemetry.scalars import ScalarWriter  # noqa: PLC0415
 
             self.writer = ScalarWriter(str(run_dir))
@@ -85,11 +82,8 @@ class MetricsLogger:
                   f"steps, then algo.actor_lr={a.actor_lr:g}, algo.critic_lr={a.critic_lr:g} "
                   "(algo.early_lr=null: those from the start)", flush=True)
         if str(device) == "cpu" and a.batch_size * sum(a.critic_hidden_dims) > 2_000_000:
-            print(
-                f"unilab: note: the learner is on the CPU with GPU-sized settings (batch {a.batch_size}, critic "
-                f"{a.critic_hidden_dims}); `--algo sac_cpu` is sized for a CPU learner",
-                flush=True,
-            )
+            print(f"unilab: note: the learner is on the CPU with GPU-sized settings (batch {a.batch_size}, critic "
+                  f"{a.critic_hidden_dims}); `--algo sac_cpu` is sized for a CPU learner", flush=True)
 
     def start(self, iteration: int, counters: np.ndarray) -> None:
         self._counters = Counters(counters, self.names)
@@ -125,17 +119,10 @@ class MetricsLogger:
         c1 = self._counters.snapshot()
         d = delta(c1, self._c0)
         lt = timer.pop_summary()
-        s: dict[str, float] = {}
-        s["perf/steps_per_sec"] = self.num_envs * d_it / wall if wall > 0 else 0.0
-        s["perf/iter_ms"] = wall / d_it * 1000 if d_it else 0.0
-
-        def per(name: str) -> float:
-            return lt[name].wall_ms_total / d_it if name in lt and d_it else 0.0
-
-        s["timing/learner_act_ms"] = per("learner_act")
-        s["timing/learner_train_ms"] = per("learner_train")
-        s["timing/learner_collector_wait_ms"] = per("learner_collector_wait")
-        s["timing/learner_replay_write_ms"] = per("learner_replay_write")
+        s: dict[str, float] = {"perf/steps_per_sec": self.num_envs * d_it / wall if wall > 0 else 0.0,
+                               "perf/iter_ms": wall / d_it * 1000 if d_it else 0.0}
+        for phase in ("learner_act", "learner_train", "learner_collector_wait", "learner_replay_write"):
+            s[f"timing/{phase}_ms"] = lt[phase].wall_ms_total / d_it if phase in lt and d_it else 0.0
         n_c = d.get("iterations", 0.0)
         if n_c > 0:
             s["timing/collector_env_step_ms"] = d["env_step_ms"] / n_c
@@ -166,8 +153,7 @@ class MetricsLogger:
         elif "episode/return_mean" in self.last:  # keep curves continuous on long episodes
             s["episode/return_mean"] = self.last["episode/return_mean"]
             s["episode/length_mean"] = self.last["episode/length_mean"]
-        for k, v in train_metrics.items():
-            s[f"train/{k}"] = v
+        s.update({f"train/{k}": v for k, v in train_metrics.items()})
         if self.sampler is not None:
             s.update(self.sampler.sample())
         if self.writer is not None:
@@ -213,24 +199,17 @@ class MetricsLogger:
         bad, steps, its = self._console_bad
         self._console_bad = [0.0, 0.0, 0]
         if steps > 0 and bad / steps > self.warn_bad_env_fraction:
-            stop = (
-                f"; training stops when {self.max_bad_env_fraction:.0%} stay bad "
-                f"for {self.divergence_window} iterations"
-                if self.max_bad_env_fraction is not None else ""
-            )
-            print(
-                f"unilab: warning: {100 * bad / steps:.0f} % of envs diverged (bad state) in the last {its} "
-                f"iterations; they are reset with zero reward (env/bad_envs_per_step in TensorBoard). Check the "
-                f"task's reset noise and sim_dt{stop}",
-                flush=True,
-            )
+            stop = (f"; training stops when {self.max_bad_env_fraction:.0%} stay bad for {self.divergence_window} "
+                    "iterations" if self.max_bad_env_fraction is not None else "")
+            print(f"unilab: warning: {100 * bad / steps:.0f} % of envs diverged (bad state) in the last {its} "
+                  f"iterations; they are reset with zero reward (env/bad_envs_per_step in TensorBoard). Check the "
+                  f"task's reset noise and sim_dt{stop}", flush=True)
 
     def _etas(self, iteration: int, now: float) -> tuple[float | None, float | None]:
         """(seconds to max_iterations at the mean rate so far, seconds to the time limit); None where unknown."""
         done, wall = iteration - self._run_it0, now - self._run_t0
-        to_iters = None
-        if self.max_iterations is not None and done > 0:
-            to_iters = max(0, self.max_iterations - iteration) * wall / done
+        to_iters = (max(0, self.max_iterations - iteration) * wall / done
+                    if self.max_iterations is not None and done > 0 else None)
         to_time = None if self.time_limit_s is None else max(0.0, self.time_limit_s - wall)
         return to_iters, to_time
 
@@ -257,8 +236,7 @@ class MetricsLogger:
         if "timing/learner_train_ms" in s:
             parts.append(f"train {s['timing/learner_train_ms']:.1f} ms")
         if "episode/return_mean" in s:
-            parts.append(f"return {s['episode/return_mean']:.2f}")
-            parts.append(f"ep_len {s['episode/length_mean']:.1f}")
+            parts += [f"return {s['episode/return_mean']:.2f}", f"ep_len {s['episode/length_mean']:.1f}"]
         ends = {k.split("/", 1)[1]: v for k, v in s.items() if k.startswith("termination/")}
         if ends:  # the failure condition that ended most episodes: what the policy is losing to
             top = max(ends, key=ends.get)

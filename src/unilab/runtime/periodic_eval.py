@@ -1,19 +1,15 @@
 """``training.eval_interval``: the tracking evaluation of ``unilab-eval`` during training.
 
-Every ``eval_interval`` iterations the learner writes a policy snapshot
-(``<run dir>/eval/policy_<iter>.pt``, a checkpoint without the replay buffer)
-and starts ``unilab-eval`` on it as a subprocess (niced, one physics and one
-torch thread, its output in ``eval/eval_<iter>.log``). When the subprocess
-ends, its JSON report's overall metrics are logged as ``eval/<metric>`` at that
-iteration's TensorBoard step, and the snapshot is deleted.
+Every ``eval_interval`` iterations the learner writes a policy snapshot (``<run dir>/eval/policy_<iter>.pt``, a
+checkpoint without the replay buffer) and starts ``unilab-eval`` on it as a subprocess (niced, one physics and one torch
+thread, its output in ``eval/eval_<iter>.log``). When the subprocess ends, its JSON report's overall metrics are logged
+as ``eval/<metric>`` at that iteration's TensorBoard step, and the snapshot is deleted.
 
-Why a subprocess and not a thread or the collector: the evaluation builds its
-own env and steps it for whole clips. In the learner process it would hold
-the GIL and torch threads next to the loop that answers the collector; in the
-collector it would lengthen the steps the learner waits for. A separate,
-lower-priority process only takes spare CPU time, and if it crashes (or the
-task cannot be evaluated) training goes on with a warning. At most one runs at
-a time: an evaluation still running when the next is due makes that one skip.
+Why a subprocess and not a thread or the collector: the evaluation builds its own env and steps it for whole clips. In
+the learner process it would hold the GIL and torch threads next to the loop that answers the collector; in the
+collector it would lengthen the steps the learner waits for. A separate, lower-priority process only takes spare CPU
+time, and if it crashes (or the task cannot be evaluated) training goes on with a warning. At most one runs at a time:
+an evaluation still running when the next is due makes that one skip.
 """
 
 from __future__ import annotations
@@ -39,8 +35,7 @@ class PeriodicEval:
         run_dir: the run directory (outputs go to ``<run_dir>/eval/``).
         interval: iterations between evaluations (> 0).
         payload: ``payload(iteration)`` -> the checkpoint dict to snapshot (agent, config, task).
-        step_scale: TensorBoard step of an iteration = iteration x step_scale (the env steps, as the
-            other scalars).
+        step_scale: TensorBoard step of an iteration = iteration x step_scale (env steps, as the other scalars).
     """
 
     def __init__(self, run_dir: Path, interval: int, payload: Any, step_scale: int):
@@ -89,8 +84,7 @@ class PeriodicEval:
         return self.dir / f"eval_{iteration}.json"
 
     def _collect(self, writer: Any) -> None:
-        rc = self.proc.returncode
-        it = self.iteration
+        rc, it = self.proc.returncode, self.iteration
         self._release()
         if rc != 0:
             print(f"unilab: warning: evaluation of iteration {it} failed (rc {rc}); see {self.dir / f'eval_{it}.log'}",

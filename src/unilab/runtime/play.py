@@ -32,33 +32,28 @@ class PlayResult:
 def play(checkpoint: str | Path, options: PlayConfig | None = None, **changes: Any) -> PlayResult:
     """Roll out the deterministic policy of ``checkpoint`` (file or run dir).
 
-    ``options`` (default ``PlayConfig()``, the one place of play's defaults)
-    with ``changes`` applied, e.g. ``play(run, num_envs=16, video=False)``.
-    The task and sim are rebuilt from the checkpoint's stored config. Writes
-    ``<run dir>/videos/play_<iter>.mp4`` (or ``out``) unless ``video=False``;
-    a machine without offscreen OpenGL gets a clear message and the rollout
-    numbers anyway. Frames are small by default: CPU rendering (Mesa
-    llvmpipe) costs a few hundred ms per 640x480 frame. A task with a
-    reference motion gets it drawn as a ghost (``ghost``: overlay, side,
-    off) and its ``overlay_text`` written on each frame (``text``).
+    ``options`` (default ``PlayConfig()``, the one place of play's defaults) with ``changes`` applied, e.g.
+    ``play(run, num_envs=16, video=False)``. The task and sim are rebuilt from the checkpoint's stored config.
+    Writes ``<run dir>/videos/play_<iter>.mp4`` (or ``out``) unless ``video=False``; a machine without offscreen
+    OpenGL gets a clear message and the rollout numbers anyway. Frames are small by default: CPU rendering (Mesa
+    llvmpipe) costs a few hundred ms per 640x480 frame. A task with a reference motion gets it drawn as a ghost
+    (``ghost``: overlay, side, off) and its ``overlay_text`` written on each frame (``text``).
     """
     opts = dataclasses.replace(options or PlayConfig(), **changes)  # validated by PlayConfig
-    num_envs, steps, seed, out, video = opts.num_envs, opts.steps, opts.seed, opts.out, opts.video
-    device, width, height = opts.device, opts.width, opts.height
+    steps, video = opts.steps, opts.video
     payload, path = load_checkpoint(checkpoint)
     raw = stored_run_config(payload, path, opts.task_overrides)
     name = raw["task"]["name"]
     task_cfg = task_config(name, raw["task"])
-    sim = build_dataclass(SimConfig, raw["sim"], "sim")
-    kw = sim.pool_kwargs()
+    kw = build_dataclass(SimConfig, raw["sim"], "sim").pool_kwargs()
     kw["cpu_ids"] = None  # play is small: the default sizing rule
     if kw["nthread"] == "auto":
         kw["nthread"] = None
-    target = Path(out) if out else path.parent / "videos" / f"play_{payload['iteration']}.mp4"
+    target = Path(opts.out) if opts.out else path.parent / "videos" / f"play_{payload['iteration']}.mp4"
     if video:  # an unwritable video path fails now, not after the rollout
         check_writable(target, "video")
-    agent = FastSAC.from_checkpoint(payload["agent"], device=device or "cpu")
-    env = make_env(name, task_cfg, num_envs, pool_kwargs=kw, seed=seed)
+    agent = FastSAC.from_checkpoint(payload["agent"], device=opts.device or "cpu")
+    env = make_env(name, task_cfg, opts.num_envs, pool_kwargs=kw, seed=opts.seed)
     obs = env.reset()
     film = _Film(env, ghost=video and opts.ghost != "off", text=video and opts.text)
     returns, lengths, rewards = [], [], []
@@ -71,17 +66,11 @@ def play(checkpoint: str | Path, options: PlayConfig | None = None, **changes: A
         if ep.get("count"):
             returns.append((ep["return_mean"], ep["count"]))
             lengths.append((ep["length_mean"], ep["count"]))
-    res = PlayResult(
-        checkpoint=path,
-        video=None,
-        steps=steps,
-        episodes=int(sum(c for _, c in returns)),
-        return_mean=_weighted(returns),
-        length_mean=_weighted(lengths),
-        reward_mean=float(np.mean(rewards)),
-    )
+    res = PlayResult(checkpoint=path, video=None, steps=steps, episodes=int(sum(c for _, c in returns)),
+                     return_mean=_weighted(returns), length_mean=_weighted(lengths),
+                     reward_mean=float(np.mean(rewards)))
     print(
-        f"play: {path.name}: {steps} steps x {num_envs} envs, mean reward/step {res.reward_mean:.4f}, "
+        f"play: {path.name}: {steps} steps x {opts.num_envs} envs, mean reward/step {res.reward_mean:.4f}, "
         f"{res.episodes} episodes ended"
         + (f" (return {res.return_mean:.2f}, length {res.length_mean:.1f})" if res.episodes else ""),
         flush=True,
@@ -89,20 +78,18 @@ def play(checkpoint: str | Path, options: PlayConfig | None = None, **changes: A
     if video:
         from unilab.render.video import RenderUnavailable, render_states  # noqa: PLC0415 - lazy: only with video
 
-        fps = 1.0 / env.control_dt
         # encoding takes seconds to minutes: say what is being made before the wait
-        print(f"play: rendering {len(film.qpos)} frames at {width}x{height} to {target} ...", flush=True)
+        print(f"play: rendering {len(film.qpos)} frames at {opts.width}x{opts.height} to {target} ...", flush=True)
         try:
-            res.video = render_states(env.render_model(), np.stack(film.qpos), target, fps=fps, width=width,
-                                      height=height, ghost=opts.ghost, ghost_qpos=film.ghost_qpos(), labels=film.labels,
+            res.video = render_states(env.render_model(), np.stack(film.qpos), target, fps=1.0 / env.control_dt,
+                                      width=opts.width, height=opts.height, ghost=opts.ghost,
+                                      ghost_qpos=film.ghost_qpos(), labels=film.labels,
                                       arrows=None if film.arrows is None else np.stack(film.arrows))
             print(f"play: video written to {res.video}", flush=True)
         except RenderUnavailable as err:
             print(f"play: no video: {err}", flush=True)
     env.close()
     return res
-
-
 
 
 class _Film:

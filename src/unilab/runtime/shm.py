@@ -1,17 +1,13 @@
 """Named NumPy arrays in shared memory: the collector<->learner transport.
 
-The learner creates the block once (``SharedArrays.create``) from a spec of
-``name -> (shape, dtype)`` and sends the spec plus the block name to the
-collector, which attaches (``SharedArrays.attach``). Every array is a view
-into one ``multiprocessing.shared_memory`` block: no pickling per step.
+The learner creates the block once (``SharedArrays.create``) from a spec of ``name -> (shape, dtype)`` and sends the
+spec plus the block name to the collector, which attaches (``SharedArrays.attach``). Every array is a view into one
+``multiprocessing.shared_memory`` block: no pickling per step.
 
-Names: a block is ``unilab_<pid>_<hex>`` (``/dev/shm/unilab_...`` on Linux),
-and after :func:`name_semaphores` the multiprocessing semaphores of this
-process (queues, events, locks) are ``/dev/shm/sem.unilab_<pid>_mp-...``,
-``<pid>`` being the process that made them. A run killed with ``kill -9``
-(learner, collector and resource tracker at once) leaves them behind;
-:func:`remove_stale_segments`, called when training starts, deletes those
-whose pid no longer exists.
+Names: a block is ``unilab_<pid>_<hex>`` (``/dev/shm/unilab_...`` on Linux), and after :func:`name_semaphores` the
+multiprocessing semaphores of this process (queues, events, locks) are ``/dev/shm/sem.unilab_<pid>_mp-...``, ``<pid>``
+being the process that made them. A run killed with ``kill -9`` (learner, collector and resource tracker at once) leaves
+them behind; :func:`remove_stale_segments`, called when training starts, deletes those whose pid no longer exists.
 """
 
 from __future__ import annotations
@@ -51,10 +47,9 @@ def segment_name() -> str:
 def name_semaphores() -> None:
     """Name the multiprocessing semaphores this process makes from now on ``unilab_<pid>_mp-<random>``.
 
-    multiprocessing has no public way to name them; its names come from the
-    process config's ``semprefix`` (``/mp``, CPython since 3.4), set here
-    where it exists, so that :func:`remove_stale_segments` can find them.
-    Elsewhere they keep their ``mp-<random>`` names and a killed run's stay.
+    multiprocessing has no public way to name them; its names come from the process config's ``semprefix`` (``/mp``,
+    CPython since 3.4), set here where it exists, so that :func:`remove_stale_segments` can find them. Elsewhere they
+    keep their ``mp-<random>`` names and a killed run's stay.
     """
     config = getattr(multiprocessing.current_process(), "_config", None)
     if sys.platform.startswith("linux") and isinstance(config, dict) and "semprefix" in config:
@@ -77,11 +72,10 @@ def pid_alive(pid: int) -> bool:
 def remove_stale_segments(shm_dir: str | Path = SHM_DIR) -> list[Path]:
     """Delete this user's unilab blocks and semaphores in ``shm_dir`` whose owner pid is not alive.
 
-    Only Linux exposes them as files (/dev/shm); elsewhere, or where the
-    directory is absent, nothing is done. A pid that exists (reused or not)
-    keeps its files. Errors are ignored: this is housekeeping. Runs in another
-    pid namespace sharing this /dev/shm (containers with ``--ipc=host``) look
-    dead from here; those need their own /dev/shm, docker's default.
+    Only Linux exposes them as files (/dev/shm); elsewhere, or where the directory is absent, nothing is done. A pid
+    that exists (reused or not) keeps its files. Errors are ignored: this is housekeeping. Runs in another pid namespace
+    sharing this /dev/shm (containers with ``--ipc=host``) look dead from here; those need their own /dev/shm, docker's
+    default.
     """
     removed: list[Path] = []
     try:
@@ -145,9 +139,8 @@ class SharedArrays:
     @classmethod
     def attach(cls, handle: dict[str, Any]) -> SharedArrays:
         """Attach to a block made elsewhere, from its :meth:`handle`."""
-        # the creator owns the block's lifetime. track=False (Python >= 3.13)
-        # keeps this side out of it; before 3.13 a spawned child shares its
-        # parent's resource tracker, where the block is registered already
+        # the creator owns the block's lifetime. track=False (Python >= 3.13) keeps this side out of it; before
+        # 3.13 a spawned child shares its parent's resource tracker, where the block is registered already
         try:
             shm = shared_memory.SharedMemory(name=handle["name"], track=False)  # type: ignore[call-arg]
         except TypeError:
@@ -173,7 +166,6 @@ class SharedArrays:
                 self._shm.unlink()
             except FileNotFoundError:
                 pass
-
 
 
 def transport_spec(num_envs: int, spec: EnvSpec, counter_names: Sequence[str]) -> Spec:

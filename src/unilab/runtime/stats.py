@@ -13,17 +13,8 @@ import numpy as np
 # wall ms and process-CPU ms of each collector phase
 PHASES = ("env_step", "backend_step", "update_state", "reset_done", "action_wait", "replay_write")
 
-BASE_COUNTERS = (
-    "iterations",
-    *(f"{p}_ms" for p in PHASES),
-    *(f"{p}_cpu_ms" for p in PHASES),
-    "episodes",
-    "episode_return_sum",
-    "episode_length_sum",
-    "reward_sum",
-    "bad_envs",
-)
-
+BASE_COUNTERS = ("iterations", *(f"{p}_ms" for p in PHASES), *(f"{p}_cpu_ms" for p in PHASES), "episodes",
+                 "episode_return_sum", "episode_length_sum", "reward_sum", "bad_envs")
 
 STAT = "stat/"  # counter of a task scalar (EnvSpec.stats): the sum of its per-step values
 

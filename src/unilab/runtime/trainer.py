@@ -1,11 +1,9 @@
 """The learner process side of training: agent, replay, metrics, checkpoints.
 
-The learner (this process) owns the networks and the replay buffer on its
-device. A collector process (``unilab.runtime.collector``) owns the env. Per
-iteration the learner computes and sends the actions for the step it just
-received (the collector waits only for these), then stores the previous step in
-the replay buffer and trains while the collector steps every env; the env
-writes each step straight into shared memory (two slots, so the step the
+The learner (this process) owns the networks and the replay buffer on its device. A collector process
+(``unilab.runtime.collector``) owns the env. Per iteration the learner computes and sends the actions for the step it
+just received (the collector waits only for these), then stores the previous step in the replay buffer and trains while
+the collector steps every env; the env writes each step straight into shared memory (two slots, so the step the
 learner reads is never the one being written):
 
     learner:   act -> | store | train ......... | wait | act -> | store | train ...
@@ -66,10 +64,9 @@ def learner_threads(usable: int, setting: int | None, on_cuda: bool) -> int:
 
 
 def pool_threads(usable: int, learner_setting: int | None, on_cuda: bool) -> int | None:
-    """Physics pool threads when ``sim.nthread`` and ``sim.cpu_ids`` are unset: with the learner on the CPU,
-    the CPUs its threads leave free (at least 1): a pool thread on a learner's core makes both wait for each
-    other's time slices, and the learner's updates are what bounds a CPU run. With a GPU, None (the pool's
-    own rule: every usable CPU)."""
+    """Physics pool threads when ``sim.nthread`` and ``sim.cpu_ids`` are unset: with the learner on the CPU, the CPUs
+    its threads leave free (at least 1): a pool thread on a learner's core makes both wait for each other's time slices,
+    and the learner's updates are what bounds a CPU run. With a GPU, None (the pool's own rule: every usable CPU)."""
     if on_cuda:
         return None
     return max(1, usable - learner_threads(usable, learner_setting, on_cuda))
@@ -146,8 +143,8 @@ class Trainer:
         self.dist = distributed.from_env(max(spec.training.startup_timeout_s, spec.training.collector_timeout_s),
                                          cuda=resolve_device(spec.algo.device).type == "cuda")
         self.run_dir = run_dir or make_run_dir(spec.training, spec.task_name, self.dist.rank)
-        trace = TraceRecorder("learner", spec.training.trace_max_events) if spec.training.trace_enabled else None
-        self.timer = PhaseTimer(trace=trace)
+        self.timer = PhaseTimer(
+            trace=TraceRecorder("learner", spec.training.trace_max_events) if spec.training.trace_enabled else None)
         self.iteration = 0
         self.signals = StopSignals()
         self.stop_signal: int | None = None
@@ -171,15 +168,10 @@ class Trainer:
             kw["nthread"] = None if n is None else min(n, self.spec.algo.num_envs)  # never more threads than envs
         return kw
 
-    def _start_collector(self) -> CollectorClient:
-        return CollectorClient(self._collector_args(), step_timeout_s=self.spec.training.collector_timeout_s)
-
     def _collector_args(self) -> CollectorArgs:
         tr = self.spec.training
         return CollectorArgs(
-            task_name=self.spec.task_name,
-            task_cfg=self.spec.task_cfg,
-            num_envs=self.spec.algo.num_envs,
+            task_name=self.spec.task_name, task_cfg=self.spec.task_cfg, num_envs=self.spec.algo.num_envs,
             pool_kwargs=self._pool_kwargs(),
             seed=stream_seed(tr.seed + 1000 * self.dist.rank, self._resume_iteration()),
             trace_path=str(self.run_dir / "trace_collector.json") if tr.trace_enabled else None,
@@ -194,10 +186,8 @@ class Trainer:
             distributed.broadcast_parameters(agent)
         if self.dist.rank > 0:  # the same networks, other noise: rank 0 keeps the stream algo.seed started
             torch.manual_seed(stream_seed(a.seed + self.dist.rank, 0))
-        replay = ReplayBuffer(
-            a.num_envs, a.buffer_size, env.record,
-            n_steps=a.n_steps, gamma=a.gamma, device=agent.device, seed=a.seed + self.dist.rank,
-        )
+        replay = ReplayBuffer(a.num_envs, a.buffer_size, env.record, n_steps=a.n_steps, gamma=a.gamma,
+                              device=agent.device, seed=a.seed + self.dist.rank)
         return agent, replay
 
     def _check_ranks_agree(self, env: EnvSpec) -> None:
@@ -208,7 +198,7 @@ class Trainer:
         tr = self.spec.training
         distributed.check_same_settings({
             "task": self.spec.task_name,
-            "start iteration": int(self._resume_payload[0]["iteration"]) if self._resume_payload else 0,
+            "start iteration": self._resume_iteration(),
             "env observation, critic observation and action sizes": (env.obs_dim, env.critic_obs_dim,
                                                                       env.action_dim),
             **{f"algo.{k}": v for k, v in self.spec.algo.to_dict().items() if k != "device"},
@@ -216,9 +206,8 @@ class Trainer:
         })
 
     def _check_ranks_resumed_alike(self, agent: FastSAC, replay: ReplayBuffer) -> None:
-        """With several ranks: the same networks and as many stored steps on every rank (a resume loads each
-        rank's own copy of the checkpoint: other copies would train other networks, or update on some ranks
-        only)."""
+        """With several ranks: the same networks and as many stored steps on every rank (a resume loads each rank's own
+        copy of the checkpoint: other copies would train other networks, or update on some ranks only)."""
         if self.dist.world_size == 1:
             return
         distributed.check_same_settings({"network fingerprint after the resume": distributed.weights_fingerprint(agent),
@@ -237,19 +226,20 @@ class Trainer:
         agent.stats_sync = functools.partial(distributed.all_reduce_sum, group=group)
         return functools.partial(distributed.any_rank, group=group)
 
-    def _set_threads(self, device: torch.device) -> None:
-        torch.set_num_threads(learner_threads(cpu.usable_cpu_count(), self.spec.training.learner_threads,
-                                              device.type == "cuda"))
-
     # ---------------------------------------------------------------- running
     def train(self) -> TrainResult:
         """Run until max_iterations, the time limit, Ctrl-C or a collector failure."""
         try:
             if self.spec.training.resume:  # a wrong path or setting fails before any process starts
                 self._resume_payload = self._load_resume()
-            self._write_config()
-            self._clean_shared_memory()
-            col = self._start_collector()
+            (self.run_dir / "config.yaml").write_text(yaml.safe_dump(self.spec.raw, sort_keys=False))
+            # what ``kill -9`` runs left in /dev/shm; this run's semaphores are named so the next start can find them
+            removed = shm.remove_stale_segments()
+            if removed:
+                print(f"unilab: removed {len(removed)} shared-memory segment(s) of dead runs from {removed[0].parent}",
+                      flush=True)
+            shm.name_semaphores()
+            col = CollectorClient(self._collector_args(), step_timeout_s=self.spec.training.collector_timeout_s)
         except BaseException:
             remove_unused_run_dir(self.run_dir)  # a run whose env never came up leaves no directory
             raise
@@ -266,41 +256,28 @@ class Trainer:
             if self.evaluator is not None:
                 self.evaluator.close()
 
-    def _clean_shared_memory(self) -> None:
-        """Remove what ``kill -9`` runs left in /dev/shm, and name this run's semaphores so the next start can."""
-        removed = shm.remove_stale_segments()
-        if removed:
-            print(f"unilab: removed {len(removed)} shared-memory segment(s) of dead runs from {removed[0].parent}",
-                  flush=True)
-        shm.name_semaphores()
-
     def _train(self, col: CollectorClient) -> TrainResult:
         tr, a = self.spec.training, self.spec.algo
-        env, names = col.spec, col.counter_names
+        env = col.spec
         self._check_ranks_agree(env)
         agent, replay = self._build(env)
-        self._set_threads(agent.device)
+        torch.set_num_threads(learner_threads(cpu.usable_cpu_count(), tr.learner_threads, agent.device.type == "cuda"))
         start_iter = self._maybe_resume(agent, replay)
         self._check_ranks_resumed_alike(agent, replay)
         self._learner_built = True
         self.iteration = start_iter
         metrics = MetricsLogger(
-            self.run_dir, a.num_envs, names, [os.getpid(), col.pid], enabled=self.dist.rank == 0,
+            self.run_dir, a.num_envs, col.counter_names, [os.getpid(), col.pid], enabled=self.dist.rank == 0,
             log_interval=tr.log_interval, console_interval_s=tr.console_interval_s,
             warn_bad_env_fraction=tr.warn_bad_env_fraction, max_bad_env_fraction=tr.max_bad_env_fraction,
             divergence_window=tr.divergence_window, max_iterations=a.max_iterations, time_limit_s=tr.time_limit_s,
         )
         metrics.banner(self.spec, env, agent.device, self.dist, torch.get_num_threads())
         if self.dist.world_size > 1:
-            print(
-                f"unilab[rank {self.dist.rank}/{self.dist.world_size}]: collector pid {col.pid} pinned to "
-                f"cpu_ids={None if env.cpu_ids is None else list(env.cpu_ids)}, learner on {agent.device}",
-                flush=True,
-            )
+            print(f"unilab[rank {self.dist.rank}/{self.dist.world_size}]: collector pid {col.pid} pinned to cpu_ids="
+                  f"{None if env.cpu_ids is None else list(env.cpu_ids)}, learner on {agent.device}", flush=True)
         if tr.eval_interval and self.dist.rank == 0:
-            self.evaluator = PeriodicEval(self.run_dir, tr.eval_interval, lambda i: {
-                "iteration": i, "agent": agent.state_dict(), "config": self.spec.raw, "task": self.spec.task_name,
-            }, a.num_envs)
+            self.evaluator = PeriodicEval(self.run_dir, tr.eval_interval, lambda i: self._payload(agent, i), a.num_envs)
         loop = LearnerIteration(agent, replay, a, [f.name for f in env.record if f.observation], self.timer)
         try:  # last: from here on the ranks are in step
             agree = metrics.agree = self._join_ranks(agent)
@@ -315,8 +292,8 @@ class Trainer:
             while self.iteration < a.max_iterations:
                 it = self.iteration
                 log_now = metrics.due(it + 1)
-                step, train_metrics = loop.run(it, step, col, log_metrics=log_now,
-                                               while_env_steps=self._eval_step(it + 1, metrics))
+                eval_turn = None if self.evaluator is None else functools.partial(self._eval_turn, it + 1, metrics)
+                step, train_metrics = loop.run(it, step, col, log_metrics=log_now, while_env_steps=eval_turn)
                 if agree is not None and tr.eval_interval and (it + 1) % tr.eval_interval == 0:
                     # rank 0 wrote an evaluation snapshot: the others wait for it under the start-up timeout,
                     # before the next training-group collective (the divergence vote or the gradients)
@@ -380,16 +357,10 @@ class Trainer:
         print(f"unilab: run directory {self.run_dir}; checkpoint {last_ckpt}", flush=True)
         return TrainResult(last_ckpt, self.stop_signal)
 
-    def _eval_step(self, iteration: int, metrics: MetricsLogger) -> Callable[[], None] | None:
-        """The periodic evaluation's turn while the collector steps (None: no evaluation in this run)."""
-        if self.evaluator is None:
-            return None
-
-        def step() -> None:
-            with self.timer.phase("learner_eval"):  # a due snapshot is written while the collector steps
-                self.evaluator.step(iteration, metrics.writer)
-
-        return step
+    def _eval_turn(self, iteration: int, metrics: MetricsLogger) -> None:
+        """The periodic evaluation's turn while the collector steps."""
+        with self.timer.phase("learner_eval"):  # a due snapshot is written while the collector steps
+            self.evaluator.step(iteration, metrics.writer)
 
     def _check_finite(self, agent: FastSAC) -> int:
         """Stop with NonFiniteTraining after algo.max_nonfinite_updates skipped updates in a row."""
@@ -418,12 +389,7 @@ class Trainer:
                 f"non-finite weights at iteration {self.iteration} ({', '.join(bad[:8])}): checkpoint not written. "
                 f"Last finite checkpoint: {self.last_checkpoint or 'none written'}."
             )
-        payload = {
-            "iteration": self.iteration,
-            "agent": agent.state_dict(),
-            "config": self.spec.raw,
-            "task": self.spec.task_name,
-        }
+        payload = self._payload(agent, self.iteration)
         if self.spec.training.save_replay:
             payload["replay"] = replay.state_dict()
         payload["rng"] = {"torch": torch.get_rng_state(),
@@ -446,12 +412,17 @@ class Trainer:
             return None
         return self.last_checkpoint
 
+    def _payload(self, agent: FastSAC, iteration: int) -> dict[str, Any]:
+        """What every checkpoint and evaluation snapshot holds."""
+        return {"iteration": iteration, "agent": agent.state_dict(), "config": self.spec.raw,
+                "task": self.spec.task_name}
+
     def _maybe_resume(self, agent: FastSAC, replay: ReplayBuffer) -> int:
-        spec = self.spec.training.resume
-        if not spec:
+        if not self.spec.training.resume:
             return 0
         payload, path = self._resume_payload
         self._resume_payload = None  # the replay copy may be large
+        iteration = int(payload["iteration"])
         agent.load_state_dict(payload["agent"])
         if "replay" in payload:
             try:
@@ -460,8 +431,7 @@ class Trainer:
                 print(f"unilab: replay buffer of {path} not restored ({err}); starting with an empty one", flush=True)
             else:
                 if self.dist.rank > 0:  # rank 0's replay and sampler state: the others draw their own batches
-                    replay.reseed(stream_seed(self.spec.algo.seed + self.dist.rank, int(payload["iteration"])))
-        iteration = int(payload["iteration"])
+                    replay.reseed(stream_seed(self.spec.algo.seed + self.dist.rank, iteration))
         rng = payload.get("rng")
         if self.dist.rank == 0 and rng is not None:  # the noise goes on where the saved run stopped
             torch.set_rng_state(rng["torch"])
@@ -508,9 +478,6 @@ class Trainer:
                 + ". Drop those overrides (or the --algo choice) to take the checkpoint's values."
             )
         return payload, path
-
-    def _write_config(self) -> None:
-        (self.run_dir / "config.yaml").write_text(yaml.safe_dump(self.spec.raw, sort_keys=False))
 
     def _finish_trace(self) -> None:
         if self.timer.trace is None:

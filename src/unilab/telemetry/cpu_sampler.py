@@ -1,11 +1,9 @@
 """Cores used by a set of processes, and machine CPU load, between samples.
 
-``cpu/process_cores`` = sum over the watched processes of CPU-time delta /
-wall-time delta since the previous sample (a process's CPU time counts all of
-its threads): 2.0 means two cores busy the whole interval.
-``cpu/machine_percent`` = busy share of all CPUs of the machine over the same
-interval, 0-100, as ``psutil.cpu_percent`` computes it. Each sampler keeps its
-own previous totals, so several samplers do not disturb one another (unlike
+``cpu/process_cores`` = sum over the watched processes of CPU-time delta / wall-time delta since the previous sample (a
+process's CPU time counts all of its threads): 2.0 means two cores busy the whole interval. ``cpu/machine_percent`` =
+busy share of all CPUs of the machine over the same interval, 0-100, as ``psutil.cpu_percent`` computes it. Each sampler
+keeps its own previous totals, so several samplers do not disturb one another (unlike
 ``psutil.cpu_percent(interval=None)``, whose state is shared).
 """
 
@@ -23,8 +21,7 @@ def _machine_busy_total() -> tuple[float, float]:
     """(busy, total) CPU seconds of the whole machine since boot."""
     t = psutil.cpu_times()
     total = sum(t)
-    # the same idle set psutil.cpu_percent uses; guest time is already
-    # counted inside user/nice on Linux
+    # the same idle set psutil.cpu_percent uses; guest time is already counted inside user/nice on Linux
     idle = t.idle + getattr(t, "iowait", 0.0)
     total -= getattr(t, "guest", 0.0) + getattr(t, "guest_nice", 0.0)
     return total - idle, total
@@ -33,9 +30,8 @@ def _machine_busy_total() -> tuple[float, float]:
 class CpuSampler:
     """Samples CPU use of ``pids`` (and the machine) since the previous sample.
 
-    A pid that has exited (or cannot be read) is dropped from the set at the
-    next sample; it never raises. The constructor takes the first reference
-    sample, so the first ``sample()`` already covers a real interval.
+    A pid that has exited (or cannot be read) is dropped from the set at the next sample; it never raises. The
+    constructor takes the first reference sample, so the first ``sample()`` already covers a real interval.
     """
 
     def __init__(self, pids: list[int]):
@@ -86,7 +82,4 @@ class CpuSampler:
         d_total = total - self._last_total
         machine = 100.0 * (busy - self._last_busy) / d_total if d_total > 0 else 0.0
         self._last_wall, self._last_busy, self._last_total = now, busy, total
-        return {
-            PROCESS_CORES: cpu_delta / wall if wall > 0 else 0.0,
-            MACHINE_PERCENT: min(max(machine, 0.0), 100.0),
-        }
+        return {PROCESS_CORES: cpu_delta / wall if wall > 0 else 0.0, MACHINE_PERCENT: min(max(machine, 0.0), 100.0)}

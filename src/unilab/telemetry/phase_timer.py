@@ -1,9 +1,8 @@
 """Per-phase wall time and cores used, cheap enough to leave on.
 
-"Cores used" of a phase = process CPU-time delta / wall-time delta over that
-phase: 1.0 is one core busy for the whole phase, 2.0 two cores, 0.1 mostly
-waiting. Process CPU time counts every thread, so a phase that fans out to the
-MuJoCo pool shows the pool's parallelism.
+"Cores used" of a phase = process CPU-time delta / wall-time delta over that phase: 1.0 is one core busy for the whole
+phase, 2.0 two cores, 0.1 mostly waiting. Process CPU time counts every thread, so a phase that fans out to the MuJoCo
+pool shows the pool's parallelism.
 """
 
 from __future__ import annotations
@@ -36,14 +35,7 @@ class PhaseStats:
 
 
 class PhaseTimer:
-    """Times named phases; phases may nest (each is measured on its own).
-
-    >>> t = PhaseTimer()
-    >>> with t.phase("backend_step"):
-    ...     pass
-    >>> t.summary()["backend_step"].count
-    1
-    """
+    """Times named phases; phases may nest (each is measured on its own)."""
 
     def __init__(self, enabled: bool = True, trace: TraceRecorder | None = None):
         self.enabled = enabled
@@ -56,13 +48,11 @@ class PhaseTimer:
         if not self.enabled:
             yield
             return
-        w0 = time.perf_counter_ns()
-        c0 = time.process_time_ns()
+        w0, c0 = time.perf_counter_ns(), time.process_time_ns()
         try:
             yield
         finally:
-            w1 = time.perf_counter_ns()
-            c1 = time.process_time_ns()
+            w1, c1 = time.perf_counter_ns(), time.process_time_ns()
             self.add(name, (w1 - w0) * 1e-6, (c1 - c0) * 1e-6)
             if self.trace is not None:
                 self.trace.complete(name, w0, w1 - w0)
@@ -86,6 +76,5 @@ class PhaseTimer:
 
     def pop_summary(self) -> dict[str, PhaseStats]:
         """``summary()`` then ``reset()``."""
-        out = self.summary()
-        self.reset()
+        out, self._stats = self._stats, {}
         return out

@@ -1,13 +1,10 @@
 """TensorBoard scalar logging and reading back.
 
-``ScalarWriter`` writes TensorBoard event files with tensorboard's own record
-and async writers (no torch import, so a collector process stays light). A
-background thread flushes every ``flush_secs``: a crash loses at most that
-much. Scalars are a side product: when the disk is full or the directory turns
-unwritable, the writer warns once on stderr (path and errno) and then drops
-everything, so the run it reports on keeps going.
-``read_scalars`` loads every scalar of a run directory back, for tests and
-``scripts/plot_curves.py``.
+``ScalarWriter`` writes TensorBoard event files with tensorboard's own record and async writers (no torch import, so a
+collector process stays light). A background thread flushes every ``flush_secs``: a crash loses at most that much.
+Scalars are a side product: when the disk is full or the directory turns unwritable, the writer warns once on stderr
+(path and errno) and then drops everything, so the run it reports on keeps going. ``read_scalars`` loads every scalar of
+a run directory back, for tests and ``scripts/plot_curves.py``.
 """
 
 from __future__ import annotations
@@ -35,9 +32,8 @@ _file_uid = itertools.count()
 class _GuardedFile:
     """A binary file whose OSErrors are recorded in ``error`` instead of raised.
 
-    tensorboard's writer thread dies (with a traceback on stderr) on the first
-    failed write; behind this it keeps running and the owner reports ``error``.
-    After an error every call is a no-op.
+    tensorboard's writer thread dies (with a traceback on stderr) on the first failed write; behind this it keeps
+    running and the owner reports ``error``. After an error every call is a no-op.
     """
 
     def __init__(self, path: Path):
@@ -77,13 +73,8 @@ class ScalarWriter:
 
     NaN and inf values are written as they are (TensorBoard shows them).
 
-    An OSError of the event file (disk full, read-only directory) is never
-    raised: the first one prints one warning on stderr naming ``log_dir`` and
-    the errno, ``failed`` turns True, and from then on scalars are dropped.
-
-    >>> w = ScalarWriter(tmp_dir)            # doctest: +SKIP
-    >>> w.add("perf/steps_per_sec", 1.5e5, step=10)  # doctest: +SKIP
-    >>> w.close()                            # doctest: +SKIP
+    An OSError of the event file (disk full, read-only directory) is never raised: the first one prints one warning on
+    stderr naming ``log_dir`` and the errno, ``failed`` turns True, and from then on scalars are dropped.
     """
 
     def __init__(self, log_dir: str | Path, flush_secs: float = 10.0, max_queue: int = 1000):
@@ -106,11 +97,9 @@ class ScalarWriter:
         except OSError as err:
             self._fail(err)
             return
-        # the writer's own thread drains the queue into the file and flushes
-        # the file every flush_secs
+        # the writer's own thread drains the queue into the file and flushes the file every flush_secs
         self._writer = _AsyncWriter(RecordWriter(self._file), max_queue, flush_secs)
-        # closes (and so flushes) at garbage collection or interpreter exit
-        # too, for callers that never reach close()
+        # closes (and so flushes) at garbage collection or interpreter exit too, for callers that never reach close()
         self._finalizer = weakref.finalize(self, self._writer.close)
         header = Event(wall_time=time.time(), file_version="brain.Event:2")
         header.source_metadata.writer = "tensorboard.summary.writer.event_file_writer"
@@ -133,12 +122,8 @@ class ScalarWriter:
 
     def _fail(self, err: OSError) -> None:
         self._failed = True
-        print(
-            f"unilab: warning: TensorBoard scalars to {self.log_dir} failed ({_describe(err)}); "
-            "training continues without scalars",
-            file=sys.stderr,
-            flush=True,
-        )
+        print(f"unilab: warning: TensorBoard scalars to {self.log_dir} failed ({_describe(err)}); "
+              "training continues without scalars", file=sys.stderr, flush=True)
         if self._finalizer is not None:
             self._finalizer()  # stops the thread; the guarded file raises nothing
 
@@ -165,11 +150,8 @@ class ScalarWriter:
             summary_values.append(Summary.Value(tag=tag, simple_value=v))
         if not summary_values or not self._check():
             return
-        event = Event(
-            wall_time=time.time() if wall_time is None else wall_time,
-            step=int(step),
-            summary=Summary(value=summary_values),
-        )
+        event = Event(wall_time=time.time() if wall_time is None else wall_time, step=int(step),
+                      summary=Summary(value=summary_values))
         self._writer.write(event.SerializeToString())
         self._check()
 
@@ -203,12 +185,10 @@ def _describe(err: OSError) -> str:
 def read_scalars(log_dir: str | Path) -> dict[str, list[tuple[int, float]]]:
     """Every scalar in the event files directly inside ``log_dir``.
 
-    Returns ``{tag: [(step, value), ...]}`` in file order. Several event files
-    in one directory (e.g. a resumed run) are read in name order; as in
-    TensorBoard, events orphaned by a restart at an earlier step are dropped.
+    Returns ``{tag: [(step, value), ...]}`` in file order. Several event files in one directory (e.g. a resumed run) are
+    read in name order; as in TensorBoard, events orphaned by a restart at an earlier step are dropped.
     """
-    # imported here: the event accumulator pulls in much of tensorboard's
-    # backend, which a writing process never needs
+    # imported here: the event accumulator pulls in much of tensorboard's backend, which a writing process never needs
     from tensorboard.backend.event_processing import event_accumulator as ea  # noqa: PLC0415
 
     log_dir = Path(log_dir)

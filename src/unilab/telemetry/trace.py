@@ -1,8 +1,7 @@
 """Chrome/Perfetto trace recording (the JSON "traceEvents" format).
 
-Each process records complete events ("ph": "X") into a bounded list and
-writes them out as one JSON file; ``merge_traces`` joins several processes'
-files into one that chrome://tracing or ui.perfetto.dev opens.
+Each process records complete events ("ph": "X") into a bounded list and writes them out as one JSON file;
+``merge_traces`` joins several processes' files into one that chrome://tracing or ui.perfetto.dev opens.
 """
 
 from __future__ import annotations
@@ -28,22 +27,13 @@ class TraceRecorder:
         self.events: list[dict] = []
         self.dropped = 0
 
-    def complete(self, name: str, start_perf_ns: int, dur_ns: int, args: dict | None = None) -> None:
+    def complete(self, name: str, start_perf_ns: int, dur_ns: int) -> None:
         """Add an event that started at ``perf_counter_ns() == start_perf_ns``."""
         if len(self.events) >= self.max_events:
             self.dropped += 1
             return
-        ev = {
-            "name": name,
-            "ph": "X",
-            "ts": (start_perf_ns + _EPOCH_OFFSET_NS) / 1000.0,
-            "dur": dur_ns / 1000.0,
-            "pid": self.pid,
-            "tid": threading.get_native_id(),
-        }
-        if args:
-            ev["args"] = args
-        self.events.append(ev)
+        self.events.append({"name": name, "ph": "X", "ts": (start_perf_ns + _EPOCH_OFFSET_NS) / 1000.0,
+                            "dur": dur_ns / 1000.0, "pid": self.pid, "tid": threading.get_native_id()})
 
     def to_json(self) -> dict:
         """The trace as a ``{"traceEvents": [...]}`` document."""
@@ -54,10 +44,7 @@ class TraceRecorder:
         """Write the trace atomically to ``path``."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(json.dumps(self.to_json()))
-        os.replace(tmp, path)
-        return path
+        return _write_json(path, self.to_json())
 
 
 def merge_traces(paths: list[Path], out: str | Path) -> Path:
@@ -66,8 +53,12 @@ def merge_traces(paths: list[Path], out: str | Path) -> Path:
     for p in paths:
         if Path(p).exists():
             events.extend(json.loads(Path(p).read_text())["traceEvents"])
-    out = Path(out)
-    tmp = out.with_suffix(out.suffix + ".tmp")
-    tmp.write_text(json.dumps({"traceEvents": events}))
-    os.replace(tmp, out)
-    return out
+    return _write_json(Path(out), {"traceEvents": events})
+
+
+def _write_json(path: Path, doc: dict) -> Path:
+    """Write ``doc`` to ``path`` atomically (a temp file renamed over it)."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(doc))
+    os.replace(tmp, path)
+    return path
