@@ -14,7 +14,7 @@ import dataclasses
 import re
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from omegaconf import OmegaConf
@@ -106,3 +106,16 @@ def check_strict_bools(cls: type, data: Mapping[str, Any], where: str) -> None:
             raise ValueError(f"invalid value for {where}.{key}: {value!r} (expected true or false)")
         if dataclasses.is_dataclass(hint) and isinstance(value, Mapping):
             check_strict_bools(hint, value, f"{where}.{key}")
+
+
+def check_fields(cfg: Any, prefix: str, rules: Iterable[tuple[Sequence[str], Callable[[Any], Any], str]]) -> None:
+    """Range checks of a config dataclass's fields (each layer's ``validate`` / ``__post_init__``).
+
+    ``rules``: ``(field names, test, what is allowed)``; the first field whose value fails its test raises
+    ValueError ``<prefix><name> must be <allowed>, got <value>``.
+    """
+    for names, ok, allowed in rules:
+        for name in names:
+            value = getattr(cfg, name)
+            if not ok(value):
+                raise ValueError(f"{prefix}{name} must be {allowed}, got {value!r}")

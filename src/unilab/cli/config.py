@@ -28,6 +28,7 @@ from unilab.runtime.config import RunSpec, SimConfig, TrainingConfig
 from unilab.tasks import registry
 
 GROUP_FLAGS = ("algo", "task", "sim")
+GROUPS = (*GROUP_FLAGS, "training")
 
 
 class ConfigError(ValueError):
@@ -81,14 +82,10 @@ def explicit_algo_keys(overrides: Sequence[str]) -> tuple[str, ...] | None:
 
     A resumed run takes every other algo key from its checkpoint.
     """
-    keys = []
-    for ov in overrides:
-        name = ov.split("=", 1)[0].lstrip("+~")
-        if name == "algo":
-            return None
-        if name.startswith("algo."):
-            keys.append(name[len("algo."):].split(".", 1)[0])
-    return tuple(keys)
+    names = [ov.split("=", 1)[0].lstrip("+~") for ov in overrides]
+    if "algo" in names:
+        return None
+    return tuple(name[len("algo."):].split(".", 1)[0] for name in names if name.startswith("algo."))
 
 
 GPU_RECIPE, CPU_RECIPE = "sac", "sac_cpu"
@@ -104,15 +101,13 @@ def choose_recipe(overrides: Sequence[str], cuda: bool | None = None) -> tuple[l
     imports no torch). The user's own overrides still decide
     :func:`explicit_algo_keys` (a resumed run takes the checkpoint's algo).
     """
-    named = next((ov.split("=", 1)[1] for ov in overrides if ov.split("=", 1)[0].lstrip("+~") == "algo"), None)
+    named = _override_value(overrides, "algo", None)
     if named is not None:
         return list(overrides), f"unilab: recipe {named} (--algo {named})"
     cuda = cuda_available() if cuda is None else cuda
-    resumed = any(ov.split("=", 1)[0] == "training.resume" and ov.split("=", 1)[1] not in ("", "null")
-                  for ov in overrides if "=" in ov)
+    resumed = _override_value(overrides, "training.resume", "") not in ("", "null")
     tail = "; the resumed checkpoint's algo keys win" if resumed else ""
-    task = next((ov.split("=", 1)[1] for ov in overrides if ov.split("=", 1)[0].lstrip("+~") == "task"), None)
-    gpu, cpu = registry.RECIPES.get(task, (GPU_RECIPE, CPU_RECIPE))
+    gpu, cpu = registry.RECIPES.get(_override_value(overrides, "task", None), (GPU_RECIPE, CPU_RECIPE))
     if cuda:
         return [f"algo={gpu}", *overrides], f"unilab: recipe {gpu} (CUDA device found{tail})"
     return [f"algo={cpu}", *overrides], (
@@ -141,7 +136,7 @@ def cuda_device_count() -> int:
 
     spec = importlib.util.find_spec("torch")
     if spec is None or not spec.submodule_search_locations:
-        return False
+        return 0
     build: dict[str, Any] = {}
     try:
         tree = ast.parse((Path(spec.submodule_search_locations[0]) / "version.py").read_text())
@@ -195,10 +190,10 @@ def compose_config(overrides: Sequence[str], config_name: str = "train") -> Any:
         with initialize_config_module(config_module="unilab.config", version_base="1.3"):
             cfg = compose(config_name=config_name, overrides=list(overrides))
     except MissingConfigException as err:
-        group = next((g for g in ("algo", "task", "sim", "training") if f"'{g}/" in str(err)), None)
+        group = next((g for g in GROUPS if f"'{g}/" in str(err)), None)
         if group is None:
             raise ConfigError(f"bad config override: {err}") from None
-        bad = next((ov.split("=", 1)[1] for ov in overrides if ov.split("=", 1)[0].lstrip("+~") == group), "?")
+        bad = _override_value(overrides, group, "?")
         raise ConfigError(f"unknown {group} {bad!r}; available: {', '.join(group_options(group))}") from None
     except (HydraException, OmegaConfBaseException) as err:
         cause = err.__cause__ if isinstance(err.__cause__, OmegaConfBaseException) else err
@@ -234,24 +229,19 @@ def _quoting_hint(overrides: Sequence[str]) -> str:
             key, eq, value = ov.partition("=")
             if not eq:
                 return ""
-            if '"' not in value:
-                quoted = f'"{value}"'
-            elif "'" not in value:
-                quoted = f"'{value}'"
-            else:
-                quoted = '"' + value.replace('"', '\\"') + '"'
+            quoted = f"'{value}'" if '"' in value and "'" not in value else '"' + value.replace('"', '\\"') + '"'
             what = "the path" if key.lstrip("+~") == "training.resume" else "the value"
             return f"; in {key}= put {what} in quotes, e.g. {shlex.quote(f'{key}={quoted}')}"
     return ""
 
 
-def _override_value(overrides: Sequence[str], key: str) -> Any:
-    """The text the command line gave ``key`` (so an error can quote it), if it did."""
+def _override_value(overrides: Sequence[str], key: str, default: Any = NO_VALUE) -> Any:
+    """The text the last override of ``key`` gave it (the one Hydra takes), else ``default``."""
     for ov in reversed(overrides):
         name, eq, value = ov.partition("=")
         if eq and name.lstrip("+~") == key:
             return value
-    return NO_VALUE
+    return default
 
 
 def _check_bool_overrides(cfg: Any, overrides: Sequence[str]) -> None:
@@ -339,7 +329,7 @@ def help_text(cfg: Any, prog: str = "train", values_from: str = "") -> str:
     ]
     if values_from:
         lines += [f"Values below: {values_from.removeprefix('unilab: ')}, with the overrides given.", ""]
-    for group in ("algo", "task", "sim", "training"):
+    for group in GROUPS:
         lines.append(f"{group}:")
         lines.extend(f"  {key} = {value}" + (f"\n      {doc}" if doc else "")
                      for key, value, doc in help_entries(cfg[group], group))
@@ -360,8 +350,7 @@ def help_entries(node: Any, prefix: str, prefix_doc: str = "") -> list[tuple[str
     docs = field_docs(cls) if dataclasses.is_dataclass(cls) else {}
     types = [OmegaConf.get_type(node, k) for k in node]
     out = []
-    for key in node:
-        child_type = OmegaConf.get_type(node, key)
+    for key, child_type in zip(node, types):
         doc = docs.get(key, "")
         if prefix_doc:
             doc = f"{prefix_doc} {doc[:1].lower()}{doc[1:]}" if doc else prefix_doc

@@ -70,13 +70,11 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         trainer = Trainer(spec)
         result = trainer.train()
-    except CollectorStartupError as err:  # the env could not be built: a config or asset problem
-        print(f"train: error: {err}", file=sys.stderr, flush=True)
-        return 2
     except (CollectorDied, TrainingDiverged, NonFiniteTraining, distributed.RankLost, CheckpointWriteError) as err:
+        # CollectorStartupError (a CollectorDied): the env could not be built, a config or asset problem (exit 2);
         # CheckpointWriteError: the final checkpoint could not be written (disk full, read-only)
         print(f"train: error: {err}", file=sys.stderr, flush=True)
-        return 1
+        return 2 if isinstance(err, CollectorStartupError) else 1
     except (FileNotFoundError, ValueError) as err:  # e.g. training.resume pointing nowhere
         print(f"train: error: {err}", file=sys.stderr, flush=True)
         return 2

@@ -15,7 +15,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from unilab.algo.sac.config import SACConfig
-from unilab.dataclass_config import build_dataclass
+from unilab.dataclass_config import build_dataclass, check_fields
 from unilab.render.video import GHOST_MODES
 
 
@@ -50,12 +50,11 @@ class PlayConfig:
     def __post_init__(self) -> None:
         if self.num_envs < 1 or self.steps < 1:
             raise ValueError(f"play needs num_envs >= 1 and steps >= 1, got {self.num_envs} and {self.steps}")
-        if self.ghost not in GHOST_MODES:
-            raise ValueError(f"play ghost must be one of {', '.join(GHOST_MODES)}, got {self.ghost!r}")
-        for name in ("width", "height"):  # before the rollout, not after it: yuv420p needs even sizes
-            v = getattr(self, name)
-            if v <= 0 or v % 2:
-                raise ValueError(f"play --{name} must be a positive even number of pixels, got {v}")
+        check_fields(self, "play --", (
+            (("ghost",), lambda g: g in GHOST_MODES, f"one of {', '.join(GHOST_MODES)}"),
+            # before the rollout, not after it: yuv420p needs even sizes
+            (("width", "height"), lambda v: v > 0 and not v % 2, "a positive even number of pixels"),
+        ))
         if self.out is not None and Path(self.out).suffix.lower() != ".mp4":
             raise ValueError(f"play --out must end in .mp4, got {self.out}")
 
@@ -117,48 +116,26 @@ class TrainingConfig:
     eval/<metric> in TensorBoard and <run dir>/eval/eval_<iter>.json); 0: none. Motion-tracking tasks only."""
 
     def __post_init__(self) -> None:
-        name = self.experiment_name
-        if name is not None and (not name or Path(name).is_absolute() or ".." in Path(name).parts):
-            raise ValueError(f"training.experiment_name must be a relative name without '..' (the run goes to "
-                             f"<log_root>/fast_sac/<experiment_name>/), got {name!r}")
-        k = self.keep_checkpoints
-        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-            raise ValueError(f"training.keep_checkpoints must be an integer >= 0 (0 keeps all), got {k!r}")
-        for name in ("log_interval", "play_num_envs", "play_steps", "trace_max_events"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"training.{name} must be an integer >= 1, got {getattr(self, name)}")
-        if self.eval_interval < 0:
-            raise ValueError(f"training.eval_interval must be an integer >= 0 (0: none), got {self.eval_interval}")
-        if self.save_interval < 0:
-            raise ValueError(f"training.save_interval must be an integer >= 0, got {self.save_interval}")
-        if self.learner_threads is not None and self.learner_threads < 1:
-            raise ValueError(f"training.learner_threads must be an integer >= 1 or null, got {self.learner_threads}")
-        if self.divergence_window < 1:  # refused, not raised to 1: the stop rule must be the one asked for
-            raise ValueError(f"training.divergence_window must be an integer >= 1, got {self.divergence_window}")
-        # `not x > 0` (rather than `x <= 0`) also refuses nan; an infinite timeout would overflow the waits
-        for name in ("collector_timeout_s", "startup_timeout_s"):
-            value = getattr(self, name)
-            if not (value > 0 and math.isfinite(value)):
-                raise ValueError(f"training.{name} must be a finite number of seconds > 0, got {value}")
-        t = self.time_limit_s
-        if t is not None and not (t > 0 and math.isfinite(t)):
-            raise ValueError(f"training.time_limit_s must be a finite number of seconds > 0, or null (no limit), "
-                             f"got {t}")
-        if not self.console_interval_s >= 0:
-            raise ValueError(f"training.console_interval_s must be >= 0, got {self.console_interval_s}")
-        if not 0.0 <= self.warn_bad_env_fraction <= 1.0:
-            raise ValueError(f"training.warn_bad_env_fraction must be in [0, 1], got {self.warn_bad_env_fraction}")
-        m = self.max_bad_env_fraction
-        if m is not None and not 0.0 <= m <= 1.0:
-            raise ValueError(f"training.max_bad_env_fraction must be in [0, 1], or null (never stop), got {m}")
-
-    def check_paths(self) -> None:
-        """The run to resume from exists (checked before any run directory is made)."""
-        if self.resume is not None and not Path(self.resume).expanduser().exists():
-            raise ValueError(
-                f"training.resume={self.resume}: {self.resume} does not exist "
-                "(expected a run directory or a model_<iter>.pt file, or null)"
-            )
+        check_fields(self, "training.", (
+            (("experiment_name",), lambda n: n is None or n and not Path(n).is_absolute() and ".." not in Path(n).parts,
+             "a relative name without '..' (the run goes to <log_root>/fast_sac/<experiment_name>/)"),
+            (("keep_checkpoints",), lambda k: not isinstance(k, bool) and isinstance(k, int) and k >= 0,
+             "an integer >= 0 (0 keeps all)"),
+            # divergence_window is refused, not raised to 1: the stop rule must be the one asked for
+            (("log_interval", "play_num_envs", "play_steps", "trace_max_events", "divergence_window"),
+             lambda v: v >= 1, "an integer >= 1"),
+            (("eval_interval",), lambda v: v >= 0, "an integer >= 0 (0: none)"),
+            (("save_interval",), lambda v: v >= 0, "an integer >= 0"),
+            (("learner_threads",), lambda v: v is None or v >= 1, "an integer >= 1 or null"),
+            # comparisons that are false for nan refuse it too; an infinite timeout would overflow the waits
+            (("collector_timeout_s", "startup_timeout_s"), lambda v: v > 0 and math.isfinite(v),
+             "a finite number of seconds > 0"),
+            (("time_limit_s",), lambda v: v is None or v > 0 and math.isfinite(v),
+             "a finite number of seconds > 0, or null (no limit)"),
+            (("console_interval_s",), lambda v: v >= 0, ">= 0"),
+            (("warn_bad_env_fraction",), lambda v: 0.0 <= v <= 1.0, "in [0, 1]"),
+            (("max_bad_env_fraction",), lambda v: v is None or 0.0 <= v <= 1.0, "in [0, 1], or null (never stop)"),
+        ))
 
 
 @dataclass
@@ -178,11 +155,11 @@ class SimConfig:
     """An env whose |qvel| (rad/s, m/s) exceeds this after a step counts as diverged and is reset; null: no bound."""
 
     def __post_init__(self) -> None:
-        if self.backend != "mujoco":
-            raise ValueError(f"sim.backend={self.backend}: unknown sim backend {self.backend!r}; unilab has: mujoco")
-        n = self.nthread
-        if isinstance(n, str) and n != "auto" or isinstance(n, int) and n < 1:
-            raise ValueError(f"sim.nthread={n}: expected an int >= 1, auto or null")
+        check_fields(self, "sim.", (
+            (("backend",), lambda b: b == "mujoco", "mujoco (the one sim backend unilab has)"),
+            (("nthread",), lambda n: not (isinstance(n, str) and n != "auto" or isinstance(n, int) and n < 1),
+             "an int >= 1, auto or null"),
+        ))
         c = self.cpu_ids
         if c is not None and not isinstance(c, (str, int)):
             try:
@@ -232,7 +209,7 @@ class RunSpec:
         if not name:
             raise ValueError("the task config has no 'name'")
         spec = cls(
-            algo=build_dataclass(SACConfig, raw["algo"], "algo"),
+            algo=SACConfig.from_mapping(raw["algo"]),
             task_name=name,
             task_cfg=registry.task_config(name, raw["task"]),
             sim=build_dataclass(SimConfig, raw["sim"], "sim"),
@@ -249,8 +226,12 @@ class RunSpec:
         return spec
 
     def check_paths(self) -> None:
-        """Files the run reads exist (training.resume, the task's model and motion files)."""
-        self.training.check_paths()
+        """Files the run reads exist (training.resume, the task's model and motion files); checked before any run
+        directory is made."""
+        resume = self.training.resume
+        if resume is not None and not Path(resume).expanduser().exists():
+            raise ValueError(f"training.resume={resume}: {resume} does not exist "
+                             "(expected a run directory or a model_<iter>.pt file, or null)")
         check = getattr(self.task_cfg, "check_paths", None)
         if check is not None:
             check()

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from unilab.dataclass_config import build_dataclass
+from unilab.dataclass_config import build_dataclass, check_fields
 
 _DEVICE = re.compile(r"auto|cpu|mps|cuda(:\d+)?")
 
@@ -151,47 +151,29 @@ class SACConfig:
         self.validate()
 
     def validate(self) -> None:
-        """Raise ValueError naming the first inconsistent hyperparameter."""
-        for name in ("num_envs", "buffer_size", "batch_size", "n_steps", "num_updates", "policy_frequency", "num_q",
-                     "max_iterations", "max_nonfinite_updates"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"algo.{name} must be a positive int, got {value!r}")
-        if not isinstance(self.device, str) or not _DEVICE.fullmatch(self.device):
+        """Raise ValueError naming the first inconsistent hyperparameter and its value."""
+        check_fields(self, "algo.", (
+            (("num_envs", "buffer_size", "batch_size", "n_steps", "num_updates", "policy_frequency", "num_q",
+              "max_iterations", "max_nonfinite_updates"), lambda v: isinstance(v, int) and v >= 1, "a positive int"),
             # checked here, without torch: a typo (gpu) is refused before any process starts
-            raise ValueError(f"algo.device must be auto, cpu, cuda, cuda:N or mps, got {self.device!r}")
-        if self.learning_starts < 0:
-            raise ValueError(f"algo.learning_starts must be >= 0, got {self.learning_starts}")
-        if not 0.0 < self.gamma <= 1.0:
-            raise ValueError(f"algo.gamma must be in (0, 1], got {self.gamma}")
-        for name in ("adam_beta1", "adam_beta2"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                raise ValueError(f"algo.{name} must be in [0, 1), got {getattr(self, name)}")
-        if not 0.0 < self.tau <= 1.0:
-            raise ValueError(f"algo.tau must be in (0, 1], got {self.tau}")
-        for name in ("actor_lr", "critic_lr", "alpha_lr", "alpha_init"):
-            if not getattr(self, name) > 0.0:  # NaN fails too
-                raise ValueError(f"algo.{name} must be > 0, got {getattr(self, name)}")
-        if self.early_lr is not None and not self.early_lr > 0.0:
-            raise ValueError(f"algo.early_lr must be > 0 or null, got {self.early_lr}")
-        if self.early_lr_env_steps < 0:
-            raise ValueError(f"algo.early_lr_env_steps must be >= 0, got {self.early_lr_env_steps}")
-        for name in ("weight_decay", "max_grad_norm", "obs_norm_eps", "bc_weight"):
-            if not getattr(self, name) >= 0.0:  # NaN fails too
-                raise ValueError(f"algo.{name} must be >= 0, got {getattr(self, name)}")
+            (("device",), lambda v: isinstance(v, str) and _DEVICE.fullmatch(v), "auto, cpu, cuda, cuda:N or mps"),
+            (("learning_starts", "early_lr_env_steps"), lambda v: v >= 0, ">= 0"),
+            (("gamma", "tau"), lambda v: 0.0 < v <= 1.0, "in (0, 1]"),
+            (("adam_beta1", "adam_beta2"), lambda v: 0.0 <= v < 1.0, "in [0, 1)"),
+            # comparisons that are false for NaN, so NaN fails too
+            (("actor_lr", "critic_lr", "alpha_lr", "alpha_init"), lambda v: v > 0.0, "> 0"),
+            (("early_lr",), lambda v: v is None or v > 0.0, "> 0 or null"),
+            (("weight_decay", "max_grad_norm", "obs_norm_eps", "bc_weight"), lambda v: v >= 0.0, ">= 0"),
+            (("actor_hidden_dims", "critic_hidden_dims"), lambda v: len(v) > 0 and all(int(d) >= 1 for d in v),
+             "a non-empty list of positive ints"),
+            (("activation",), lambda v: v in ("silu", "relu", "elu", "tanh"), "silu/relu/elu/tanh"),
+        ))
         if self.n_steps > self.buffer_size:
             raise ValueError(f"algo.n_steps ({self.n_steps}) exceeds buffer_size ({self.buffer_size})")
-        for name in ("actor_hidden_dims", "critic_hidden_dims"):
-            dims = list(getattr(self, name))
-            if not dims or any(int(d) < 1 for d in dims):
-                raise ValueError(f"algo.{name} must be a non-empty list of positive ints, got {dims}")
-        if self.activation not in ("silu", "relu", "elu", "tanh"):
-            raise ValueError(f"algo.activation must be silu/relu/elu/tanh, got {self.activation!r}")
         if self.log_std_min >= self.log_std_max:
             raise ValueError(f"algo.log_std_min ({self.log_std_min}) must be < log_std_max ({self.log_std_max})")
         if self.distributional:
-            if self.num_atoms < 2:
-                raise ValueError(f"algo.num_atoms must be >= 2, got {self.num_atoms}")
+            check_fields(self, "algo.", ((("num_atoms",), lambda v: v >= 2, ">= 2"),))
             if self.v_min >= self.v_max:
                 raise ValueError(f"algo.v_min ({self.v_min}) must be < v_max ({self.v_max})")
 
