@@ -185,6 +185,15 @@ def run_eval(cmd: list[str], cpus: Sequence[int] | None = None, env: dict[str, s
     return subprocess.run(pinned(cmd, cpus), env=env).returncode
 
 
+def eval_report(cmd: list[str], json_path: Path, cpus: Sequence[int] | None = None, tag: str = "",
+                env: dict[str, str] | None = None) -> tuple[int, dict[str, Any] | None]:
+    """Announce and :func:`run_eval` ``cmd``; its return code and the JSON report it wrote to ``json_path`` (None
+    when it failed)."""
+    _announce(cmd, tag)
+    rc = run_eval(cmd, cpus, env)
+    return rc, json.loads(json_path.read_text()) if rc == 0 and json_path.is_file() else None
+
+
 def read_curves(run_dir: str | Path) -> dict[str, list[tuple[int, float, float]]]:
     """``{tag: [(step, wall_time, value), ...]}`` of every scalar in the run's event files."""
     from tensorboard.backend.event_processing import event_accumulator as ea  # heavy, only here
@@ -529,10 +538,8 @@ def run_job(args: argparse.Namespace, job: Job, cpus: list[int] | None) -> dict[
     if checkpoint is not None and checkpoint.is_file() and "motion_tracking" in args.task:
         eval_json = run_dir / "eval" / "final.json"
         ecmd = eval_command(args, checkpoint, eval_json) + ["--no-plot", "--no-progress"]
-        _announce(ecmd, tag)
-        run["eval_returncode"] = run_eval(ecmd, cpus, env)
-        if run["eval_returncode"] == 0:
-            evaluation = json.loads(eval_json.read_text())
+        run["eval_returncode"], evaluation = eval_report(ecmd, eval_json, cpus, tag, env)
+        if evaluation is not None:
             run["eval"] = {k: evaluation.get("overall", {}).get(k) for k in METRIC_NAMES}
             run["eval_clips"] = evaluation.get("clips", {})
         if args.random_episodes:
@@ -552,11 +559,8 @@ def locomotion_eval(checkpoint: str | Path, policy: str, json_path: Path, cpus: 
     failure."""
     cmd = [sys.executable, "-m", "unilab.cli.eval", str(checkpoint), "--task", "g1_locomotion", "--policy", policy,
            "--json", str(json_path), "--no-progress", "--pushes", "on" if pushes else "off"]
-    _announce(cmd, tag)
-    if run_eval(cmd, cpus, env) != 0 or not json_path.is_file():
-        return None
-    report = json.loads(json_path.read_text())
-    return {"overall": report["overall"], "bins": report["bins"], "control_dt": report["control_dt"]}
+    report = eval_report(cmd, json_path, cpus, tag, env)[1]
+    return None if report is None else {k: report[k] for k in ("overall", "bins", "control_dt")}
 
 
 def add_checkpoints(runs: list[dict[str, Any]], budget: int | None) -> list[int]:
@@ -584,10 +588,8 @@ def random_start_eval(checkpoint: str | Path, policy: str, json_path: Path, epis
     cmd = [sys.executable, "-m", "unilab.cli.eval", str(checkpoint), "--policy", policy, "--starts", "random",
            "--episodes", str(episodes), "--num-envs", str(min(episodes, RANDOM_START_ENVS)), "--json",
            str(json_path), "--no-plot", "--no-progress"]
-    _announce(cmd, tag)
-    if run_eval(cmd, cpus, env) != 0 or not json_path.is_file():
-        return None
-    return json.loads(json_path.read_text()).get("overall")
+    report = eval_report(cmd, json_path, cpus, tag, env)[1]
+    return None if report is None else report.get("overall")
 
 
 def baseline_episode_lengths(args: argparse.Namespace, runs: list[dict[str, Any]],

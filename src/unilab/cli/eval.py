@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -126,39 +125,52 @@ def _main(args: argparse.Namespace) -> int:
         os.nice(args.nice)
     # lazy: --help and usage errors without torch or mujoco
     from unilab.eval import report
+    from unilab.eval.locomotion import format_locomotion, run
     from unilab.eval.rollout import EvalOptions, evaluate
     from unilab.paths import check_writable
     from unilab.runtime.checkpoint import resolve_checkpoint
 
-    if args.task == "g1_locomotion":
-        return _locomotion(args)
+    loco = args.task == "g1_locomotion"
     try:
         checkpoint, overrides = task_overrides.split_targets(args.targets)
-        opts = EvalOptions(clips=args.clips, max_frames=args.max_frames, randomization=args.randomization == "on",
-                           envs_per_clip=args.envs_per_clip, device=args.device, threads=args.threads,
-                           seed=args.seed, progress=not args.no_progress, policy=args.policy, starts=args.starts,
-                           episodes=args.episodes, num_envs=args.num_envs, start_stride=args.start_stride,
-                           task_overrides=overrides)
+        if not loco:
+            opts = EvalOptions(clips=args.clips, max_frames=args.max_frames, randomization=args.randomization == "on",
+                               envs_per_clip=args.envs_per_clip, device=args.device, threads=args.threads,
+                               seed=args.seed, progress=not args.no_progress, policy=args.policy, starts=args.starts,
+                               episodes=args.episodes, num_envs=args.num_envs, start_stride=args.start_stride,
+                               task_overrides=overrides)
         if checkpoint is None and args.policy == "checkpoint":
-            raise ValueError("RUN_DIR_OR_CHECKPOINT is required with --policy checkpoint "
-                             "(a baseline, e.g. --policy zero, runs without one)")
+            raise ValueError("RUN_DIR_OR_CHECKPOINT is required with --policy checkpoint " +
+                             ("(--policy zero runs without one)" if loco
+                              else "(a baseline, e.g. --policy zero, runs without one)"))
         ckpt = None if checkpoint is None else resolve_checkpoint(checkpoint)
     except (FileNotFoundError, ValueError) as err:
         print(f"unilab-eval: error: {err}", file=sys.stderr)
         return 2
     # the report path fails now, not after a rollout of many minutes
     json_path = (Path(args.json) if args.json
-                 else report.default_json_path(ckpt, _iteration(ckpt), args.policy, args.starts))
+                 else report.default_json_path(ckpt, args.policy, args.starts, args.task))
     try:
         check_writable(json_path, "report")
     except OSError as err:
-        print(f"unilab-eval: error: --json: {err}", file=sys.stderr)
+        print(f"unilab-eval: error: {'' if loco else '--json: '}{err}", file=sys.stderr)
         return 2
+    caught = (FileNotFoundError, ValueError, OSError if loco else IndexError)
     try:
-        result = evaluate(ckpt, opts)
-    except (FileNotFoundError, ValueError, IndexError) as err:
+        if loco:
+            result = run(ckpt, args.policy, args.speed, args.envs_per_bin, args.pushes == "on", args.seed,
+                         args.device, args.threads, overrides, not args.no_progress, args.randomization == "on")
+        else:
+            result = evaluate(ckpt, opts)
+    except caught as err:
         print(f"unilab-eval: error: {err}", file=sys.stderr)
         return 2
+    if loco:
+        print(f"unilab-eval: g1_locomotion, policy {args.policy}, pushes {args.pushes}, {result['episode_s']:.0f} s "
+              f"episodes, {args.envs_per_bin} per bin")
+        print(format_locomotion(result), flush=True)
+        print(f"unilab-eval: JSON written to {report.write_json(json_path, result)}")
+        return 0
     source = "defaults" if result.checkpoint is None else f"{result.checkpoint} (iteration {result.iteration})"
     out = result.to_json()
     if args.starts == "random":
@@ -177,42 +189,6 @@ def _main(args: argparse.Namespace) -> int:
         for png in report.plot_errors(result, path):
             print(f"unilab-eval: plot written to {png}")
     return 0
-
-
-def _locomotion(args: argparse.Namespace) -> int:
-    from unilab.eval.locomotion import format_locomotion, run
-    from unilab.eval.report import write_json
-    from unilab.paths import check_writable
-    from unilab.runtime.checkpoint import resolve_checkpoint
-
-    try:
-        checkpoint, overrides = task_overrides.split_targets(args.targets)
-        if checkpoint is None and args.policy == "checkpoint":
-            raise ValueError("RUN_DIR_OR_CHECKPOINT is required with --policy checkpoint (--policy zero runs "
-                             "without one)")
-        ckpt = None if checkpoint is None else resolve_checkpoint(checkpoint)
-        name = f"eval_locomotion_{args.policy if ckpt is None else _iteration(ckpt)}.json"
-        json_path = Path(args.json) if args.json else (Path("eval") if ckpt is None else ckpt.parent / "eval") / name
-        check_writable(json_path, "report")
-        result = run(ckpt, args.policy, args.speed, args.envs_per_bin, args.pushes == "on", args.seed, args.device,
-                     args.threads, overrides, not args.no_progress, args.randomization == "on")
-    except (FileNotFoundError, ValueError, OSError) as err:
-        print(f"unilab-eval: error: {err}", file=sys.stderr)
-        return 2
-    print(f"unilab-eval: g1_locomotion, policy {args.policy}, pushes {args.pushes}, {result['episode_s']:.0f} s "
-          f"episodes, {args.envs_per_bin} per bin")
-    print(format_locomotion(result), flush=True)
-    print(f"unilab-eval: JSON written to {write_json(json_path, result)}")
-    return 0
-
-
-def _iteration(checkpoint: os.PathLike | None) -> int | str | None:
-    """The iteration in a ``model_<iter>.pt`` name (the default report name), else the file's stem."""
-    if checkpoint is None:
-        return None
-    name = os.path.basename(checkpoint)
-    match = re.fullmatch(r"model_(\d+)\.pt", name)
-    return int(match.group(1)) if match else os.path.splitext(name)[0]
 
 
 if __name__ == "__main__":

@@ -19,10 +19,8 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from unilab.algo.sac.agent import FastSAC
-from unilab.eval.rollout import agent_policy, disable_randomization, eval_pool_kwargs
-from unilab.runtime.checkpoint import apply_task_overrides, load_checkpoint, stored_run_config
-from unilab.tasks.registry import make_env, task_config
+from unilab.eval.rollout import eval_env, load_policy_config, without_noise
+from unilab.tasks.registry import task_config
 
 BINS = ("standing", "forward", "lateral", "turning")
 
@@ -35,9 +33,7 @@ def bin_commands(speed: float) -> dict[str, tuple[float, float, float]]:
 
 def eval_config(cfg: Any, pushes: bool, randomization: bool = False) -> Any:
     """``cfg`` for evaluation: observation noise off, pushes as asked, domain randomization off unless kept."""
-    noise = dataclasses.replace(cfg.obs_noise, **{f.name: 0.0 for f in dataclasses.fields(cfg.obs_noise)})
-    cfg = dataclasses.replace(cfg, obs_noise=noise, push=dataclasses.replace(cfg.push, enabled=bool(pushes)))
-    return cfg if randomization else dataclasses.replace(cfg, randomization=disable_randomization(cfg.randomization))
+    return without_noise(cfg, randomization, push=dataclasses.replace(cfg.push, enabled=bool(pushes)))
 
 
 def evaluate_locomotion(env: Any, policy, speed: float = 0.5, envs_per_bin: int = 16, progress: bool = True,
@@ -106,28 +102,14 @@ def run(checkpoint: Path | None, policy_kind: str, speed: float, envs_per_bin: i
         randomization: bool = False) -> dict[str, Any]:
     """``unilab-eval --task g1_locomotion``: build the env from the checkpoint's config (or the defaults for the
     zero baseline) and evaluate the checkpoint's mean action or the zero action."""
-    payload = None
-    if checkpoint is not None:
-        payload, checkpoint = load_checkpoint(checkpoint)
-        raw = stored_run_config(payload, checkpoint, overrides)
-    else:
-        raw = {"task": apply_task_overrides({"name": "g1_locomotion"}, overrides)}
+    if policy_kind not in ("checkpoint", "zero"):
+        raise ValueError(f"--task g1_locomotion evaluates --policy checkpoint or zero, got {policy_kind!r}")
+    raw, payload, checkpoint = load_policy_config(checkpoint, policy_kind, overrides, "g1_locomotion")
     if raw["task"].get("name") != "g1_locomotion":
         raise ValueError(f"--task g1_locomotion: the checkpoint's task is {raw['task'].get('name')!r}")
     cfg = eval_config(task_config("g1_locomotion", raw["task"]), pushes, randomization)
-    env = make_env("g1_locomotion", cfg, len(BINS) * envs_per_bin, pool_kwargs=eval_pool_kwargs(raw, threads),
-                   seed=seed)
-    try:
-        if policy_kind == "checkpoint":
-            policy = agent_policy(FastSAC.from_checkpoint(payload["agent"], device=device))
-        elif policy_kind == "zero":
-            def policy(obs: dict[str, np.ndarray]) -> np.ndarray:
-                return np.zeros((env.num_envs, env.action_dim), np.float32)
-        else:
-            raise ValueError(f"--task g1_locomotion evaluates --policy checkpoint or zero, got {policy_kind!r}")
+    with eval_env(raw, payload, policy_kind, cfg, len(BINS) * envs_per_bin, device, threads, seed) as (env, policy):
         result = evaluate_locomotion(env, policy, speed, envs_per_bin, progress, desc=f"eval {policy_kind}")
-    finally:
-        env.close()
     result.update(task="g1_locomotion", policy=policy_kind, pushes=pushes, randomization=randomization, seed=seed,
                   checkpoint=None if checkpoint is None else str(checkpoint),
                   iteration=None if payload is None else int(payload["iteration"]))

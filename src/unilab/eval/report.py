@@ -14,17 +14,25 @@ from unilab.eval.metrics import ERROR_NAMES, METRIC_NAMES, UNITS
 from unilab.eval.rollout import EvalResult
 
 
-def default_json_path(checkpoint: Path | None, iteration: int | str | None, policy: str = "checkpoint",
-                      starts: str = "clip") -> Path:
-    """``<run dir>/eval/eval_<iteration>.json`` (the run dir holds the checkpoint).
+def default_json_path(checkpoint: Path | None, policy: str = "checkpoint", starts: str = "clip",
+                      task: str = "g1_motion_tracking") -> Path:
+    """``<run dir>/eval/eval_<iteration>.json`` (the run dir holds the checkpoint; the iteration of a
+    ``model_<iter>.pt`` name, else the file's stem).
 
     A baseline's name is ``eval_<policy>`` instead of ``eval_<iteration>``, in
     ``./eval`` when there is no checkpoint; random starts append ``_random``.
+    ``g1_locomotion``: ``eval_locomotion_<iteration>``, without a checkpoint ``eval_locomotion_<policy>``.
     """
-    stem = f"eval_{iteration}" if policy == "checkpoint" else f"eval_{policy}"
+    folder, iteration = Path("eval"), None
+    if checkpoint is not None:
+        match = re.fullmatch(r"model_(\d+)\.pt", checkpoint.name)
+        folder, iteration = checkpoint.parent / "eval", int(match.group(1)) if match else checkpoint.stem
+    if task == "g1_locomotion":
+        stem = f"eval_locomotion_{policy if checkpoint is None else iteration}"
+    else:
+        stem = f"eval_{iteration}" if policy == "checkpoint" else f"eval_{policy}"
     if starts != "clip":
         stem += f"_{starts}"
-    folder = Path("eval") if checkpoint is None else checkpoint.parent / "eval"
     return folder / f"{stem}.json"
 
 
@@ -86,24 +94,23 @@ def plot_errors(result: EvalResult, json_path: str | os.PathLike) -> list[Path]:
     json_path = Path(json_path)
     written = []
     for c, name in enumerate(result.clip_names):
-        rows = np.flatnonzero((result.env_clip == c) & (result.env_start == 0))  # the starts at frame 0
+        rows, failed = result.frame0_starts(c)
         frames = int(result.summary["clips"][name]["frames"])
         t = np.arange(frames)
         fig, axes = plt.subplots(2, 3, figsize=(12, 6), sharex=True)
-        failed = [int(result.first_failure[e]) for e in rows if result.first_failure[e] >= 0]
         for ax, metric in zip(axes.ravel(), ERROR_NAMES):
             err = result.errors[metric][rows, :frames]
             if len(rows) > 1:
                 ax.plot(t, err.T, color="0.75", linewidth=0.6)
             ax.plot(t, err.mean(axis=0), color="C0", linewidth=1.2)
-            if failed:
-                ax.axvline(min(failed), color="red", linestyle="--", linewidth=1.0)
+            if failed is not None:
+                ax.axvline(failed, color="red", linestyle="--", linewidth=1.0)
             ax.set_title(f"{metric} ({UNITS[metric]})", fontsize=10)
             ax.grid(alpha=0.3)
         for ax in axes[-1]:
             ax.set_xlabel(f"frame ({result.control_dt * 1000:g} ms)")
         ok = result.summary["clips"][name]["success_rate"]
-        note = f" (dashed red: first termination, frame {min(failed)})" if failed else ""
+        note = f" (dashed red: first termination, frame {failed})" if failed is not None else ""
         fig.suptitle(f"{name}: iteration {result.iteration}, success {ok:.2f}{note}", fontsize=11)
         fig.tight_layout()
         target = json_path.with_name(f"{json_path.stem}_{re.sub(r'[^A-Za-z0-9._-]+', '_', name)}.png")

@@ -1,22 +1,12 @@
-"""Deterministic evaluation rollouts of a policy on its motion-tracking task.
+"""Deterministic evaluation rollouts of a policy on its motion-tracking task (``unilab-eval``, whose ``--help``
+describes the start modes and metrics at length).
 
-The env is rebuilt from the checkpoint's stored config (as ``play`` does) with
-no observation noise and, unless asked for, no domain randomization. The policy
-is the checkpoint's mean action or a baseline (:func:`baseline_policy`: zero
-action, the reference joint positions open loop, uniform random actions).
-
-Two start modes:
-
-- ``clip``: every env starts exactly at frame 0 of its clip
-  (``MotionTrackingEnv.start_at``, no reset noise) and follows the clip to its
-  last frame; auto-reset is off, so an env that fails keeps running and its
-  failure stays recorded. Metrics: :mod:`unilab.eval.metrics`. With
-  ``start_stride`` more envs start exactly at every ``start_stride``-th frame,
-  so that one clip segment the policy has not learned does not decide the
-  whole measurement.
-- ``random``: what training measures (:func:`random_start_metrics`): envs start
-  at sampled frames with the training start noise, auto-reset on, until a given
-  number of episodes has ended; mean episode length, failure fraction, errors.
+The env is rebuilt from the checkpoint's stored config (as ``play`` does) with no observation noise and, unless asked
+for, no domain randomization. The policy is the checkpoint's mean action or a baseline (:func:`baseline_policy`).
+Start modes: ``clip`` (:func:`evaluate`): every env starts exactly at frame 0 of its clip (with ``start_stride`` also at
+later frames, so that one clip segment the policy has not learned does not decide the whole measurement) and follows
+it to the clip's end with auto-reset off, so a failure stays recorded (metrics: :mod:`unilab.eval.metrics`);
+``random`` (:func:`random_start_metrics`): what training measures, sampled starts with the start noise and auto-reset.
 """
 
 from __future__ import annotations
@@ -24,7 +14,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -133,14 +124,18 @@ class EvalResult:
     first_failure_term: list[str] = field(repr=False)
     control_dt: float = 0.02
 
+    def frame0_starts(self, c: int) -> tuple[np.ndarray, int | None]:
+        """The envs of clip ``c`` that start at frame 0, and the first frame a termination fired on one (or None)."""
+        rows = np.flatnonzero((self.env_clip == c) & (self.env_start == 0))
+        failed = self.first_failure[rows][self.first_failure[rows] >= 0]
+        return rows, int(failed.min()) if failed.size else None
+
     def to_json(self) -> dict[str, Any]:
         """The JSON report (metric keys as in :data:`unilab.eval.metrics.METRIC_NAMES`)."""
         clips = {}
         for c, name in enumerate(self.clip_names if self.options.starts == "clip" else ()):
             entry = dict(self.summary["clips"][name])
-            rows = np.flatnonzero((self.env_clip == c) & (self.env_start == 0))
-            failed = [int(self.first_failure[e]) for e in rows if self.first_failure[e] >= 0]
-            entry["first_failure_frame"] = min(failed) if failed else None
+            rows, entry["first_failure_frame"] = self.frame0_starts(c)
             entry["first_failure_terms"] = sorted({self.first_failure_term[e] for e in rows
                                                    if self.first_failure[e] >= 0})
             if self.options.start_stride:
@@ -220,8 +215,17 @@ def disable_randomization(cfg: Any) -> Any:
     return dataclasses.replace(cfg, **changes)
 
 
+def without_noise(cfg: Any, randomization: bool, **changes: Any) -> Any:
+    """Task config ``cfg`` for evaluation: observation noise off, domain randomization off unless kept, ``changes``
+    applied."""
+    changes["obs_noise"] = _zero_numbers(cfg.obs_noise)
+    if not randomization:
+        changes["randomization"] = disable_randomization(cfg.randomization)
+    return dataclasses.replace(cfg, **changes)
+
+
 def eval_task_config(task_raw: dict[str, Any], randomization: bool, start_noise: bool = False) -> Any:
-    """The checkpoint's task config for evaluation: no observation noise, randomization off unless kept.
+    """The checkpoint's motion-tracking config for evaluation (:func:`without_noise`).
 
     ``start_noise``: keep the reset noise (random starts measure what training
     measures); otherwise envs start exactly on the reference.
@@ -232,41 +236,46 @@ def eval_task_config(task_raw: dict[str, Any], randomization: bool, start_noise:
         raise ValueError(f"this checkpoint's task is {name!r}: unilab-eval --task {name} measures it"
                          if name == "g1_locomotion" else
                          f"unilab-eval measures motion tracking; this checkpoint's task is {name!r}")
-    changes: dict[str, Any] = {}
-    if dataclasses.is_dataclass(getattr(cfg, "obs_noise", None)):
-        changes["obs_noise"] = _zero_numbers(cfg.obs_noise)
-    if not start_noise and dataclasses.is_dataclass(getattr(cfg, "reset", None)):
-        changes["reset"] = dataclasses.replace(cfg.reset, noise=_zero_numbers(cfg.reset.noise))
-    if not randomization and dataclasses.is_dataclass(getattr(cfg, "randomization", None)):
-        changes["randomization"] = disable_randomization(cfg.randomization)
-    return dataclasses.replace(cfg, **changes)
+    if start_noise:
+        return without_noise(cfg, randomization)
+    return without_noise(cfg, randomization, reset=dataclasses.replace(cfg.reset, noise=_zero_numbers(cfg.reset.noise)))
 
 
-def load_policy_config(checkpoint: str | Path | None, opts: EvalOptions
-                       ) -> tuple[dict[str, Any], dict[str, Any] | None, Path | None]:
+def load_policy_config(checkpoint: str | Path | None, policy: str, overrides: dict[str, Any] | None,
+                       task: str = DEFAULT_TASK) -> tuple[dict[str, Any], dict[str, Any] | None, Path | None]:
     """``(run config, checkpoint payload or None, checkpoint path or None)`` of an evaluation.
 
     The checkpoint policy needs a checkpoint; a baseline takes the checkpoint's
-    config when one is given, else the task defaults (both with ``task_overrides``).
+    config when one is given, else ``task``'s defaults (both with ``overrides``).
     """
     if checkpoint is not None:
         payload, path = load_checkpoint(checkpoint)
-        return stored_run_config(payload, path, opts.task_overrides), payload, path
-    if opts.policy == "checkpoint":
+        return stored_run_config(payload, path, overrides), payload, path
+    if policy == "checkpoint":
         raise ValueError("policy 'checkpoint' needs RUN_DIR_OR_CHECKPOINT (a baseline policy, e.g. "
                          "--policy zero, runs without one)")
-    return {"task": apply_task_overrides({"name": DEFAULT_TASK}, opts.task_overrides)}, None, None
+    return {"task": apply_task_overrides({"name": task}, overrides)}, None, None
 
 
-def eval_pool_kwargs(raw: dict[str, Any], threads: int | None) -> dict[str, Any]:
-    """The physics pool options of an evaluation from the run config ``raw``: its ``sim`` settings, the default
-    thread sizing (``threads``: that many) and no pinning; torch gets ``threads`` (default 1) threads."""
+@contextmanager
+def eval_env(raw: dict[str, Any], payload: dict[str, Any] | None, policy: str, cfg: Any, num_envs: int,
+             device: str, threads: int | None, seed: int) -> Iterator[tuple[Any, PolicyFn]]:
+    """The env of an evaluation (closed on exit) and its policy, ``payload``'s mean action or baseline ``policy``.
+
+    The physics pool takes the run config ``raw``'s ``sim`` settings, the default thread sizing (``threads``: that
+    many) and no pinning; torch gets ``threads`` (default 1) threads.
+    """
     kw = build_dataclass(SimConfig, raw.get("sim", {}), "sim").pool_kwargs()
     kw["cpu_ids"] = None  # a few envs: the default sizing rule, no pinning
     kw["nthread"] = threads
     # a policy batch of a few rows gains nothing from more threads, and they would compete with physics
     torch.set_num_threads(threads or 1)
-    return kw
+    agent = FastSAC.from_checkpoint(payload["agent"], device=device) if policy == "checkpoint" else None
+    env = make_env(raw["task"]["name"], cfg, num_envs, pool_kwargs=kw, seed=seed)
+    try:
+        yield env, agent_policy(agent) if agent is not None else baseline_policy(env, policy, seed=seed)
+    finally:
+        env.close()
 
 
 def evaluate(checkpoint: str | Path | None, options: EvalOptions | None = None, **changes: Any) -> EvalResult:
@@ -276,8 +285,7 @@ def evaluate(checkpoint: str | Path | None, options: EvalOptions | None = None, 
     ``options.starts`` every clip from frame 0 or training's random starts; see module docs.
     """
     opts = dataclasses.replace(options or EvalOptions(), **changes)
-    raw, payload, path = load_policy_config(checkpoint, opts)
-    task_name = raw["task"]["name"]
+    raw, payload, path = load_policy_config(checkpoint, opts.policy, opts.task_overrides)
     random_starts = opts.starts == "random"
     cfg = eval_task_config(raw["task"], opts.randomization, start_noise=random_starts)
     files = task_motion_files(cfg)
@@ -287,11 +295,7 @@ def evaluate(checkpoint: str | Path | None, options: EvalOptions | None = None, 
     clip_files = [str(f) for f in files]
     cfg = dataclasses.replace(cfg, motion_files=list(clip_files))
 
-    kw = eval_pool_kwargs(raw, opts.threads)
-    agent = FastSAC.from_checkpoint(payload["agent"], device=opts.device) if opts.policy == "checkpoint" else None
     label = path.name if path is not None else opts.policy
-    iteration = None if payload is None else int(payload["iteration"])
-
     if random_starts:
         num_envs = opts.num_envs
     else:  # the clip starts size the env: each clip's frames are read before the env reads the clips
@@ -302,36 +306,30 @@ def evaluate(checkpoint: str | Path | None, options: EvalOptions | None = None, 
         starts = [(c, f) for c in range(len(files)) for f in firsts[c] for _ in range(opts.envs_per_clip)]
         env_clip, env_start = (np.array(column, dtype=np.int64) for column in zip(*starts))
         num_envs = len(starts)
-    env = make_env(task_name, cfg, num_envs, pool_kwargs=kw, seed=opts.seed)
-    try:
-        policy = agent_policy(agent) if agent is not None else baseline_policy(env, opts.policy, seed=opts.seed)
+    with eval_env(raw, payload, opts.policy, cfg, num_envs, opts.device, opts.threads, opts.seed) as (env, policy):
         control_dt = float(env.control_dt)
         if random_starts:
-            metrics = random_start_metrics(env, policy, opts.episodes, progress=opts.progress,
-                                           desc=f"eval {label} (random starts)")
-            none = np.zeros(0, dtype=np.int64)
-            return EvalResult(checkpoint=path, iteration=iteration, task=task_name, config=raw, options=opts,
-                              clip_names=names, clip_files=clip_files, summary={"overall": metrics, "clips": {}},
-                              env_clip=none, env_start=none, errors={}, first_failure=none, first_failure_term=[],
-                              control_dt=control_dt)
-        env.auto_reset = False
-        acc = TrackingAccumulator(clip_frames[env_clip] - env_start)
-        obs = env.start_at(env_clip, env_start)
-        acc.add(0, _errors(env), np.zeros(env.num_envs, dtype=bool))
-
-        with tqdm(total=acc.num_frames - 1, desc=f"eval {label}", unit="step", file=sys.stderr,
-                  disable=not opts.progress, leave=False) as bar:
-            for t in range(1, acc.num_frames):
-                obs, _, terminated, _, info = env.step(policy(obs))
-                acc.add(t, _errors(env), terminated, info.get("termination_terms"))
-                bar.update(1)
-    finally:
-        env.close()
-    summary = summarize(acc.per_env(), env_clip, names, clip_frames)
-    return EvalResult(checkpoint=path, iteration=iteration, task=task_name, config=raw, options=opts,
-                      clip_names=names, clip_files=clip_files, summary=summary, env_clip=env_clip, env_start=env_start,
-                      errors=dict(acc.errors), first_failure=acc.first_failure,
-                      first_failure_term=acc.first_failure_term, control_dt=control_dt)
+            summary = {"overall": random_start_metrics(env, policy, opts.episodes, progress=opts.progress,
+                                                       desc=f"eval {label} (random starts)"), "clips": {}}
+            env_clip = env_start = first_failure = np.zeros(0, dtype=np.int64)
+            errors, first_failure_term = {}, []
+        else:
+            env.auto_reset = False
+            acc = TrackingAccumulator(clip_frames[env_clip] - env_start)
+            obs = env.start_at(env_clip, env_start)
+            acc.add(0, _errors(env), np.zeros(env.num_envs, dtype=bool))
+            with tqdm(total=acc.num_frames - 1, desc=f"eval {label}", unit="step", file=sys.stderr,
+                      disable=not opts.progress, leave=False) as bar:
+                for t in range(1, acc.num_frames):
+                    obs, _, terminated, _, info = env.step(policy(obs))
+                    acc.add(t, _errors(env), terminated, info.get("termination_terms"))
+                    bar.update(1)
+            summary = summarize(acc.per_env(), env_clip, names, clip_frames)
+            errors, first_failure, first_failure_term = dict(acc.errors), acc.first_failure, acc.first_failure_term
+    return EvalResult(checkpoint=path, iteration=None if payload is None else int(payload["iteration"]),
+                      task=raw["task"]["name"], config=raw, options=opts, clip_names=names, clip_files=clip_files,
+                      summary=summary, env_clip=env_clip, env_start=env_start, errors=errors,
+                      first_failure=first_failure, first_failure_term=first_failure_term, control_dt=control_dt)
 
 
 def agent_policy(agent: Any) -> PolicyFn:

@@ -73,15 +73,12 @@ class PeriodicEval:
         except OSError as err:
             print(f"unilab: warning: no evaluation at iteration {iteration}: {err}", file=sys.stderr, flush=True)
             return
-        cmd = [sys.executable, "-m", "unilab.cli.eval", str(snapshot), "--json", str(self._json(iteration)),
-               "--threads", "1", "--nice", str(_NICE), "--no-progress"]
+        cmd = [sys.executable, "-m", "unilab.cli.eval", str(snapshot), "--json",
+               str(self.dir / f"eval_{iteration}.json"), "--threads", "1", "--nice", str(_NICE), "--no-progress"]
         self._log = open(self.dir / f"eval_{iteration}.log", "w")  # noqa: SIM115 - closed in _collect/close
         # own session: a Ctrl-C at the terminal stops training, which then stops this process itself
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
         self.iteration, self._snapshot = iteration, snapshot
-
-    def _json(self, iteration: int) -> Path:
-        return self.dir / f"eval_{iteration}.json"
 
     def _collect(self, writer: Any) -> None:
         rc, it = self.proc.returncode, self.iteration
@@ -91,15 +88,14 @@ class PeriodicEval:
                   file=sys.stderr, flush=True)
             return
         try:
-            overall = json.loads(self._json(it).read_text())["overall"]
+            overall = json.loads((self.dir / f"eval_{it}.json").read_text())["overall"]
         except (OSError, ValueError, KeyError) as err:
             print(f"unilab: warning: evaluation of iteration {it} left no readable report ({err})",
                   file=sys.stderr, flush=True)
             return
-        values = {f"eval/{k}": float(v) for k, v in overall.items()}
         self.results[it] = dict(overall)
         if writer is not None:
-            writer.add_dict(values, it * self.step_scale)
+            writer.add_dict({f"eval/{k}": float(v) for k, v in overall.items()}, it * self.step_scale)
         print("unilab: eval @ iter {}: success {:.2f} | mpjpe {:.1f} mm | local {:.1f} mm".format(
             it, overall.get("success_rate", float("nan")), overall.get("mpjpe_mm", float("nan")),
             overall.get("mpjpe_local_mm", float("nan"))), flush=True)
