@@ -1,7 +1,9 @@
-"""Robot self-collisions off, as holosoma's simulators set them when a robot asset has
-``enable_self_collisions=False``."""
+"""A robot's bodies, those a config regex names, and its self-collisions off, as holosoma's simulators set them
+when a robot asset has ``enable_self_collisions=False``."""
 
 from __future__ import annotations
+
+import re
 
 import mujoco
 import numpy as np
@@ -16,6 +18,17 @@ def robot_bodies(model: mujoco.MjModel, body: str) -> np.ndarray:
         raise ValueError(f"no body {body!r} in the model")
     root = model.body_rootid[bid]
     return np.flatnonzero(np.asarray(model.body_rootid) == root)
+
+
+def matching_bodies(model: mujoco.MjModel, body: str, pattern: str, key: str, full: bool = True) -> np.ndarray:
+    """Ids of the bodies of ``body``'s robot whose names match the regex ``pattern`` (``full``: re.fullmatch, else
+    re.match); ValueError naming the config ``key`` when none does."""
+    rx = re.compile(pattern)
+    match = rx.fullmatch if full else rx.match
+    ids = [b for b in robot_bodies(model, body) if match(model.body(b).name)]
+    if not ids:
+        raise ValueError(f"{key} {pattern!r} matches no body of the robot")
+    return np.array(ids, dtype=np.int64)
 
 
 def disable_self_collisions(model: mujoco.MjModel, body: str) -> int:

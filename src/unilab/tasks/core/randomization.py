@@ -35,7 +35,6 @@ TensorBoard (``env.stats()``, means over each log interval): ``randomization/fri
 
 from __future__ import annotations
 
-import re
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -46,6 +45,7 @@ import numpy as np
 from numba import njit, prange
 
 from unilab.sim.quat import quat_normalize, quat_rotate_inv
+from unilab.tasks.core.collisions import matching_bodies
 from unilab.tasks.core.randomization_config import RandomizationConfig
 from unilab.tasks.env_streams import next_symmetric
 
@@ -216,11 +216,7 @@ def _action_delay_step(ctrl, delay, queue, out):
 # --- mass -------------------------------------------------------------------------------------
 def mass_setup(r: DomainRandomizer, cfg, rng) -> None:
     m = r.model
-    rx = re.compile(cfg.bodies)
-    links = np.array([b for b in range(1, m.nbody) if m.body_rootid[b] == r.robot_root
-                      and rx.fullmatch(m.body(b).name)], dtype=np.int64)
-    if not links.size:
-        raise ValueError(f"task.randomization.mass.bodies {cfg.bodies!r} matches no body of the robot")
+    links = matching_bodies(m, m.body(r.robot_root).name, cfg.bodies, "task.randomization.mass.bodies")
     added = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, cfg.added_body)
     if added < 0:
         raise ValueError(f"task.randomization.mass.added_body: {cfg.added_body!r} is not a body of the model")

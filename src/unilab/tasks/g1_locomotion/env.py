@@ -12,24 +12,16 @@ Ground: the floor of the robot's MJCF (task.terrain.kind=flat), or a height fiel
 
 from __future__ import annotations
 
-import re
-from types import SimpleNamespace
-
 import mujoco
 import numpy as np
 
-from unilab.sim import numba_threads
-from unilab.sim.mujoco.pool import SUBPHASES as POOL_SUBPHASES
-from unilab.sim.physics import BODY_STATE, make_pool
 from unilab.sim.spec import FINAL
-from unilab.tasks.base import Buffers, EpisodeBook, Obs, observations
-from unilab.tasks.core.actuation import Actuation
-from unilab.tasks.core.collisions import disable_self_collisions
+from unilab.tasks.base import Buffers
+from unilab.tasks.core.collisions import disable_self_collisions, matching_bodies
 from unilab.tasks.core.contacts import require_contact_forces
-from unilab.tasks.core.driver_env import DriverEnv
+from unilab.tasks.core.driver_env import SUBPHASES, DriverEnv  # noqa: F401 - SUBPHASES: imported from here
 from unilab.tasks.core.joints import match_joint_values
 from unilab.tasks.core.model import load_task_model
-from unilab.tasks.core.randomization import make_randomizer
 from unilab.tasks.core.symmetry import partner_indices
 from unilab.tasks.core.terrain import FLAT, add_to_spec, make_terrain
 from unilab.tasks.env_streams import env_streams
@@ -39,9 +31,6 @@ from unilab.tasks.g1_locomotion.observations import obs_layout
 from unilab.tasks.g1_locomotion.rewards import TERM_NAMES, RewardWeights
 from unilab.tasks.g1_locomotion.state import GATHERED, STEP_STATE, CommandParams, LocoArrays
 from unilab.tasks.g1_locomotion.terminations import CONDITION_NAMES
-from unilab.telemetry.phase_timer import PhaseTimer
-
-SUBPHASES = (*POOL_SUBPHASES, "gather", "rewards", "terminations", "observations", "restart")
 
 
 def _body_ids(model: mujoco.MjModel, names: list[str], key: str) -> np.ndarray:
@@ -63,12 +52,11 @@ class LocomotionEnv(DriverEnv):
     """
 
     step_stages, split_stages = STEP, SPLIT
+    reward_term_names, termination_names = TERM_NAMES, CONDITION_NAMES
 
     def __init__(self, cfg: LocomotionConfig, num_envs: int, pool_kwargs: dict | None = None, seed: int = 0):
-        cfg.validate()
-        numba_threads.launch()
-        self.cfg = cfg
-        self.num_envs = n = int(num_envs)
+        super().__init__(cfg, num_envs)
+        n = self.num_envs
         rng = np.random.default_rng([int(seed), 0x544552])  # the terrain's own draws (tiles, spawn tiles)
         self.terrain = make_terrain(cfg.terrain, rng) if cfg.terrain.kind == "mix" else None
         base = load_task_model(cfg, None if self.terrain is None else lambda spec: add_to_spec(spec, self.terrain))
@@ -80,45 +68,20 @@ class LocomotionEnv(DriverEnv):
                              f"({base.body(base.jnt_bodyid[0]).name!r})")
         if not cfg.self_collisions:
             disable_self_collisions(base, cfg.base_body)
-        self.control_dt = cfg.control_dt
-        self.joint_names = [base.joint(j).name for j in range(1, base.njnt)]
-        nj = len(self.joint_names)
-        act = Actuation.from_config(base, self.joint_names, cfg)
-        self.model, self.act_joint = act.model, act.act_joint
-        self.default_joint_pos, self.action_default = act.default_joint_pos, act.action_default
-        self.action_scale, self.action_bound = act.action_scale, act.action_bound
-        self.kp, self.kd, self.effort = act.kp, act.kd, act.effort
+        self._actuate(base, [base.joint(j).name for j in range(1, base.njnt)])
 
         self.feet = _body_ids(self.model, cfg.feet, "task.feet")
         self.foot_points = _body_ids(self.model, cfg.foot_points, "task.foot_points")
-        rx = re.compile(cfg.termination_bodies)
-        root = self.model.body_rootid[base_id]
-        self.termination_bodies = np.array([b for b in range(1, self.model.nbody) if self.model.body_rootid[b] == root
-                                            and rx.fullmatch(self.model.body(b).name)], dtype=np.int64)
-        if not self.termination_bodies.size:
-            raise ValueError(f"task.termination_bodies {cfg.termination_bodies!r} matches no body of the robot")
+        self.termination_bodies = matching_bodies(self.model, cfg.base_body, cfg.termination_bodies,
+                                                  "task.termination_bodies")
         require_contact_forces(self.model, "task.termination_bodies")
-
-        kwargs = dict(pool_kwargs or {})
-        outputs = tuple(dict.fromkeys([*kwargs.pop("outputs", ()), *BODY_STATE, "cfrc_ext"]))
-        kwargs.setdefault("substeps", cfg.decimation)
-        if kwargs.get("contacts") is False:
-            raise ValueError("g1_locomotion's termination reads contact forces: drop contacts=False")
-        kwargs["contacts"] = True
-        self.pool = make_pool(self.model, n, outputs=outputs, **kwargs)
-        self.timer = PhaseTimer()
-        self.pool.timer = self.timer
-        self.host_thread_ids = numba_threads.configure(self.pool.nthread, self.pool.cpu_ids)
-        # domain randomization: per-env model fields, own random streams; None when every term is off
-        self.randomizer = make_randomizer(cfg.randomization, self.pool, seed, self.control_dt, cfg.base_body, nj,
-                                          self.kp, self.kd, self.action_default, self.act_joint)
-        self.ctrl_default = (np.tile(self.action_default, (n, 1)) if self.randomizer is None
-                             else self.randomizer.ctrl_default)
+        self._make_pool(pool_kwargs, seed, cfg.base_body,
+                        "g1_locomotion's termination reads contact forces: drop contacts=False")
 
         self.qpos_adr = self.model.jnt_qposadr[1:].astype(np.int64)
         self.dof_adr = self.model.jnt_dofadr[1:].astype(np.int64)
         self.rewards = RewardWeights(cfg.rewards, cfg.curriculum, self.control_dt)
-        self.layout = obs_layout(nj)
+        self.layout = obs_layout(len(self.joint_names))
         sc = cfg.obs_scales
         self.obs_scales = {"base_ang_vel": sc.base_ang_vel, "joint_vel": sc.joint_vel, "base_lin_vel": sc.base_lin_vel}
         """Each scaled piece's factor (its noise is drawn before it, as holosoma)."""
@@ -132,21 +95,9 @@ class LocomotionEnv(DriverEnv):
                                                  self.default_joint_pos)
         except ValueError as err:  # a robot without a mirror trains as before; algo.use_symmetry refuses it
             self.mirror, self.mirror_error = None, str(err)
+        self.stat_names = ("curriculum/penalty_scale", "curriculum/average_episode_length", *self.stat_names)
 
-        self.action_dim = int(self.model.nu)
-        self.obs_dim = self.layout.policy_dim
-        self.critic_obs_dim = self.layout.critic_dim
-        self.reward_term_names = TERM_NAMES
-        self.termination_names = CONDITION_NAMES
-        self.stat_names = ("curriculum/penalty_scale", "curriculum/average_episode_length",
-                           *(() if self.randomizer is None else self.randomizer.stat_names))
-        self.book = EpisodeBook(n)
-        self.auto_reset = True
-        """False: a finished env is not restarted and keeps running (evaluation rollouts)."""
-        self.split_sub_phases = False
-        """True: update_state runs its stages one region each, timed as sub-phases (benchmark; same results)."""
-        self.state = SimpleNamespace(**vars(GATHERED.allocate(n=n, J=nj)),
-                                     **vars(STEP_STATE.allocate(n=n, A=self.action_dim)))
+        self._allocate(seed, GATHERED, STEP_STATE)
         pose_weights = match_joint_values(cfg.rewards.pose.joint_weights, self.joint_names, None,
                                           "task.rewards.pose.joint_weights")
         if self.terrain is None:
@@ -158,25 +109,13 @@ class LocomotionEnv(DriverEnv):
                                  action_bound=self.action_bound, pose_weights=pose_weights,
                                  ang_vel_scale=float(sc.base_ang_vel), joint_vel_scale=float(sc.joint_vel),
                                  lin_vel_scale=float(sc.base_lin_vel))
-        self._gathered = GATHERED.values(self.state)
         s = self.state
         self._cmd = (s.command, s.phase, s.phase_offset, s.phase_dt, s.push_counter, s.push_steps)
         self.evaluating = False
         self._params = self._command_params()
-        self._obs_clip = np.inf if cfg.obs_clip is None else float(cfg.obs_clip)
-        self._terms = np.zeros((n, len(TERM_NAMES)))
-        self._reward = np.zeros(n)
-        self._conds = np.zeros((n, len(CONDITION_NAMES)), dtype=bool)
-        self._failed = np.zeros(n, dtype=bool)
-        self._done = np.zeros(n, dtype=bool)
-        self._bad = np.zeros(n, dtype=bool)
-        self._all_rows = np.arange(n, dtype=np.int64)
-        self.obs_noise_streams = env_streams(seed, n, tag=1)
         self.task_streams = env_streams(seed, n, tag=2)  # commands, gait, pushes, start states
         self._driver = loco_driver()
         self._no_start = (np.empty((0, self.pool.qpos.shape[1])), np.empty((0, self.pool.qvel.shape[1])))
-        self._no_info = (np.empty((len(TERM_NAMES), n), dtype=np.float32),
-                         np.empty((len(CONDITION_NAMES), n), dtype=bool))
 
     def _command_params(self) -> CommandParams:
         c, g, p = self.cfg.commands, self.cfg.gait, self.cfg.push
@@ -215,17 +154,8 @@ class LocomotionEnv(DriverEnv):
     def restart_rows(self, rows: np.ndarray, out: Buffers) -> None:
         start = (np.empty((rows.size, self.pool.qpos.shape[1])), np.empty((rows.size, self.pool.qvel.shape[1])))
         self.run_stages(START, rows, out, start=start)
-        self.pool.reset(rows, *start)
-        if self.randomizer is not None:  # reset-time draws (PD gains, action delay)
-            self.randomizer.reset(rows)
+        self._place(rows, *start)
         self.run_stages(RESTART, rows, out)
-
-    def reset(self, out: Buffers | None = None) -> Obs:
-        """Restart every env; write and return the first observations."""
-        out = self.buffers() if out is None else out
-        self.book.reset_all()
-        self.restart_rows(self._all_rows, out)
-        return observations(out)
 
     def evaluate(self, commands: np.ndarray | None) -> None:
         """``commands`` ``(num_envs, 3)``: from now on every env keeps its command (forward, lateral m/s, yaw
@@ -242,13 +172,7 @@ class LocomotionEnv(DriverEnv):
     def stats(self) -> dict[str, float]:
         """The penalty curriculum's scale and average episode length, and the randomization scalars."""
         return {"curriculum/penalty_scale": self.rewards.scale,
-                "curriculum/average_episode_length": self.rewards.average_length,
-                **({} if self.randomizer is None else self.randomizer.stats())}
-
-    def close(self) -> None:
-        if self.pool.cpu_ids is not None:
-            numba_threads.release()
-        super().close()
+                "curriculum/average_episode_length": self.rewards.average_length, **super().stats()}
 
     def record_ended(self, done: np.ndarray, out: Buffers) -> None:
         self.rewards.record(self.book.lengths[done])  # the penalty curriculum (every step, as holosoma's)

@@ -17,24 +17,18 @@ bookkeeping. Numba runs as many threads as the pool, on the pool's CPUs (:mod:`u
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
-from types import SimpleNamespace
 
 import mujoco
 import numpy as np
 
-from unilab.sim import numba_threads
-from unilab.sim.mujoco.pool import SUBPHASES as POOL_SUBPHASES
-from unilab.sim.physics import BODY_STATE, make_pool
 from unilab.sim.spec import FINAL
-from unilab.tasks.base import Buffers, EpisodeBook, Obs, observations
-from unilab.tasks.core.actuation import Actuation
-from unilab.tasks.core.collisions import disable_self_collisions
+from unilab.tasks.base import Buffers, Obs, observations
+from unilab.tasks.core.collisions import disable_self_collisions, matching_bodies
 from unilab.tasks.core.contacts import require_contact_forces
-from unilab.tasks.core.driver_env import DriverEnv
+from unilab.tasks.core.driver_env import SUBPHASES, DriverEnv  # noqa: F401 - SUBPHASES: imported from here
 from unilab.tasks.core.model import load_task_model
-from unilab.tasks.core.randomization import make_randomizer, observed_joint_pos_bias
+from unilab.tasks.core.randomization import observed_joint_pos_bias
 from unilab.tasks.env_streams import env_streams
 from unilab.tasks.g1_motion_tracking.config import MotionTrackingConfig, motion_file_list
 from unilab.tasks.g1_motion_tracking.motion import MotionLibrary
@@ -44,11 +38,6 @@ from unilab.tasks.g1_motion_tracking.rewards import TERM_NAMES, RewardComputer
 from unilab.tasks.g1_motion_tracking.step_driver import RESTART, SPLIT, STEP, step_driver
 from unilab.tasks.g1_motion_tracking.terminations import CONDITION_NAMES
 from unilab.tasks.g1_motion_tracking.terms import GATHERED, STEP_STATE, TaskArrays
-from unilab.telemetry.phase_timer import PhaseTimer
-
-# sub-phases in env.timer: backend_step's (the pool's physics, check_health), update_state's (gather, with the
-# reference lookup; rewards, terminations, observations: only with split_sub_phases) and reset_done's (restart)
-SUBPHASES = (*POOL_SUBPHASES, "gather", "rewards", "terminations", "observations", "restart")
 
 
 def task_motion_files(cfg: MotionTrackingConfig) -> list[Path]:
@@ -73,13 +62,7 @@ def undesired_contact_bodies(model: mujoco.MjModel, cfg: MotionTrackingConfig) -
     if term.weight == 0:
         return np.zeros(0, dtype=np.int64)
     require_contact_forces(model, "task.rewards.undesired_contacts (or set its weight to 0)")
-    anchor = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, cfg.anchor_body)
-    root = model.body_rootid[anchor]
-    rx = re.compile(term.bodies)
-    ids = [b for b in range(1, model.nbody) if model.body_rootid[b] == root and rx.match(model.body(b).name)]
-    if not ids:
-        raise ValueError(f"task.rewards.undesired_contacts.bodies {term.bodies!r} matches no body of the robot")
-    return np.array(ids, dtype=np.int64)
+    return matching_bodies(model, cfg.anchor_body, term.bodies, "task.rewards.undesired_contacts.bodies", full=False)
 
 
 class MotionTrackingEnv(DriverEnv):
@@ -94,57 +77,28 @@ class MotionTrackingEnv(DriverEnv):
     """
 
     step_stages, split_stages = STEP, SPLIT
+    reward_term_names, termination_names = TERM_NAMES, CONDITION_NAMES
 
     def __init__(self, cfg: MotionTrackingConfig, num_envs: int, pool_kwargs: dict | None = None, seed: int = 0):
-        cfg.validate()
-        numba_threads.launch()  # before any parallel kernel runs: the layer loads with its chosen settings
-        self.cfg = cfg
-        self.num_envs = int(num_envs)
+        super().__init__(cfg, num_envs)
         self.rng = np.random.default_rng(seed)
         base = load_task_model(cfg)
         if not cfg.self_collisions:
             disable_self_collisions(base, cfg.anchor_body)
-        self.control_dt = cfg.control_dt
 
         # the motion library only needs kinematics, so it can use the model before the actuator change
         self.motion = MotionLibrary(base, task_motion_files(cfg), self.control_dt, cfg.tracked_bodies, cfg.anchor_body)
         lib = self.motion
-        self.joint_names = lib.joint_names
+        act = self._actuate(base, lib.joint_names)
         nj = len(self.joint_names)
-        act = Actuation.from_config(base, self.joint_names, cfg)
-        self.model, self.act_joint = act.model, act.act_joint
-        self.kp, self.kd, self.effort = act.kp, act.kd, act.effort
-        self.default_joint_pos, self.action_default = act.default_joint_pos, act.action_default
-        self.action_scale, self.action_bound = act.action_scale, act.action_bound
-        """(nu,) b_j: the recipe's (holosoma FastSAC's) action is b_j x the env's [-1, 1] action (1: no bound)."""
-        self.joint_lo, self.joint_hi = act.joint_lo, act.joint_hi
         self.soft_lo, self.soft_hi = act.limits(cfg.soft_joint_limit_factor)
         # reset joint noise is clipped to holosoma's simulator soft limits (robot soft_dof_pos_limit)
         self.reset_lo, self.reset_hi = act.limits(cfg.reset.noise.joint_pos_limit_factor)
 
-        kwargs = dict(pool_kwargs or {})
         self.contact_bodies = undesired_contact_bodies(self.model, cfg)
-        contact_outputs = ("cfrc_ext",) if self.contact_bodies.size else ()
-        outputs = tuple(dict.fromkeys([*kwargs.pop("outputs", ()), *BODY_STATE, *contact_outputs]))
-        kwargs.setdefault("substeps", cfg.decimation)
-        # without the undesired_contacts term (which reads cfrc_ext) no term reads a contact or constraint field, so
-        # the stage after a step or reset skips collision: restarts' forward ~2.5x cheaper, same values
-        if self.contact_bodies.size and kwargs.get("contacts") is False:
-            raise ValueError("task.rewards.undesired_contacts needs the pool's contacts; set its weight to 0 "
-                             "or drop contacts=False")
-        kwargs.setdefault("contacts", bool(self.contact_bodies.size))
-        self.pool = make_pool(self.model, self.num_envs, outputs=outputs, **kwargs)
-        self.timer = PhaseTimer()
-        self.pool.timer = self.timer  # backend_step's sub-phases: physics, check_health
-        # Numba's host threads: as many as the pool's, on its CPUs
-        self.host_thread_ids = numba_threads.configure(self.pool.nthread, self.pool.cpu_ids)
-        # domain randomization: per-env model fields, own random streams; None when every term is off
-        self.randomizer = make_randomizer(cfg.randomization, self.pool, seed, self.control_dt, cfg.anchor_body,
-                                          nj, self.kp, self.kd, self.action_default, self.act_joint)
-        # each env's PD targets of a zero action (the default pose, shifted by joint_pos_bias)
-        self.ctrl_default = (np.tile(self.action_default, (self.num_envs, 1)) if self.randomizer is None
-                             else self.randomizer.ctrl_default)
-        self.stat_names = () if self.randomizer is None else self.randomizer.stat_names
+        self._make_pool(pool_kwargs, seed, cfg.anchor_body,
+                        ("task.rewards.undesired_contacts needs the pool's contacts; set its weight to 0 or drop "
+                         "contacts=False") if self.contact_bodies.size else None)
 
         # kernels' constant inputs
         self.body_ids = lib.body_ids.astype(np.int64)
@@ -158,7 +112,7 @@ class MotionTrackingEnv(DriverEnv):
         self.layout = obs_layout(nj, len(cfg.tracked_bodies), cfg.policy_obs)  # the actor set picks the driver
         self.noise_scale = self.layout.noise_scale(cfg.obs_noise)
         try:
-            self.mirror = observation_mirror(base, self.joint_names, act.act_joint, cfg.tracked_bodies,
+            self.mirror = observation_mirror(base, self.joint_names, self.act_joint, cfg.tracked_bodies,
                                              cfg.anchor_body, cfg.end_effector_bodies, self.default_joint_pos,
                                              self.layout)
         except ValueError as err:  # a task without a mirror trains as before; algo.use_symmetry refuses it
@@ -166,34 +120,13 @@ class MotionTrackingEnv(DriverEnv):
         self.max_episode_steps = (np.inf if cfg.max_episode_length_s is None
                                   else int(round(cfg.max_episode_length_s / self.control_dt)))
 
-        self.action_dim = int(self.model.nu)
-        self.obs_dim = self.layout.policy_dim
-        self.critic_obs_dim = self.layout.critic_dim
-        self.reward_term_names = TERM_NAMES
-        self.termination_names = CONDITION_NAMES
-
-        n, nb = self.num_envs, len(self.body_ids)
+        n = self.num_envs
         self.clip, self.frame = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
-        self.book = EpisodeBook(n)
-        self.auto_reset = True
-        """False: a finished env is not restarted and keeps running (evaluation rollouts, see ``start_at``)."""
-        self.split_sub_phases = False
-        """True: update_state runs its stages one region each, timed as sub-phases (benchmark; same results)."""
         # per-env state (rows: .terms): buffers, the terms' struct and the gather stage's tuple
-        self.state = SimpleNamespace(**vars(GATHERED.allocate(n=n, B=nb, J=nj)),
-                                     **vars(STEP_STATE.allocate(n=n, A=self.action_dim, K=self.contact_bodies.size)))
+        self._allocate(seed, GATHERED, STEP_STATE, B=len(self.body_ids), K=self.contact_bodies.size)
         contacts_cfg = cfg.rewards.undesired_contacts
         self._contacts = (getattr(self.pool, "cfrc_ext", np.zeros((n, 0, 6))), self.contact_bodies,
                           float(contacts_cfg.threshold), self.state.contact_age)
-        self._obs_clip = np.inf if cfg.obs_clip is None else float(cfg.obs_clip)
-        self._terms = np.zeros((n, len(TERM_NAMES)))
-        self._reward = np.zeros(n)
-        self._conds = np.zeros((n, len(CONDITION_NAMES)), dtype=bool)
-        self._failed = np.zeros(n, dtype=bool)
-        self._done = np.zeros(n, dtype=bool)
-        self._all_rows = np.arange(n, dtype=np.int64)
-        # observation noise: one stream per env, drawn inside the parallel driver (a fill here would be serial)
-        self.obs_noise_streams = env_streams(seed, n, tag=1)
         self.reset_noise_streams = env_streams(seed, n, tag=2)  # reset noise, drawn in the start-state driver
         self.arrays = TaskArrays(
             anchor=self.anchor, ee_index=self.ee_index, **vars(self.state),
@@ -203,11 +136,7 @@ class MotionTrackingEnv(DriverEnv):
             action_bound=self.action_bound, joint_pos_bias=observed_joint_pos_bias(self.randomizer, nj),
             contact_history=int(contacts_cfg.history_steps),
         )
-        self._gathered = GATHERED.values(self.state)
         self._step_driver = step_driver(self.layout)
-        self._bad = np.zeros(n, dtype=bool)  # no env bad (restarts)
-        self._no_info = (np.empty((len(TERM_NAMES), n), dtype=np.float32),
-                         np.empty((len(CONDITION_NAMES), n), dtype=bool))
 
     # ------------------------------------------------------------------
     def run_stages(self, stages: int, rows: np.ndarray, out: Buffers, bad: np.ndarray | None = None,
@@ -233,13 +162,6 @@ class MotionTrackingEnv(DriverEnv):
             self._contacts, self._obs_clip)
 
     # ------------------------------------------------------------------
-    def reset(self, out: Buffers | None = None) -> Obs:
-        """Restart every env at a sampled clip frame; write and return the first observations."""
-        out = self.buffers() if out is None else out
-        self.book.reset_all()
-        self.restart_rows(self._all_rows, out)
-        return observations(out)
-
     def start_at(self, clips: np.ndarray, frames: np.ndarray, out: Buffers | None = None) -> Obs:
         """Put env ``e`` exactly at frame ``frames[e]`` of clip ``clips[e]``; write and return the observations.
 
@@ -257,10 +179,8 @@ class MotionTrackingEnv(DriverEnv):
             raise IndexError("start_at frames must lie inside their clips")
         rows = self._all_rows
         self.clip[:], self.frame[:], self.state.ref_index[:] = clips, frames, idx
-        self.pool.reset(rows, self.motion.qpos[idx], self.motion.qvel[idx])
         self.state.last_action[:] = 0.0
-        if self.randomizer is not None:  # reset-time draws, as a restart makes them
-            self.randomizer.reset(rows)
+        self._place(rows, self.motion.qpos[idx], self.motion.qvel[idx])  # with reset-time draws, as a restart
         self.book.reset_all()
         self.run_stages(RESTART, rows, out)
         return observations(out)
@@ -272,18 +192,7 @@ class MotionTrackingEnv(DriverEnv):
         placed = (self.clip, self.frame, self.state.ref_index, self.state.last_action)
         qpos, qvel = start_state(self.motion, rows, starts, placed, self.cfg.reset.noise, self.reset_noise_streams,
                                  self.qpos_adr, self.reset_lo, self.reset_hi)
-        self.pool.reset(rows, qpos, qvel)
-        if self.randomizer is not None:
-            self.randomizer.reset(rows)
-
-    def close(self) -> None:
-        if self.pool.cpu_ids is not None:
-            numba_threads.release()
-        super().close()
-
-    def stats(self) -> dict[str, float]:
-        """This step's randomization scalars (``randomization/<term>``, see :mod:`.randomization`)."""
-        return {} if self.randomizer is None else self.randomizer.stats()
+        self._place(rows, qpos, qvel)
 
     def before_update(self) -> None:
         self.frame += 1
