@@ -115,6 +115,12 @@ def resolve_nthread(num_envs: int, nthread: int | None = None, cpu_ids: Sequence
     """
     if num_envs < 1:
         raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+    if nthread is not None:
+        if isinstance(nthread, bool) or not isinstance(nthread, int):
+            raise ValueError(f"nthread must be an int >= 1, 'auto' or None, got {nthread!r}")
+        if nthread < 1:
+            raise ValueError(f"nthread must be >= 1, got {nthread} (MuJoCo's 0 means all logical CPUs, "
+                             "ignoring affinity)")
     if cpu_ids is not None:
         ids = validate_cpu_ids(cpu_ids)
         if nthread is not None and nthread != len(ids):
@@ -122,14 +128,7 @@ def resolve_nthread(num_envs: int, nthread: int | None = None, cpu_ids: Sequence
         if len(ids) > num_envs:
             raise ValueError(f"cpu_ids lists {len(ids)} cpus but the pool has only {num_envs} envs")
         return len(ids)
-    if nthread is not None:
-        if isinstance(nthread, bool) or not isinstance(nthread, int):
-            raise ValueError(f"nthread must be an int >= 1, 'auto' or None, got {nthread!r}")
-        if nthread < 1:
-            raise ValueError(f"nthread must be >= 1, got {nthread} (MuJoCo's 0 means all logical CPUs, "
-                             "ignoring affinity)")
-        return nthread
-    return min(num_envs, usable_cpu_count())
+    return min(num_envs, usable_cpu_count()) if nthread is None else nthread
 
 
 def thread_ids() -> set[int]:

@@ -86,10 +86,6 @@ def step_record(obs_dim: int, critic_obs_dim: int, action_dim: int) -> tuple[Fie
     )
 
 
-def observation_names(record: Iterable[Field]) -> tuple[str, ...]:
-    return tuple(f.name for f in record if f.observation)
-
-
 def env_outputs(record: Iterable[Field]) -> tuple[Field, ...]:
     """The arrays ``env.step`` fills: the env fields plus ``final_<obs>`` per observation field."""
     env = [f for f in record if f.writer == "env"]

@@ -102,10 +102,9 @@ class FastSAC:
         ).to(self.device)
         self.critic_target = copy.deepcopy(self.critic)
         self.critic_target.requires_grad_(False)
-        self.obs_normalizer = RunningNormalizer(
-            self.obs_dim, enabled=cfg.obs_normalization, eps=cfg.obs_norm_eps, device=self.device)
-        self.critic_obs_normalizer = RunningNormalizer(
-            self.critic_obs_dim, enabled=cfg.obs_normalization, eps=cfg.obs_norm_eps, device=self.device)
+        self.obs_normalizer, self.critic_obs_normalizer = (
+            RunningNormalizer(dim, enabled=cfg.obs_normalization, eps=cfg.obs_norm_eps, device=self.device)
+            for dim in (self.obs_dim, self.critic_obs_dim))
         self.log_alpha = torch.tensor(math.log(cfg.alpha_init), dtype=torch.float32, device=self.device,
                                       requires_grad=True)
 

@@ -17,22 +17,18 @@ _ACTIVATIONS = {"silu": nn.SiLU, "relu": nn.ReLU, "elu": nn.ELU, "tanh": nn.Tanh
 _LOG2 = math.log(2.0)
 
 
-def _activation(name: str) -> nn.Module:
-    if name not in _ACTIVATIONS:
-        raise ValueError(f"unknown activation {name!r}; choose from {sorted(_ACTIVATIONS)}")
-    return _ACTIVATIONS[name]()
-
-
 def _hidden_layers(in_dim: int, hidden_dims: Sequence[int], layer_norm: bool, activation: str,
                    linear: Callable[[int, int], nn.Module], norm: Callable[[int], nn.Module]) -> list[nn.Module]:
     """Linear -> [LayerNorm] -> activation for each width in ``hidden_dims``."""
+    if activation not in _ACTIVATIONS:
+        raise ValueError(f"unknown activation {activation!r}; choose from {sorted(_ACTIVATIONS)}")
     layers: list[nn.Module] = []
     prev = in_dim
     for width in hidden_dims:
         layers.append(linear(prev, width))
         if layer_norm:
             layers.append(norm(width))
-        layers.append(_activation(activation))
+        layers.append(_ACTIVATIONS[activation]())
         prev = width
     return layers
 

@@ -15,7 +15,7 @@ import numpy as np
 import psutil
 import torch
 
-from unilab.sim.spec import FINAL, NEXT, Field, observation_names
+from unilab.sim.spec import FINAL, NEXT, Field
 
 # what ``sample`` returns; the agent trains on these
 BATCH_KEYS = ("obs", "critic_obs", "action", "rewards", "next_obs", "next_critic_obs", "bootstrap", "discount")
@@ -76,11 +76,12 @@ class ReplayBuffer:
                 "lower algo.buffer_size (transitions per env) or algo.num_envs"
             )
         self.storage: dict[str, torch.Tensor] = {
-            f.name: torch.zeros(self.num_envs, self.capacity, *f.shape, dtype=_torch_dtype(f.dtype),
+            # float32 -> torch.float32, bool -> torch.bool, ...
+            f.name: torch.zeros(self.num_envs, self.capacity, *f.shape, dtype=getattr(torch, np.dtype(f.dtype).name),
                                 device=self.device)
             for f in stored_fields(self.record)
         }
-        self.observations = observation_names(self.record)
+        self.observations = tuple(f.name for f in self.record if f.observation)
         self.ptr = 0
         self.size = 0
         self._generator = torch.Generator(device=self.device)
@@ -102,9 +103,10 @@ class ReplayBuffer:
         """Bytes held by the storage tensors."""
         return sum(t.numel() * t.element_size() for t in self.storage.values())
 
-    def _check(self, name: str, x: Any, trailing: tuple[int, ...]) -> torch.Tensor:
+    def _check(self, name: str, x: Any, dst: torch.Tensor) -> torch.Tensor:
+        """``x`` as a tensor (where it was), checked against one step of storage ``dst``."""
         x = torch.as_tensor(x)
-        expected = (self.num_envs, *trailing)
+        expected = (self.num_envs, *dst.shape[2:])
         if tuple(x.shape) != expected:
             raise ValueError(f"ReplayBuffer.extend: {name} has shape {tuple(x.shape)}, expected {expected}")
         return x
@@ -118,19 +120,18 @@ class ReplayBuffer:
         done rows (terminated | truncated) only, ``final_<obs>``. Other rows of ``final_<obs>`` are never read.
         """
         p = self.ptr
-        for f in self.record:
-            src = before if f.observation or f.writer != "env" else after
-            self.storage[f.name][:, p] = self._check(f.name, src[f.name], f.shape).to(
-                self.device, _torch_dtype(f.dtype))
+        # (key, storage name, the mapping that holds it): every record field, then each observation's next value
+        writes = [(f.name, f.name, before if f.observation or f.writer != "env" else after) for f in self.record]
+        writes += [(name, NEXT + name, after) for name in self.observations]
+        for key, name, step in writes:
+            dst = self.storage[name]
+            dst[:, p] = self._check(key, step[key], dst).to(self.device, dst.dtype)
         # the done rows, found where the step lives (shared memory): only their final obs cross
         rows = (torch.as_tensor(after["terminated"]) | torch.as_tensor(after["truncated"])).nonzero().flatten()
-        for name in self.observations:
+        for name in self.observations if rows.numel() else ():  # no done rows: no final obs to read
             nxt = self.storage[NEXT + name]
-            trailing = tuple(nxt.shape[2:])
-            nxt[:, p] = self._check(name, after[name], trailing).to(self.device, nxt.dtype)
-            if rows.numel():
-                final = self._check(FINAL + name, after[FINAL + name], trailing)
-                nxt[rows.to(self.device), p] = final[rows.to(final.device)].to(self.device, nxt.dtype)
+            final = self._check(FINAL + name, after[FINAL + name], nxt)
+            nxt[rows.to(self.device), p] = final[rows.to(final.device)].to(self.device, nxt.dtype)
         self.ptr = (p + 1) % self.capacity
         self.size = min(self.size + 1, self.capacity)
 
@@ -228,7 +229,3 @@ class ReplayBuffer:
         if self.size:
             newest = (self.ptr - 1) % self.capacity
             self.truncated[:, newest] |= ~self.terminated[:, newest]
-
-
-def _torch_dtype(dtype: str) -> torch.dtype:
-    return getattr(torch, np.dtype(dtype).name)  # float32 -> torch.float32, bool -> torch.bool, ...

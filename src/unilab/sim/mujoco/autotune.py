@@ -78,7 +78,7 @@ def cache_key(model: mujoco.MjModel, num_envs: int, substeps: int, contacts: boo
 
 def candidates(num_envs: int) -> list[tuple[int, bool]]:
     """(nthread, persistent) pairs: usable CPUs and its halves down to 1, x persistent on/off."""
-    usable = min(num_envs, cpu.usable_cpu_count())
+    usable = cpu.resolve_nthread(num_envs)
     return [(usable >> k, p) for k in reversed(range(usable.bit_length())) for p in (False, True)]
 
 
@@ -155,7 +155,7 @@ def _entry_problem(entry: object, num_envs: int) -> str | None:
         return f"entry is {type(entry).__name__} {entry!r}, not an object"
     if "nthread" not in entry or "persistent" not in entry:
         return f"entry {entry!r} lacks nthread or persistent"
-    nthread, bound = entry["nthread"], min(num_envs, cpu.usable_cpu_count())
+    nthread, bound = entry["nthread"], cpu.resolve_nthread(num_envs)
     if isinstance(nthread, bool) or not isinstance(nthread, int) or not 1 <= nthread <= bound:
         return (f"nthread={nthread!r} is not an int in [1, {bound}] "
                 f"(num_envs {num_envs}, {cpu.usable_cpu_count()} usable CPUs)")
@@ -185,13 +185,10 @@ def autotune(model: mujoco.MjModel, num_envs: int, substeps: int = 1, *, cache_p
                       stacklevel=2)
     timings = {f"{n}{'p' if p else ''}": (n, p, measure(model, num_envs, substeps, n, p, steps=steps,
                                                         contacts=contacts)) for n, p in candidates(num_envs)}
-    best = min(t[2] for t in timings.values())
+    fastest_n, fastest_p, best = min(timings.values(), key=lambda t: t[2])
     rule = cpu.resolve_nthread(num_envs)
-    rule_ms = next(t[2] for t in timings.values() if t[0] == rule and not t[1])
-    if rule_ms <= best * (1 + TIE_TOLERANCE):
-        nthread, persistent = rule, False
-    else:
-        nthread, persistent, _ = min(timings.values(), key=lambda t: t[2])
+    tie = timings[str(rule)][2] <= best * (1 + TIE_TOLERANCE)  # the rule's non-persistent candidate
+    nthread, persistent = (rule, False) if tie else (fastest_n, fastest_p)
     result = AutotuneResult(nthread, persistent, {k: round(v[2], 3) for k, v in timings.items()}, False, key)
     data[key] = {k: v for k, v in asdict(result).items() if k not in ("cached", "key")}
     _save(path, data)

@@ -23,6 +23,7 @@ from unilab.sim import cpu, numba_threads
 from unilab.sim.mujoco.autotune import autotune
 from unilab.sim.mujoco.body_state import origin_velocities, origin_velocity_env
 from unilab.sim.mujoco.contacts import forward_without_contacts
+from unilab.sim.physics import BODY_STATE
 from unilab.sim.work_claims import LEAST_BYTES, chunk_size, claimed, copy_rows_at, new_counter, num_chunks
 from unilab.telemetry.phase_timer import PhaseTimer
 
@@ -37,9 +38,9 @@ _DEFAULT_OUTPUTS = ("xpos", "xquat", "cvel", "sensordata")
 # actions, while an unstable integration (e.g. too large a timestep) reaches 1e3-1e8 long before MuJoCo's own 1e10 check
 DEFAULT_MAX_QVEL = 100.0
 
-# the backend-neutral outputs (sim.physics.BODY_STATE): every body's world-frame state at its origin
-_BODY_FIELDS = {"body_pos_w": "xpos", "body_quat_w": "xquat"}
-_BODY_VELOCITIES = ("body_lin_vel_w", "body_ang_vel_w")
+# the backend-neutral outputs: every body's world-frame state at its origin; the velocities are computed here
+_BODY_FIELDS = dict(zip(BODY_STATE[:2], ("xpos", "xquat")))
+_BODY_VELOCITIES = BODY_STATE[2:]
 
 # what ``step`` times in ``BatchEnvPool.timer``: MuJoCo's steps, then the per-env health check (with the
 # bodies' origin velocities when they are outputs)
@@ -104,8 +105,7 @@ class BatchEnvPool:
         if max_qvel is not None and not float(max_qvel) > 0:
             raise ValueError(f"max_qvel must be > 0 or None, got {max_qvel!r}")
         self.max_qvel = None if max_qvel is None else float(max_qvel)
-        ids = cpu.parse_cpu_ids(cpu_ids)
-        self.cpu_ids: list[int] | None = None if ids is None else cpu.validate_cpu_ids(ids)
+        self.cpu_ids: list[int] | None = cpu.parse_cpu_ids(cpu_ids)  # validated by resolve_nthread
         self._caller_affinity: set[int] | None = None
         self.autotune_result = None
         if nthread == "auto":
@@ -113,8 +113,6 @@ class BatchEnvPool:
                 raise ValueError("nthread='auto' and cpu_ids are exclusive: pinning fixes one thread per cpu id")
             self.autotune_result = autotune(model, num_envs, substeps, contacts=contacts)
             nthread, persistent = self.autotune_result.nthread, self.autotune_result.persistent
-        elif isinstance(nthread, str):
-            raise ValueError(f"nthread must be an int >= 1, 'auto' or None, got {nthread!r}")
         n = cpu.resolve_nthread(num_envs, nthread, self.cpu_ids)
 
         self.model = model
@@ -128,7 +126,11 @@ class BatchEnvPool:
         self.nthread = self._batch.nthread
         self.persistent = bool(persistent)
         if self.cpu_ids is not None:
-            self._pin()
+            if len(self.pool_tids) != self.nthread - 1:
+                raise RuntimeError(f"expected {self.nthread - 1} new pool threads, saw {len(self.pool_tids)} (another "
+                                   "library started threads while the pool was built); cannot pin reliably")
+            cpu.pin_threads(self.pool_tids, self.cpu_ids[1:])
+            self._caller_affinity = cpu.pin_caller(self.cpu_ids[0])
         # the pool's own kernels (and the task's) run on as many Numba workers, on the same CPUs
         self.host_thread_ids = numba_threads.configure(self.nthread, self.cpu_ids)
 
@@ -184,10 +186,6 @@ class BatchEnvPool:
         return self.model.nv
 
     @property
-    def nu(self) -> int:
-        return self.model.nu
-
-    @property
     def batch(self) -> mjbatch.Batch:
         """The underlying ``mujoco.batch.Batch`` (for fields the pool doesn't bind)."""
         return self._batch
@@ -203,16 +201,6 @@ class BatchEnvPool:
     def set_const(self) -> None:
         """``mj_setConst`` per env: call after writing fields it reads (e.g. ``body_ipos``) through expand."""
         self._batch.set_const()
-
-    # -- pinning ------------------------------------------------------------
-    def _pin(self) -> None:
-        assert self.cpu_ids is not None
-        workers = self.pool_tids
-        if len(workers) != self.nthread - 1:
-            raise RuntimeError(f"expected {self.nthread - 1} new pool threads, saw {len(workers)} (another library "
-                               "started threads while the pool was built); cannot pin reliably")
-        cpu.pin_threads(workers, self.cpu_ids[1:])
-        self._caller_affinity = cpu.pin_caller(self.cpu_ids[0])
 
     def thread_affinities(self) -> dict[int, set[int]]:
         """Each pool thread's CPU set, caller's thread first (Linux)."""
