@@ -65,15 +65,17 @@ class TaskBench:
 def task_bench(name: str) -> TaskBench:
     """The :class:`TaskBench` of task ``name`` (one of :data:`TASKS`)."""
     if name == "g1_locomotion":
+        from unilab.tasks.core.driver_env import SUBPHASES
         from unilab.tasks.g1_locomotion import driver
         from unilab.tasks.g1_locomotion.config import LocomotionConfig
-        from unilab.tasks.g1_locomotion.env import SUBPHASES, LocomotionEnv
+        from unilab.tasks.g1_locomotion.env import LocomotionEnv
 
         return TaskBench(LocomotionConfig(), LocomotionEnv, SUBPHASES, driver.SPLIT, driver.REWARDS | driver.OBSERVE,
                          lambda env: driver.loco_driver_source())
+    from unilab.tasks.core.driver_env import SUBPHASES
     from unilab.tasks.g1_motion_tracking import step_driver
     from unilab.tasks.g1_motion_tracking.config import MotionTrackingConfig
-    from unilab.tasks.g1_motion_tracking.env import SUBPHASES, MotionTrackingEnv
+    from unilab.tasks.g1_motion_tracking.env import MotionTrackingEnv
 
     return TaskBench(MotionTrackingConfig(), MotionTrackingEnv, SUBPHASES, step_driver.SPLIT,
                      step_driver.REWARDS | step_driver.OBSERVE, lambda env: step_driver.step_driver_source(env.layout))
@@ -245,11 +247,7 @@ class ThreadPhaseTimer(PhaseTimer):
 def run_one(task: TaskBench, cfg: Any, num_envs: int, steps: int, warmup: int, block: int,
             cpu_ids: list[int] | None, nthread: int | None, seed: int, thread_steps: int = 6) -> dict:
     """Env and raw-pool timing, interleaved in blocks so machine load hits both alike."""
-    pool_kwargs: dict = {}
-    if cpu_ids is not None:
-        pool_kwargs["cpu_ids"] = cpu_ids
-    elif nthread is not None:
-        pool_kwargs["nthread"] = nthread
+    pool_kwargs = {"cpu_ids": cpu_ids} if cpu_ids is not None else {"nthread": nthread} if nthread is not None else {}
     rng = np.random.default_rng(seed)
     usable = cpu.usable_cpus()
     t0 = time.perf_counter()
@@ -459,12 +457,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.show_driver:
         print(task.driver_source(task.make(cfg, 1)))
         return 0
-    if args.compare_cpu_ids:
-        runs = [(None, args.nthread), (cpu.parse_cpu_ids(args.compare_cpu_ids), None)]
-    elif args.cpu_ids:
-        runs = [(cpu.parse_cpu_ids(args.cpu_ids), None)]
-    else:
-        runs = [(None, args.nthread)]
+    runs: list[tuple[list[int] | None, int | None]] = [] if args.cpu_ids else [(None, args.nthread)]
+    if args.cpu_ids or args.compare_cpu_ids:
+        runs.append((cpu.parse_cpu_ids(args.cpu_ids or args.compare_cpu_ids), None))
 
     print(f"usable cpus {cpu.usable_cpus()}; {args.task}, decimation {cfg.decimation}, sim dt {cfg.sim_dt}")
     results = []

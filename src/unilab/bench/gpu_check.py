@@ -16,7 +16,6 @@ that CI covers it.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -115,31 +114,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         algo = yaml.safe_load((run_dir / "config.yaml").read_text())["algo"]
         report["num_envs"], report["num_updates"] = int(algo["num_envs"]), int(algo["num_updates"])
-        curves = learn.read_curves(run_dir)
-        curve = learn.curve_summary(curves, report["num_envs"], checkpoint)
-        timing = learn.timing_means(curves)
-        train_ms, env_step_ms = timing["learner_train_ms"], timing["collector_env_step_ms"]
-        report.update(run_dir=str(run_dir), checkpoint=None if checkpoint is None else str(checkpoint),
-                      iterations=curve["iterations"], env_steps=curve["env_steps"],
-                      train_wall_s=curve["train_wall_s"], steps_per_sec=curve["steps_per_sec_mean"],
-                      steps_per_sec_final=curve["steps_per_sec_final"],
-                      overlap=train_ms / env_step_ms if train_ms is not None and env_step_ms else None, **timing)
-        if train_ms is not None and report["num_updates"]:
-            report["learner_ms_per_update"] = train_ms / report["num_updates"]
+        facts = learn.run_facts(run_dir, checkpoint, report["num_envs"], report["num_updates"])
+        report.update({k: v for k, v in facts.items() if k in REPORT_KEYS})
         if checkpoint is not None and checkpoint.is_file() and "motion_tracking" in args.task:
             eval_json = run_dir / "eval" / "final.json"
             ecmd = [sys.executable, "-m", "unilab.cli.eval", str(checkpoint), "--json", str(eval_json),
                     "--no-plot", "--no-progress", "--device", "cpu" if tiny else "cuda"]
             if eval_frames:
                 ecmd += ["--max-frames", str(eval_frames)]
-            print("unilab-bench gpu: " + " ".join(ecmd), flush=True)
-            report["eval_returncode"] = learn.run_eval(ecmd)
-            if report["eval_returncode"] == 0:
-                overall = json.loads(eval_json.read_text()).get("overall", {})
-                report["eval"] = {k: overall.get(k) for k in METRIC_NAMES}
-            if episodes:
-                report["eval_random_starts"] = learn.random_start_eval(
-                    checkpoint, "checkpoint", run_dir / "eval" / "final_random.json", episodes)
+            final = learn.final_eval(ecmd, checkpoint, eval_json, episodes)
+            report.update({k: v for k, v in final.items() if k in REPORT_KEYS})
     rows = [(k, "-" if report[k] is None else report[k]) for k in REPORT_KEYS
             if k not in ("command", "eval", "eval_random_starts", "machine")]
     rows += [(f"eval/{k}", "-" if v is None else v) for k, v in report["eval"].items()]

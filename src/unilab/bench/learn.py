@@ -194,6 +194,21 @@ def eval_report(cmd: list[str], json_path: Path, cpus: Sequence[int] | None = No
     return rc, json.loads(json_path.read_text()) if rc == 0 and json_path.is_file() else None
 
 
+def final_eval(cmd: list[str], checkpoint: Path, json_path: Path, episodes: int, cpus: Sequence[int] | None = None,
+               tag: str = "", env: dict[str, str] | None = None) -> dict[str, Any]:
+    """The clip evaluation ``cmd`` of a final ``checkpoint`` (writing ``json_path``) and, with ``episodes``, its
+    random-start one: ``eval_returncode``, ``eval`` and ``eval_clips`` (when it succeeded), ``eval_random_starts``."""
+    out: dict[str, Any] = {}
+    out["eval_returncode"], evaluation = eval_report(cmd, json_path, cpus, tag, env)
+    if evaluation is not None:
+        out["eval"] = {k: evaluation.get("overall", {}).get(k) for k in METRIC_NAMES}
+        out["eval_clips"] = evaluation.get("clips", {})
+    if episodes:
+        random_json = json_path.with_name("final_random.json")
+        out["eval_random_starts"] = random_start_eval(checkpoint, "checkpoint", random_json, episodes, cpus, tag, env)
+    return out
+
+
 def read_curves(run_dir: str | Path) -> dict[str, list[tuple[int, float, float]]]:
     """``{tag: [(step, wall_time, value), ...]}`` of every scalar in the run's event files."""
     from tensorboard.backend.event_processing import event_accumulator as ea  # heavy, only here
@@ -491,6 +506,25 @@ def timing_means(curves: dict[str, list[tuple[int, float, float]]]) -> dict[str,
             for tag, key in TIMING_TAGS.items()}
 
 
+def run_facts(run_dir: Path, checkpoint: Path | None, num_envs: int, num_updates: int) -> dict[str, Any]:
+    """What a finished run's TensorBoard scalars say, in the keys of :data:`RUN_KEYS` and of the GPU check: its
+    :func:`curve_summary`, how far and fast it went, the :func:`timing_means`, the learner's ms per update, the
+    overlap (learner train ms / collector env.step ms) and the episode length and return series."""
+    curves = read_curves(run_dir)
+    curve = curve_summary(curves, num_envs, checkpoint)
+    timing = timing_means(curves)
+    train_ms, env_step_ms = timing["learner_train_ms"], timing["collector_env_step_ms"]
+    length, ret = ([(int(s), v) for s, _, v in curves.get(t, []) if math.isfinite(v)]
+                   for t in ("episode/length_mean", "episode/return_mean"))
+    return {"run_dir": str(run_dir), "checkpoint": None if checkpoint is None else str(checkpoint), "curve": curve,
+            "iterations": curve["iterations"], "env_steps": curve["env_steps"], "train_wall_s": curve["train_wall_s"],
+            "steps_per_sec": curve["steps_per_sec_mean"], "steps_per_sec_final": curve["steps_per_sec_final"],
+            **timing, "learner_ms_per_update": train_ms / num_updates if train_ms is not None and num_updates else None,
+            "overlap": train_ms / env_step_ms if train_ms is not None and env_step_ms else None,
+            "series": {"env_steps": [s for s, _ in length], "episode_length": [v for _, v in length],
+                       "return_env_steps": [s for s, _ in ret], "return": [v for _, v in ret]}}
+
+
 def value_at(series: Sequence[tuple[int, float]], step: float) -> float | None:
     """The last logged value at or before ``step`` (None before the first point)."""
     out = None
@@ -516,36 +550,18 @@ def run_job(args: argparse.Namespace, job: Job, cpus: list[int] | None) -> dict[
     if run_dir is None or not run_dir.is_dir():
         run["stopped_by"] = "error"
         return run
-    curves = read_curves(run_dir)
-    curve = curve_summary(curves, job.num_envs, checkpoint)
-    timing = timing_means(curves)
-    length, ret = ([(int(s), v) for s, _, v in curves.get(t, []) if math.isfinite(v)]
-                   for t in ("episode/length_mean", "episode/return_mean"))
-    run.update(run_dir=str(run_dir), checkpoint=None if checkpoint is None else str(checkpoint), curve=curve,
-               iterations=curve["iterations"], env_steps=curve["env_steps"], train_wall_s=curve["train_wall_s"],
-               steps_per_sec=curve["steps_per_sec_mean"], learner_train_ms=timing["learner_train_ms"],
-               collector_env_step_ms=timing["collector_env_step_ms"],
-               series={"env_steps": [s for s, _ in length], "episode_length": [v for _, v in length],
-                       "return_env_steps": [s for s, _ in ret], "return": [v for _, v in ret]})
-    if timing["learner_train_ms"] is not None and job.num_updates:
-        run["learner_ms_per_update"] = timing["learner_train_ms"] / job.num_updates
+    facts = run_facts(run_dir, checkpoint, job.num_envs, job.num_updates)
+    run.update({k: v for k, v in facts.items() if k in RUN_KEYS})
     if rc != 0:
         run["stopped_by"] = "error"
-    elif job.iterations is not None and curve["iterations"] is not None and curve["iterations"] >= job.iterations:
+    elif job.iterations is not None and run["iterations"] is not None and run["iterations"] >= job.iterations:
         run["stopped_by"] = "env_steps"
     else:
         run["stopped_by"] = "time"
     if checkpoint is not None and checkpoint.is_file() and "motion_tracking" in args.task:
         eval_json = run_dir / "eval" / "final.json"
         ecmd = eval_command(args, checkpoint, eval_json) + ["--no-plot", "--no-progress"]
-        run["eval_returncode"], evaluation = eval_report(ecmd, eval_json, cpus, tag, env)
-        if evaluation is not None:
-            run["eval"] = {k: evaluation.get("overall", {}).get(k) for k in METRIC_NAMES}
-            run["eval_clips"] = evaluation.get("clips", {})
-        if args.random_episodes:
-            run["eval_random_starts"] = random_start_eval(
-                checkpoint, "checkpoint", run_dir / "eval" / "final_random.json", args.random_episodes, cpus, tag,
-                env)
+        run.update(final_eval(ecmd, checkpoint, eval_json, args.random_episodes, cpus, tag, env))
     if checkpoint is not None and checkpoint.is_file() and args.task == "g1_locomotion":
         run["eval_locomotion"] = locomotion_eval(checkpoint, "checkpoint", run_dir / "eval" / "final_locomotion.json",
                                                  cpus, tag, env)

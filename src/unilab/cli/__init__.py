@@ -1,0 +1,20 @@
+"""The command-line entry points."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from unilab.gl_env import gl_disabled
+
+
+def run_cli(prog: str, main: Callable[..., int], *args: Any, interrupted: str = "interrupted") -> int:
+    """``main(*args)`` under ``gl_disabled`` (before mujoco is imported: a MUJOCO_GL that cannot load here must not
+    kill the import; videos render in a subprocess with a probed backend, the user's first); Ctrl-C: exit 130."""
+    with gl_disabled():
+        try:
+            return main(*args)
+        except KeyboardInterrupt:  # one line, not a traceback from wherever the command was
+            print(f"\n{prog}: {interrupted}", file=sys.stderr, flush=True)
+            return 130

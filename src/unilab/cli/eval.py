@@ -8,8 +8,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from unilab.cli import task_overrides
-from unilab.gl_env import gl_disabled
+from unilab.cli import run_cli, task_overrides
 
 DESCRIPTION = """\
 Roll out a trained motion-tracking policy deterministically on every clip of its task, from the
@@ -112,12 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         given = [f"--{d.replace('_', '-')}" for d in dests if getattr(args, d) != parser.get_default(d)]
         if given and args.task != task:
             parser.error(f"{', '.join(given)}: {task} option(s), not read with --task {args.task}")
-    with gl_disabled():  # before mujoco is imported: evaluation never renders
-        try:
-            return _main(args)
-        except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback from wherever the rollout was
-            print("\nunilab-eval: interrupted", file=sys.stderr, flush=True)
-            return 130
+    return run_cli("unilab-eval", _main, args)
 
 
 def _main(args: argparse.Namespace) -> int:

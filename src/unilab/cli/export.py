@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from unilab.gl_env import gl_disabled
+from unilab.cli import run_cli
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,8 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    with gl_disabled():  # before mujoco is imported: export never renders
-        return _main(args)
+    return run_cli("unilab-export", _main, args)
 
 
 def _main(args: argparse.Namespace) -> int:

@@ -6,8 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from unilab.cli import task_overrides
-from unilab.gl_env import gl_disabled
+from unilab.cli import run_cli, task_overrides
 from unilab.render.video import GHOST_MODES, exit_on_sigterm
 from unilab.runtime.config import PlayConfig
 
@@ -51,14 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     exit_on_sigterm()  # SIGTERM stops the rollout or the rendering worker like Ctrl-C: no partial video left
-    # before mujoco is imported: a MUJOCO_GL that cannot load here must not kill the
-    # import; the video is rendered in a subprocess with a probed backend (the user's first)
-    with gl_disabled():
-        try:
-            return _main(args)
-        except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback from wherever the rollout was
-            print("\nplay: interrupted", file=sys.stderr, flush=True)
-            return 130
+    return run_cli("play", _main, args)
 
 
 def _main(args: argparse.Namespace) -> int:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from omegaconf import OmegaConf
 
+from unilab.cli import run_cli
 from unilab.cli.config import (
     ConfigError,
     choose_recipe,
@@ -17,7 +18,6 @@ from unilab.cli.config import (
     split_argv,
     to_run_spec,
 )
-from unilab.gl_env import gl_disabled
 
 # a resumed run takes the algo keys not named on the command line from its checkpoint (to_run_spec),
 # so the printed algo block is not what it will train with
@@ -27,14 +27,8 @@ RESUME_CFG_NOTE = ("# training.resume is set: the algo keys not given on the com
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``train`` console script; returns the exit code."""
-    # before mujoco is imported: training never renders; end-of-training play
-    # renders in a subprocess with a probed backend, the user's MUJOCO_GL first
-    with gl_disabled():
-        try:
-            return _main(argv)
-        except KeyboardInterrupt:  # Ctrl-C while torch or the env loads: nothing started, nothing to save
-            print("\ntrain: interrupted before training started", file=sys.stderr, flush=True)
-            return 130
+    # Ctrl-C while torch or the env loads: nothing started, nothing to save
+    return run_cli("train", _main, argv, interrupted="interrupted before training started")
 
 
 def _main(argv: Sequence[str] | None) -> int:
@@ -84,11 +78,10 @@ def _main(argv: Sequence[str] | None) -> int:
     finally:
         distributed.shutdown()
     if trainer.dist.rank == 0 and not spec.training.no_play and result.checkpoint is not None:
-        from unilab.runtime.config import PlayConfig  # lazy: only when play follows training
         from unilab.runtime.play import play  # lazy: only when play follows training
 
         try:
-            play(result.checkpoint, PlayConfig(num_envs=spec.training.play_num_envs, steps=spec.training.play_steps))
+            play(result.checkpoint, num_envs=spec.training.play_num_envs, steps=spec.training.play_steps)
         except Exception as err:  # noqa: BLE001 - the trained model is saved; a video failure must not hide that
             print(f"train: play after training failed: {err} (checkpoint {result.checkpoint} is saved)",
                   file=sys.stderr)

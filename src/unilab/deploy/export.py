@@ -216,16 +216,14 @@ def export_policy(checkpoint: str | os.PathLike, out: str | os.PathLike) -> Expo
         meta["control_dt"] = float(env.control_dt)
         if task in TASK_METADATA:
             meta.update(TASK_METADATA[task](env))
+            widths = sum(p["width"] for p in meta["obs_layout"])
+            if widths != agent.obs_dim or len(meta["joint_names"]) != agent.action_dim:
+                raise ExportError(
+                    f"checkpoint {ckpt}: the agent takes obs_dim={agent.obs_dim}, action_dim={agent.action_dim} but "
+                    f"its task config now builds {widths} / {len(meta['joint_names'])} (was the observation preset "
+                    "changed since it was trained?)")
     finally:
         env.close()
-    if task in TASK_METADATA:
-        widths = sum(p["width"] for p in meta["obs_layout"])
-        if widths != agent.obs_dim or len(meta["joint_names"]) != agent.action_dim:
-            raise ExportError(
-                f"checkpoint {ckpt}: the agent takes obs_dim={agent.obs_dim}, action_dim={agent.action_dim} but "
-                f"its task config now builds {widths} / {len(meta['joint_names'])} (was the observation preset "
-                "changed since it was trained?)"
-            )
 
     graph = _onnx_graph(DeterministicPolicy(agent).eval(), agent.obs_dim)
     for key, value in meta.items():

@@ -52,6 +52,8 @@ GHOST_MODES = ("overlay", "side", "off")
 side: shifted sideways by ``GHOST_SIDE_OFFSET_M`` (view centred between both); off: none."""
 GHOST_RGBA = (0.3, 0.75, 1.0, 0.45)
 GHOST_SIDE_OFFSET_M = 1.0
+ARROW_COLORS = ((0.15, 0.85, 0.15, 1.0), (0.15, 0.45, 1.0, 1.0), (1.0, 0.6, 0.1, 1.0))
+"""RGBA of a frame's arrows, in order (a task's first arrow green, e.g. a command; its second blue)."""
 _HIDDEN_GROUP = 5  # a geom group the ghost's MjvOption does not draw
 _PROBE_TIMEOUT_S = 60.0
 
@@ -167,8 +169,11 @@ def _track_body_id(model: mujoco.MjModel, track_body: str | None) -> int | None:
     raise ValueError(f"track_body {track_body!r} is not a body of the model (bodies: {names})")
 
 
-def _check_inputs(model: mujoco.MjModel, qpos: np.ndarray, path: Path, fps: float, width: int, height: int
-                  ) -> np.ndarray:
+def _check_inputs(model: mujoco.MjModel, qpos: np.ndarray, path: Path, fps: float, width: int, height: int,
+                  ghost_qpos: np.ndarray | None, ghost: str, labels: Sequence[str] | None, arrows: np.ndarray | None
+                  ) -> tuple[np.ndarray, np.ndarray | None, list[str] | None, np.ndarray | None]:
+    """Validated ``qpos``, ghost poses (None: no ghost), per-frame texts (None: no text) and ``(T, k, 2, 3)`` arrows
+    (per frame, ``k`` world-frame (start, end) points; None: none)."""
     qpos = np.asarray(qpos, dtype=np.float64)
     if qpos.ndim != 2 or qpos.shape[1] != model.nq:
         raise ValueError(f"qpos must have shape (T, nq={model.nq}), got {qpos.shape}")
@@ -185,45 +190,6 @@ def _check_inputs(model: mujoco.MjModel, qpos: np.ndarray, path: Path, fps: floa
         # yuv420p (what players expect) needs even sizes
         if not isinstance(v, (int, np.integer)) or v <= 0 or v % 2:
             raise ValueError(f"{name} must be a positive even int, got {v!r}")
-    return np.ascontiguousarray(qpos)
-
-
-ARROW_COLORS = ((0.15, 0.85, 0.15, 1.0), (0.15, 0.45, 1.0, 1.0), (1.0, 0.6, 0.1, 1.0))
-"""RGBA of a frame's arrows, in order (a task's first arrow green, e.g. a command; its second blue)."""
-
-
-def _check_arrows(qpos: np.ndarray, arrows: np.ndarray | None) -> np.ndarray | None:
-    """Validated ``(T, k, 2, 3)`` arrows: per frame, ``k`` world-frame (start, end) points; None: none."""
-    if arrows is None:
-        return None
-    arrows = np.ascontiguousarray(arrows, dtype=np.float64)
-    if arrows.ndim != 4 or arrows.shape[0] != qpos.shape[0] or arrows.shape[2:] != (2, 3):
-        raise ValueError(f"arrows must have shape (frames={qpos.shape[0]}, k, 2, 3), got {arrows.shape}")
-    if not 1 <= arrows.shape[1] <= len(ARROW_COLORS):
-        raise ValueError(f"arrows: 1 to {len(ARROW_COLORS)} per frame, got {arrows.shape[1]}")
-    if not np.all(np.isfinite(arrows)):
-        raise ValueError("arrows has non-finite values")
-    return arrows
-
-
-def _add_arrows(scene: mujoco.MjvScene, arrows: np.ndarray) -> None:
-    """One arrow geom per (start, end) row, colours :data:`ARROW_COLORS` in order (too short ones: none)."""
-    import mujoco  # mujoco picks its GL layer at first import (see above)
-
-    for k, (start, end) in enumerate(arrows):
-        if scene.ngeom >= scene.maxgeom or np.linalg.norm(end - start) < 1e-3:
-            continue
-        g = scene.geoms[scene.ngeom]
-        mujoco.mjv_initGeom(g, int(mujoco.mjtGeom.mjGEOM_ARROW), np.zeros(3), np.zeros(3), np.zeros(9),
-                            np.asarray(ARROW_COLORS[k], dtype=np.float32))
-        mujoco.mjv_connector(g, int(mujoco.mjtGeom.mjGEOM_ARROW), 0.02, start, end)
-        g.castshadow = 0
-        scene.ngeom += 1
-
-
-def _check_extras(qpos: np.ndarray, ghost_qpos: np.ndarray | None, ghost: str,
-                  labels: Sequence[str] | None) -> tuple[np.ndarray | None, list[str] | None]:
-    """Validated ghost poses (None: no ghost) and per-frame texts (None: no text)."""
     if ghost not in GHOST_MODES:
         raise ValueError(f"ghost must be one of {GHOST_MODES}, got {ghost!r}")
     if ghost == "off":
@@ -240,7 +206,30 @@ def _check_extras(qpos: np.ndarray, ghost_qpos: np.ndarray | None, ghost: str,
             raise ValueError(f"labels must hold one text per frame ({qpos.shape[0]}), got {len(labels)}")
         if not any(labels):
             labels = None
-    return ghost_qpos, labels
+    if arrows is not None:
+        arrows = np.ascontiguousarray(arrows, dtype=np.float64)
+        if arrows.ndim != 4 or arrows.shape[0] != qpos.shape[0] or arrows.shape[2:] != (2, 3):
+            raise ValueError(f"arrows must have shape (frames={qpos.shape[0]}, k, 2, 3), got {arrows.shape}")
+        if not 1 <= arrows.shape[1] <= len(ARROW_COLORS):
+            raise ValueError(f"arrows: 1 to {len(ARROW_COLORS)} per frame, got {arrows.shape[1]}")
+        if not np.all(np.isfinite(arrows)):
+            raise ValueError("arrows has non-finite values")
+    return np.ascontiguousarray(qpos), ghost_qpos, labels, arrows
+
+
+def _add_arrows(scene: mujoco.MjvScene, arrows: np.ndarray) -> None:
+    """One arrow geom per (start, end) row, colours :data:`ARROW_COLORS` in order (too short ones: none)."""
+    import mujoco  # mujoco picks its GL layer at first import (see above)
+
+    for k, (start, end) in enumerate(arrows):
+        if scene.ngeom >= scene.maxgeom or np.linalg.norm(end - start) < 1e-3:
+            continue
+        g = scene.geoms[scene.ngeom]
+        mujoco.mjv_initGeom(g, int(mujoco.mjtGeom.mjGEOM_ARROW), np.zeros(3), np.zeros(3), np.zeros(9),
+                            np.asarray(ARROW_COLORS[k], dtype=np.float32))
+        mujoco.mjv_connector(g, int(mujoco.mjtGeom.mjGEOM_ARROW), 0.02, start, end)
+        g.castshadow = 0
+        scene.ngeom += 1
 
 
 def _ghost_model(model: mujoco.MjModel) -> mujoco.MjModel:
@@ -450,9 +439,8 @@ def render_states(model: mujoco.MjModel, qpos: np.ndarray, path: str | Path, fps
         RuntimeError: rendering in a subprocess failed (its stderr is included).
     """
     path = Path(path)
-    qpos = _check_inputs(model, qpos, path, fps, width, height)
-    ghost_qpos, labels = _check_extras(qpos, ghost_qpos, ghost, labels)
-    arrows = _check_arrows(qpos, arrows)
+    qpos, ghost_qpos, labels, arrows = _check_inputs(model, qpos, path, fps, width, height, ghost_qpos, ghost, labels,
+                                                     arrows)
     _track_body_id(model, track_body)  # a bad name fails here, before any process starts
     kw = dict(fps=float(fps), width=int(width), height=int(height), track_body=track_body,
               camera_distance=float(camera_distance), camera_azimuth=float(camera_azimuth),

@@ -69,12 +69,9 @@ def play(checkpoint: str | Path, options: PlayConfig | None = None, **changes: A
     res = PlayResult(checkpoint=path, video=None, steps=steps, episodes=int(sum(c for _, c in returns)),
                      return_mean=_weighted(returns), length_mean=_weighted(lengths),
                      reward_mean=float(np.mean(rewards)))
-    print(
-        f"play: {path.name}: {steps} steps x {opts.num_envs} envs, mean reward/step {res.reward_mean:.4f}, "
-        f"{res.episodes} episodes ended"
-        + (f" (return {res.return_mean:.2f}, length {res.length_mean:.1f})" if res.episodes else ""),
-        flush=True,
-    )
+    print(f"play: {path.name}: {steps} steps x {opts.num_envs} envs, mean reward/step {res.reward_mean:.4f}, "
+          f"{res.episodes} episodes ended"
+          + (f" (return {res.return_mean:.2f}, length {res.length_mean:.1f})" if res.episodes else ""), flush=True)
     if video:
         from unilab.render.video import RenderUnavailable, render_states  # noqa: PLC0415 - lazy: only with video
 
