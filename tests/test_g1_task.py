@@ -8,11 +8,12 @@ import pytest
 from tiny_robot import ZERO_NOISE, teleport
 
 from unilab.sim.quat import quat_mul, quat_normalize, quat_rotate_inv
+from unilab.tasks.core.driver_env import SUBPHASES
 from unilab.tasks.g1_motion_tracking.config import (
     MotionTrackingConfig,
     ResetConfig,
 )
-from unilab.tasks.g1_motion_tracking.env import SUBPHASES, MotionTrackingEnv
+from unilab.tasks.g1_motion_tracking.env import MotionTrackingEnv
 from unilab.tasks.g1_motion_tracking.observations import policy_obs_slices
 from unilab.tasks.g1_motion_tracking.resets import StartFrameSampler
 from unilab.tasks.g1_motion_tracking.rewards import TRACKING_TERMS

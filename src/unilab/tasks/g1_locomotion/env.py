@@ -19,7 +19,7 @@ from unilab.sim.spec import FINAL
 from unilab.tasks.base import Buffers
 from unilab.tasks.core.collisions import disable_self_collisions, matching_bodies
 from unilab.tasks.core.contacts import require_contact_forces
-from unilab.tasks.core.driver_env import SUBPHASES, DriverEnv  # noqa: F401 - SUBPHASES: imported from here
+from unilab.tasks.core.driver_env import DriverEnv
 from unilab.tasks.core.joints import match_joint_values
 from unilab.tasks.core.model import load_task_model
 from unilab.tasks.core.symmetry import partner_indices

@@ -26,7 +26,7 @@ from unilab.sim.spec import FINAL
 from unilab.tasks.base import Buffers, Obs, observations
 from unilab.tasks.core.collisions import disable_self_collisions, matching_bodies
 from unilab.tasks.core.contacts import require_contact_forces
-from unilab.tasks.core.driver_env import SUBPHASES, DriverEnv  # noqa: F401 - SUBPHASES: imported from here
+from unilab.tasks.core.driver_env import DriverEnv
 from unilab.tasks.core.model import load_task_model
 from unilab.tasks.core.randomization import observed_joint_pos_bias
 from unilab.tasks.env_streams import env_streams
