@@ -54,12 +54,11 @@ class CheckpointWriteError(OSError):
         code = getattr(cause, "errno", None)
         if code is not None:
             super().__init__(code, getattr(cause, "strerror", None) or os.strerror(code))
-            reason = f"[Errno {code}] {self.strerror}"
+            self.reason = f"[Errno {code}] {self.strerror}"
         else:
             super().__init__(str(cause))
-            reason = str(cause) or type(cause).__name__
+            self.reason = str(cause) or type(cause).__name__
         self.path = Path(path)
-        self.reason = reason
 
     def __str__(self) -> str:
         return f"could not write checkpoint {self.path}: {self.reason}"
@@ -241,13 +240,10 @@ def _models(run_dir: str | Path) -> list[tuple[int, Path]]:
     return [(int(m.group(1)), p) for p in Path(run_dir).iterdir() if (m := _MODEL_RE.match(p.name))]
 
 
-def prune_checkpoints(run_dir: str | Path, keep: int, protect: str | Path | None = None) -> None:
-    """Delete all but the newest ``keep`` ``model_<iter>.pt`` in ``run_dir`` (never ``protect``)."""
-    if keep <= 0:
-        return
-    protect_name = Path(protect).name if protect is not None else None
+def prune_checkpoints(run_dir: Path, keep: int, protect: Path) -> None:
+    """Delete all but the newest ``keep`` (> 0) ``model_<iter>.pt`` in ``run_dir`` (never ``protect``)."""
     for _, p in sorted(_models(run_dir), reverse=True)[keep:]:
-        if p.name == protect_name:
+        if p.name == protect.name:
             continue
         try:
             p.unlink(missing_ok=True)

@@ -164,15 +164,13 @@ def run_collector(args: CollectorArgs, ch: CollectorChannels) -> None:
         ch.errors.put(traceback.format_exc())
         sys.stderr.write(traceback.format_exc())
         sys.stderr.flush()
-        if shm is not None:
-            shm.close()
         time.sleep(0.2)  # let the queue's feeder thread flush
         sys.exit(1)
     finally:
-        if trace is not None and args.trace_path:
+        if shm is not None:
+            shm.close()
+        if trace is not None:
             trace.save(args.trace_path)
-    if shm is not None:
-        shm.close()
 
 
 def _count(counters: Counters, timer: PhaseTimer, env_timer: PhaseTimer, reward, info: dict,
@@ -191,14 +189,10 @@ def _count(counters: Counters, timer: PhaseTimer, env_timer: PhaseTimer, reward,
         counters.add("episode_return_sum", ep["return_mean"] * n)
         counters.add("episode_length_sum", ep["length_mean"] * n)
     counters.add("bad_envs", info.get("num_bad_envs", 0))
-    for term, values in info.get("reward_terms", {}).items():
-        key = f"reward_term/{term}"
-        if key in counters.index:
-            counters.add(key, float(np.mean(values)))
-    for cond, held in info.get("termination_terms", {}).items():
-        key = f"termination/{cond}"
-        if key in counters.index:
-            counters.add(key, float(np.count_nonzero(held)))
-    for tag, value in (stats or {}).items():
-        if STAT + tag in counters.index:
-            counters.add(STAT + tag, float(value))
+    # per-step means of the reward terms, how many envs each failure condition ended, the task scalars' values
+    for prefix, values, fold in (("reward_term/", info.get("reward_terms", {}), np.mean),
+                                 ("termination/", info.get("termination_terms", {}), np.count_nonzero),
+                                 (STAT, stats or {}, float)):
+        for name, value in values.items():
+            if prefix + name in counters.index:
+                counters.add(prefix + name, float(fold(value)))

@@ -83,8 +83,7 @@ class CollectorClient:
         self.counter_names = counter_names(self.spec.reward_terms, self.spec.stats, self.spec.termination_terms)
         self.shm = SharedArrays.create(transport_spec(args.num_envs, self.spec, self.counter_names))
         self.ch.handle.put({**self.shm.handle(), "counter_names": self.counter_names})
-        self.iteration = 0
-        self.steps_received = 0  # step k (0: the reset) is in shared-memory slot k % SLOTS
+        self.steps_received = 0  # step k (0: the reset) is in shared-memory slot k % SLOTS and starts iteration k
 
     @property
     def pid(self) -> int:
@@ -134,13 +133,13 @@ class CollectorClient:
         self._sent_t = None
         while not self.ch.obs_ready.acquire(timeout=POLL_S):
             if not self.proc.is_alive():
-                raise self._died(f"stepping (iteration {self.iteration})")
+                raise self._died(f"stepping (iteration {self.steps_received})")
             if time.monotonic() - t0 > self.step_timeout_s:
                 self._hung = True
                 self.close()  # a stuck (or SIGSTOPped) collector is killed now, not waited for
                 raise CollectorDied(
                     f"collector process (pid {self.proc.pid}) sent no step for {self.step_timeout_s:g} s "
-                    f"(iteration {self.iteration}), so it was killed; training.collector_timeout_s="
+                    f"(iteration {self.steps_received}), so it was killed; training.collector_timeout_s="
                     f"{self.step_timeout_s:g} sets this limit"
                 )
         step = step_slot(self.shm, self.spec, self.steps_received)
@@ -152,7 +151,6 @@ class CollectorClient:
         self.shm["action"][...] = action
         self.ch.action_ready.release()
         self._sent_t = time.monotonic()
-        self.iteration += 1
 
     def close(self) -> None:
         """Stop the collector and free the shared memory, in bounded time; later calls do nothing.

@@ -205,26 +205,22 @@ class MetricsLogger:
                   f"iterations; they are reset with zero reward (env/bad_envs_per_step in TensorBoard). Check the "
                   f"task's reset noise and sim_dt{stop}", flush=True)
 
-    def _etas(self, iteration: int, now: float) -> tuple[float | None, float | None]:
-        """(seconds to max_iterations at the mean rate so far, seconds to the time limit); None where unknown."""
-        done, wall = iteration - self._run_it0, now - self._run_t0
-        to_iters = (max(0, self.max_iterations - iteration) * wall / done
-                    if self.max_iterations is not None and done > 0 else None)
-        to_time = None if self.time_limit_s is None else max(0.0, self.time_limit_s - wall)
-        return to_iters, to_time
-
     def _console(self, iteration: int, now: float) -> None:
         """One progress line: iterations, steps/s and ETA, then the latest logged numbers (if any yet)."""
         s = self.last
         done, wall = iteration - self._console_it, now - self._console_t  # the rate since the last line
         self._console_it = iteration
-        to_iters, to_time = self._etas(iteration, now)
+        # seconds to max_iterations at the mean rate so far, and to the time limit; None where unknown
+        run_done, run_wall = iteration - self._run_it0, now - self._run_t0
+        to_iters = (max(0, self.max_iterations - iteration) * run_wall / run_done
+                    if self.max_iterations is not None and run_done > 0 else None)
+        to_time = None if self.time_limit_s is None else max(0.0, self.time_limit_s - run_wall)
         known = [t for t in (to_iters, to_time) if t is not None]
         eta = min(known) if known else None  # whichever limit comes first
         # the limit that ends the run: the iteration count, or elapsed / limit when the time limit comes first
         total = f"/{self.max_iterations:,}" if self.max_iterations is not None else ""
         if to_time is not None and (to_iters is None or to_time < to_iters):
-            total = f" ({format_duration(now - self._run_t0)}/{format_duration(self.time_limit_s)})"
+            total = f" ({format_duration(run_wall)}/{format_duration(self.time_limit_s)})"
         parts = [
             f"iter {iteration:,}{total}",
             f"steps/s {self.num_envs * done / wall if wall > 0 else 0.0:,.0f}",

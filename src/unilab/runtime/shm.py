@@ -39,11 +39,6 @@ _PREFIX = "unilab_"
 _STALE_RE = re.compile(r"^(?:sem\.)?unilab_(\d+)_")  # a block, or a named semaphore (sem.<name>)
 
 
-def segment_name() -> str:
-    """A fresh block name that says which process made it: ``unilab_<pid>_<8 hex>`` (fits macOS's 31 chars)."""
-    return f"{_PREFIX}{os.getpid()}_{secrets.token_hex(4)}"
-
-
 def name_semaphores() -> None:
     """Name the multiprocessing semaphores this process makes from now on ``unilab_<pid>_mp-<random>``.
 
@@ -125,7 +120,9 @@ class SharedArrays:
         _, size = _layout(spec)
         for _ in range(100):
             try:
-                shm = shared_memory.SharedMemory(name=segment_name(), create=True, size=size)
+                # a name that says which process made it, unilab_<pid>_<8 hex> (fits macOS's 31 chars)
+                shm = shared_memory.SharedMemory(name=f"{_PREFIX}{os.getpid()}_{secrets.token_hex(4)}", create=True,
+                                                 size=size)
                 break
             except FileExistsError:
                 continue

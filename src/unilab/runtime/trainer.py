@@ -94,23 +94,21 @@ def make_run_dir(training: TrainingConfig, task_name: str, rank: int = 0) -> Pat
     stamp = time.strftime("%Y-%m-%d_%H-%M-%S")
     base = Path(training.log_root) / "fast_sac" / exp
     suffix = "_mujoco" if rank == 0 else f"_mujoco_rank{rank}"
+    target = base
     try:
         base.mkdir(parents=True, exist_ok=True)
+        # mkdir itself is the claim (no exists() check first): two runs started in the same second never share
+        # a directory nor fail; the later one takes the next free -<k>
+        for k in range(10_000):
+            target = base / (f"{stamp}{suffix}" if k == 0 else f"{stamp}-{k}{suffix}")
+            try:
+                target.mkdir()
+            except FileExistsError:
+                continue
+            return target
     except OSError as err:  # read-only, not a directory, no permission: a config problem, not a crash
-        raise ValueError(f"training.log_root={training.log_root}: cannot create {base} "
+        raise ValueError(f"training.log_root={training.log_root}: cannot create {target} "
                          f"({type(err).__name__}: {err.strerror or err})") from err
-    # mkdir itself is the claim (no exists() check first): two runs started in the same second never share
-    # a directory nor fail; the later one takes the next free -<k>
-    for k in range(10_000):
-        run = base / (f"{stamp}{suffix}" if k == 0 else f"{stamp}-{k}{suffix}")
-        try:
-            run.mkdir()
-        except FileExistsError:
-            continue
-        except OSError as err:
-            raise ValueError(f"training.log_root={training.log_root}: cannot create {run} "
-                             f"({type(err).__name__}: {err.strerror or err})") from err
-        return run
     raise FileExistsError(f"no free run directory name {stamp}-<k>{suffix} under {base}")
 
 

@@ -122,7 +122,9 @@ class ScalarWriter:
 
     def _fail(self, err: OSError) -> None:
         self._failed = True
-        print(f"unilab: warning: TensorBoard scalars to {self.log_dir} failed ({_describe(err)}); "
+        reason = (f"[Errno {err.errno}] {err.strerror or os.strerror(err.errno)}" if err.errno is not None
+                  else str(err) or type(err).__name__)
+        print(f"unilab: warning: TensorBoard scalars to {self.log_dir} failed ({reason}); "
               "training continues without scalars", file=sys.stderr, flush=True)
         if self._finalizer is not None:
             self._finalizer()  # stops the thread; the guarded file raises nothing
@@ -174,12 +176,6 @@ class ScalarWriter:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def _describe(err: OSError) -> str:
-    if err.errno is not None:
-        return f"[Errno {err.errno}] {err.strerror or os.strerror(err.errno)}"
-    return str(err) or type(err).__name__
 
 
 def read_scalars(log_dir: str | Path) -> dict[str, list[tuple[int, float]]]:
