@@ -56,6 +56,7 @@ class DriverEnv(PoolEnv):
         self.model, self.act_joint = act.model, act.act_joint
         self.kp, self.kd, self.effort = act.kp, act.kd, act.effort
         self.default_joint_pos, self.action_default = act.default_joint_pos, act.action_default
+        # action_bound (nu,) b_j: the recipe's (holosoma FastSAC's) action is b_j x the env's [-1, 1] action (1: none)
         self.action_scale, self.action_bound = act.action_scale, act.action_bound
         self.joint_lo, self.joint_hi = act.joint_lo, act.joint_hi
         self.action_dim = int(self.model.nu)
