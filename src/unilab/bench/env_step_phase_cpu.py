@@ -1,24 +1,21 @@
 """Where env.step time goes: backend_step / update_state / reset_done, wall ms and cores used.
 
-Steps a G1 env (``--task``: motion tracking or locomotion) with random actions, then steps a bare
-BatchEnvPool of the same PD model, env count, thread sizing, substeps and
-post-step stage (``contacts``) from the same start states ("raw pool"), and
-prints per run
+Steps a G1 env (``--task``: motion tracking or locomotion) with random actions, then a bare BatchEnvPool of the
+same PD model, env count, thread sizing, substeps and post-step stage (``contacts``) from the same start states
+("raw pool"), and prints per run
 
     phase | ms | cores      (backend_step, update_state, reset_done, env.step, raw pool.step)
 
-plus env steps/s, raw pool steps/s, and the two ratios the performance bar is
-about: (update_state + reset_done) / env.step wall, and env / raw steps/s.
-A step/s counts one policy step of one env. Then a sub-phase breakdown (ms per env.step and cores) of
-backend_step (the pool's physics and per-env health check; the rest of backend_step is the action-to-PD-target
-kernel) and of the host phases (gather: the robot state, with the tracking task's reference lookup or the
-locomotion task's commands and gait clock; rewards, terminations, observations; restart in reset_done).
-update_state runs its stages in one parallel region, so its sub-phases come from steps run with the stages one
-region each (``split_sub_phases``, interleaved in blocks with the others; same results), whose update_state
-total is printed too, a spin check (raw ``pool.step`` right after a parallel host phase vs alone: Numba's
-workers must not steal MuJoCo's cycles), and an Amdahl projection of each phase and of the host share to 16,
-32 and 64 cores from the parallel fraction measured here (DESIGN.md, "Scaling rule"; a projection, not a
-measurement).
+plus env and raw pool steps/s (a step/s is one policy step of one env) and the two ratios the performance bar is
+about: (update_state + reset_done) / env.step wall, and env / raw steps/s. Then a sub-phase breakdown (ms per
+env.step and cores) of backend_step (the pool's physics and per-env health check; the rest of backend_step is the
+action-to-PD-target kernel) and of the host phases (gather: the robot state, with the tracking task's reference
+lookup or the locomotion task's commands and gait clock; rewards, terminations, observations; restart in
+reset_done). update_state runs its stages in one parallel region, so its sub-phases come from steps run with the
+stages one region each (``split_sub_phases``, interleaved in blocks with the others; same results), whose
+update_state total is printed too; a spin check (raw ``pool.step`` right after a parallel host phase vs alone:
+Numba's workers must not steal MuJoCo's cycles); and an Amdahl projection of each phase and of the host share to
+16, 32 and 64 cores from the parallel fraction measured here (DESIGN.md, "Scaling rule"; not a measurement).
 
     python scripts/benchmark/env/benchmark_env_step_phase_cpu.py --num-envs 1024 --steps 100
     python scripts/benchmark/env/benchmark_env_step_phase_cpu.py --compare-cpu-ids 0-1 --json out.json
@@ -64,15 +61,15 @@ class TaskBench:
 
 def task_bench(name: str) -> TaskBench:
     """The :class:`TaskBench` of task ``name`` (one of :data:`TASKS`)."""
+    from unilab.tasks.core.driver_env import SUBPHASES
+
     if name == "g1_locomotion":
-        from unilab.tasks.core.driver_env import SUBPHASES
         from unilab.tasks.g1_locomotion import driver
         from unilab.tasks.g1_locomotion.config import LocomotionConfig
         from unilab.tasks.g1_locomotion.env import LocomotionEnv
 
         return TaskBench(LocomotionConfig(), LocomotionEnv, SUBPHASES, driver.SPLIT, driver.REWARDS | driver.OBSERVE,
                          lambda env: driver.loco_driver_source())
-    from unilab.tasks.core.driver_env import SUBPHASES
     from unilab.tasks.g1_motion_tracking import step_driver
     from unilab.tasks.g1_motion_tracking.config import MotionTrackingConfig
     from unilab.tasks.g1_motion_tracking.env import MotionTrackingEnv
@@ -82,10 +79,8 @@ def task_bench(name: str) -> TaskBench:
 
 
 def amdahl(ms: float, cores: float, usable: int, n: int) -> float:
-    """Projected ms on ``n`` cores of a phase measured at ``ms`` using ``cores`` of ``usable``.
-
-    p = U/(U-1) (1 - 1/c) (U = 2: p = 2 (1 - 1/c)), T1 = ms c, T_N = T1 ((1 - p) + p / N).
-    """
+    """Projected ms on ``n`` cores of a phase measured at ``ms`` using ``cores`` of ``usable``:
+    p = U/(U-1) (1 - 1/c) (U = 2: p = 2 (1 - 1/c)), T1 = ms c, T_N = T1 ((1 - p) + p / N)."""
     c = min(max(cores, 1.0), float(usable))
     p = usable / (usable - 1) * (1.0 - 1.0 / c) if usable > 1 else 0.0
     p = min(max(p, 0.0), 1.0)
@@ -153,11 +148,8 @@ class _EnvRunner:
 
 
 class _RawRunner:
-    """Times bare ``pool.step`` on the env's PD model from the env's start states.
-
-    All sims restart (untimed) every ~mean episode length of the env run, so
-    the physics sees a similar mix of standing and fallen robots.
-    """
+    """Times bare ``pool.step`` on the env's PD model from the env's start states. All sims restart (untimed)
+    every ~mean episode length of the env run, so the physics sees a similar mix of standing and fallen robots."""
 
     def __init__(self, env: Any, start_qpos, start_qvel, rng, pool_kwargs: dict, pool_steps: int):
         n = env.num_envs
@@ -193,13 +185,10 @@ class _RawRunner:
 
 
 class ThreadPhaseTimer(PhaseTimer):
-    """A PhaseTimer that also adds each phase's CPU time per thread group.
-
-    Groups: the calling thread (``main``; ``time.thread_time``, exact), Numba's
-    workers and MuJoCo's pool threads (Linux /proc schedstat, up to date for a
-    thread that is parked at the phase's edges, as they are). Reading costs tens
-    of microseconds per edge, so the benchmark times these steps on their own.
-    """
+    """A PhaseTimer that also adds each phase's CPU time per thread group: the calling thread (``main``;
+    ``time.thread_time``, exact), Numba's workers and MuJoCo's pool threads (Linux /proc schedstat, up to date for
+    a thread parked at the phase's edges, as they are). Reading costs tens of microseconds per edge, so the
+    benchmark times these steps on their own."""
 
     def __init__(self, groups: dict[str, list[int]]):
         super().__init__()
@@ -227,13 +216,10 @@ class ThreadPhaseTimer(PhaseTimer):
             acc[g] += 1e3 * (g1[g] - g0[g])
 
     def breakdown(self, steps: int) -> dict[str, dict[str, float]]:
-        """Per phase and env.step: wall, CPU of each group, and ``main_alone``.
-
-        ``main_alone`` = main - sum over groups of (group CPU / its thread count):
-        the calling thread's CPU beyond its even share of the parallel regions it
-        joined (it is one of the threads of both pools), i.e. work no other thread
-        could do: Python, serial NumPy, argument unboxing, an unbalanced region.
-        """
+        """Per phase and env.step: wall, CPU of each group, and ``main_alone`` = main - sum over groups of (group CPU
+        / its thread count): the calling thread's CPU beyond its even share of the parallel regions it joined (it is
+        one of the threads of both pools), i.e. work no other thread could do: Python, serial NumPy, argument
+        unboxing, an unbalanced region."""
         out = {}
         for name, st in self.summary().items():
             t = self.thread_ms[name]
@@ -290,31 +276,20 @@ def run_one(task: TaskBench, cfg: Any, num_envs: int, steps: int, warmup: int, b
         if name in src:
             subphases[name] = {"ms": src[name].wall_ms_total / steps, "cores": src[name].cores,
                                "count": src[name].count}
-    spin = spin_check(env, raw, task.host_stages)
     raw_stats = {"ms": 1e3 * raw.wall / steps, "cores": raw.cpu / raw.wall, "count": steps,
                  "nthread": raw.pool.nthread, "steps_per_sec": num_envs * steps / raw.wall}
     env_sps = num_envs * steps / envr.wall
-    host = phases["update_state"]["ms"] + phases["reset_done"]["ms"]
     res = {
         "label": "pinned " + ",".join(map(str, cpu_ids)) if cpu_ids is not None else "default sizing",
-        "cpu_ids": cpu_ids,
-        "nthread": env.spec.nthread,
-        "build_s": build_s,
-        "phases": phases,
-        "raw_pool": raw_stats,
-        "env_steps_per_sec": env_sps,
-        "raw_steps_per_sec": raw_stats["steps_per_sec"],
-        "host_fraction": host / phases["env.step"]["ms"],
-        "env_over_raw": env_sps / raw_stats["steps_per_sec"],
-        "episodes_ended": envr.ended,
-        "mean_episode_length": envr.mean_episode_length,
-        "subphases": subphases,
+        "cpu_ids": cpu_ids, "nthread": env.spec.nthread, "build_s": build_s, "phases": phases, "raw_pool": raw_stats,
+        "env_steps_per_sec": env_sps, "raw_steps_per_sec": raw_stats["steps_per_sec"],
+        "host_fraction": (phases["update_state"]["ms"] + phases["reset_done"]["ms"]) / phases["env.step"]["ms"],
+        "env_over_raw": env_sps / raw_stats["steps_per_sec"], "episodes_ended": envr.ended,
+        "mean_episode_length": envr.mean_episode_length, "subphases": subphases,
         "update_state_split": {"ms": split_summary["update_state"].mean_ms,
                                "cores": split_summary["update_state"].cores},
-        "spin_check": spin,
-        "projection": project(phases, len(usable)),
-        "steal_share": steal,
-        "threads": threads,
+        "spin_check": spin_check(env, raw, task.host_stages), "projection": project(phases, len(usable)),
+        "steal_share": steal, "threads": threads,
         "projection_main_alone": project_main_alone(phases, threads, len(usable)),
     }
     raw.pool.close()
@@ -324,15 +299,10 @@ def run_one(task: TaskBench, cfg: Any, num_envs: int, steps: int, warmup: int, b
 
 
 def project_main_alone(phases: dict, threads: dict, usable: int) -> dict:
-    """Host share at PROJECT_CORES if only each host phase's ``main_alone`` time were serial.
-
-    A second estimate next to :func:`project`, from another measurement: it
-    counts waking the workers and waiting at a region's end as parallel (on many
-    cores they cost more, not less), but it does count the calling thread's
-    extra work inside unevenly split regions. T1 = ms x cores (as there),
-    serial = main_alone, the rest / N. Its main_alone varies by about a
-    millisecond between runs on a 2-core VM.
-    """
+    """Host share at PROJECT_CORES if only each host phase's ``main_alone`` time were serial (T1 = ms x cores,
+    serial = main_alone, the rest / N): a second estimate next to :func:`project`. It counts waking the workers and
+    waiting at a region's end as parallel (on many cores they cost more, not less), but does count the calling
+    thread's extra work in unevenly split regions. main_alone varies by about 1 ms between runs on a 2-core VM."""
     out = {}
     for n in PROJECT_CORES:
         backend = amdahl(phases["backend_step"]["ms"], phases["backend_step"]["cores"], usable, n)
@@ -346,12 +316,9 @@ def project_main_alone(phases: dict, threads: dict, usable: int) -> dict:
 
 
 def steal_share(before, after) -> float:
-    """Share of the machine's CPU time a hypervisor took (steal) between two ``psutil.cpu_times()``.
-
-    On a busy VM host the vCPUs stall at random: a parallel region then waits
-    for its slowest thread and reads as fewer cores used, which is the host's
-    doing, not the code's. The benchmark prints it so a reader can tell.
-    """
+    """Share of the machine's CPU time a hypervisor took (steal) between two ``psutil.cpu_times()``. On a busy VM
+    host the vCPUs stall at random: a parallel region then waits for its slowest thread and reads as fewer cores
+    used, the host's doing, not the code's; printed so a reader can tell."""
     d = {f: getattr(after, f) - getattr(before, f) for f in after._fields}
     total = sum(d.values()) - d.get("guest", 0.0) - d.get("guest_nice", 0.0)  # guest is inside user/nice
     return d.get("steal", 0.0) / total if total > 0 else 0.0
@@ -404,13 +371,12 @@ def print_run(r: dict, num_envs: int) -> None:
     print(format_table(["cores", "backend_step ms", "update_state ms", "reset_done ms", "host share"], rows))
     lo = " / ".join(f"{n}: {100 * v:.1f} %" for n, v in r["projection_main_alone"].items())
     print(f"second estimate, serial = the calling thread's lone work (table below): {lo}")
-    th = r["threads"]
     print("\nCPU per thread group (ms per env.step, steps of their own): the calling thread, Numba's workers, "
           "MuJoCo's workers;\nmain alone = main - each group's CPU / its thread count (work only the calling "
           "thread did)")
     print(format_table(["phase", "wall ms", "main", "numba workers", "mujoco workers", "main alone"],
                        [[n, t["wall_ms"], t["main_ms"], t["numba_ms"], t["mujoco_ms"], t["main_alone_ms"]]
-                        for n, t in th.items()]))
+                        for n, t in r["threads"].items()]))
 
 
 def main(argv: list[str] | None = None) -> int:

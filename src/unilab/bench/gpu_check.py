@@ -1,16 +1,12 @@
 """GPU check: the flagship recipe (``--algo sac``, 4096 G1 envs) on a CUDA machine for a few minutes.
 
-Trains ``train --algo sac --task g1_motion_tracking algo.num_envs=4096`` for
-``--minutes``, then evaluates the final checkpoint (``unilab-eval``, clip starts
-and random starts), and writes one JSON: steps/s, learner ms per update, the
-collector/learner overlap and the eval metrics. The overlap is the learner's
-train time per iteration over the collector's env.step time per iteration
-(``timing/learner_train_ms`` / ``timing/collector_env_step_ms``): the learner
-trains while the collector steps (DESIGN.md, "Collector critical path"), so
-below 1 the training is hidden behind physics, above 1 the collector waits
-(``collector_action_wait_ms``). ``--tiny`` (automatic without CUDA) runs the
-same code path with a few envs, small nets and a few iterations on the CPU, so
-that CI covers it.
+Trains ``train --algo sac --task g1_motion_tracking algo.num_envs=4096`` for ``--minutes``, then evaluates the
+final checkpoint (``unilab-eval``, clip starts and random starts), and writes one JSON: steps/s, learner ms per
+update, the collector/learner overlap and the eval metrics. The overlap is the learner's train time over the
+collector's env.step time per iteration (``timing/learner_train_ms`` / ``timing/collector_env_step_ms``): the
+learner trains while the collector steps (DESIGN.md, "Collector critical path"), so below 1 the training is hidden
+behind physics, above 1 the collector waits (``collector_action_wait_ms``). ``--tiny`` (automatic without CUDA)
+runs the same code path with a few envs, small nets and a few iterations on the CPU, so that CI covers it.
 """
 
 from __future__ import annotations
@@ -53,18 +49,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--num-envs", type=int, default=4096, help="algo.num_envs of the full run (default: 4096)")
     p.add_argument("--task", default=learn.TASK,
                    help=f"train --task (default: {learn.TASK}); unilab-eval runs only for motion-tracking tasks")
-    p.add_argument("--tiny", action="store_true",
-                   help="tiny sizes on the CPU (8 envs, 16-unit nets, --iterations iterations); automatic when "
-                        "no CUDA device is found")
-    p.add_argument("--iterations", type=int, default=20,
-                   help="--tiny: algo.max_iterations (default: 20)")
+    p.add_argument("--tiny", action="store_true", help="tiny sizes on the CPU (8 envs, 16-unit nets, --iterations "
+                   "iterations); automatic when no CUDA device is found")
+    p.add_argument("--iterations", type=int, default=20, help="--tiny: algo.max_iterations (default: 20)")
     p.add_argument("--log-root", default="logs/bench_gpu", help="training.log_root (default: logs/bench_gpu)")
     p.add_argument("--out", default=None, help="JSON path (default: <log root>/gpu_check[_tiny].json)")
     p.add_argument("--eval-max-frames", type=int, default=None,
                    help="unilab-eval --max-frames (default: whole clips; --tiny: 10)")
-    p.add_argument("--random-episodes", type=int, default=128, metavar="N",
-                   help="episodes of the random-start evaluation (unilab-eval --starts random); 0: none "
-                        "(default: 128; --tiny: 8)")
+    p.add_argument("--random-episodes", type=int, default=128, metavar="N", help="episodes of the random-start "
+                   "evaluation (unilab-eval --starts random); 0: none (default: 128; --tiny: 8)")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="extra train overrides, appended last")
     return p
 
@@ -82,12 +75,11 @@ def train_command(args: argparse.Namespace, tiny: bool) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    prog = "unilab-bench gpu: error:"
     error = learn.usage_error(args, (("--minutes", args.minutes, 0, True), ("--num-envs", args.num_envs, 1, False),
                                      ("--iterations", args.iterations, 1, False),
                                      ("--random-episodes", args.random_episodes, 0, False)))
     if error:
-        print(f"{prog} {error}", file=sys.stderr)
+        print(f"unilab-bench gpu: error: {error}", file=sys.stderr)
         return 2
     from unilab.cli.config import cuda_available  # probes without torch
 

@@ -1,24 +1,19 @@
 """Learning benchmark: a fixed-budget G1 tracking run, then ``unilab-eval`` on its final checkpoint.
 
-Runs ``train`` (default: the CPU recipe ``--algo sac_cpu`` for 20 minutes of
-training, ``training.time_limit_s``) as a subprocess, then ``unilab-eval`` on
-the final checkpoint, and writes one JSON whose keys stay the same across
-commits: the learning curve's summary read back from the run's TensorBoard
-scalars (episode return and length, steps/s, iterations, env steps, wall
-time) and the final tracking metrics. Compare learning quality across commits
-by running it with the same flags on the same machine.
+Runs ``train`` (default: ``--algo sac_cpu`` for 20 minutes, ``training.time_limit_s``) as a subprocess, then
+``unilab-eval``, and writes one JSON with keys fixed across commits: the learning-curve summary read back from the
+run's TensorBoard scalars and the final tracking metrics. Compare commits with the same flags on the same machine.
 
-Recipe comparison (``--arm NAME "KEY=VALUE ..."``, ``--seeds``, ``--env-steps``,
-``--parallel``): every arm x seed trains to the same number of env steps
-(``algo.max_iterations`` = env steps / num_envs; ``--minutes`` stays a wall-time
-cap), optionally side by side on disjoint CPU sets, then is evaluated; one JSON
-holds every run (curves sampled at common env-step checkpoints, final metrics,
-speed), one PNG shows episode length vs env steps of every run.
+Recipe comparison (``--arm``, ``--seeds``, ``--env-steps``, ``--parallel``): every arm x seed trains to the same
+env steps (``--minutes`` stays a wall-time cap), optionally side by side on disjoint CPU sets, then is evaluated; one
+JSON holds every run (curves at common env-step checkpoints, final metrics, speed), one PNG shows episode length vs
+env steps of every run.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -43,19 +38,10 @@ from unilab.sim.cpu import usable_cpus
 
 TASK = "g1_motion_tracking"
 # scalar tag -> summary key prefix; every key is always present in the JSON (null when not logged)
-CURVE_TAGS = {
-    "episode/return_mean": "return",
-    "episode/length_mean": "episode_length",
-    "reward/mean": "reward_per_step",
-    "perf/steps_per_sec": "steps_per_sec",
-}
-CURVE_KEYS = (
-    "return_final", "return_max", "return_last10pct_mean",
-    "episode_length_final", "episode_length_max", "episode_length_last10pct_mean",
-    "reward_per_step_final", "reward_per_step_max", "reward_per_step_last10pct_mean",
-    "steps_per_sec_final", "steps_per_sec_max", "steps_per_sec_last10pct_mean", "steps_per_sec_mean",
-    "iterations", "env_steps", "num_envs", "train_wall_s", "points",
-)
+CURVE_TAGS = {"episode/return_mean": "return", "episode/length_mean": "episode_length",
+              "reward/mean": "reward_per_step", "perf/steps_per_sec": "steps_per_sec"}
+CURVE_KEYS = (*(f"{key}_{stat}" for key in CURVE_TAGS.values() for stat in ("final", "max", "last10pct_mean")),
+              "steps_per_sec_mean", "iterations", "env_steps", "num_envs", "train_wall_s", "points")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -64,23 +50,19 @@ def build_parser() -> argparse.ArgumentParser:
         description="Fixed-budget G1 motion-tracking training, then unilab-eval on the final checkpoint; one JSON "
                     "with the learning-curve summary and the tracking metrics (compare it across commits).",
     )
-    p.add_argument("--algo", default=None,
-                   help="algorithm recipe (train --algo; default: the task's CPU recipe, sac_cpu for motion tracking, "
-                        "sac_cpu_loco for g1_locomotion)")
-    p.add_argument("--task", default=TASK,
-                   help=f"train --task (default: {TASK}); g1_locomotion is evaluated with unilab-eval --task "
-                        "g1_locomotion (command bins, and the zero policy as the baseline)")
-    p.add_argument("--minutes", type=float, default=20.0,
-                   help="training budget in minutes (training.time_limit_s; default: 20); with --env-steps a "
-                        "wall-time cap that stops a run early (the JSON says which budget ended it)")
+    p.add_argument("--algo", default=None, help="algorithm recipe (train --algo; default: the task's CPU recipe, "
+                   "sac_cpu for motion tracking, sac_cpu_loco for g1_locomotion)")
+    p.add_argument("--task", default=TASK, help=f"train --task (default: {TASK}); g1_locomotion is evaluated with "
+                   "unilab-eval --task g1_locomotion (command bins, and the zero policy as the baseline)")
+    p.add_argument("--minutes", type=float, default=20.0, help="training budget in minutes (training.time_limit_s; "
+                   "default: 20); with --env-steps a wall-time cap that stops a run early (the JSON says which "
+                   "budget ended it)")
     p.add_argument("--num-envs", type=int, default=None, help="algo.num_envs (default: the recipe's)")
     p.add_argument("--log-root", default="logs/bench_learn",
                    help="training.log_root of the run (default: logs/bench_learn)")
-    p.add_argument("--out", default=None,
-                   help="JSON path (default: <log root>/learn_<algo>_<minutes>min.json; a comparison: "
-                        "<log root>/learn_arms_<algo>_[<env steps>steps_]<minutes>min.json)")
-    p.add_argument("--eval-max-frames", type=int, default=None,
-                   help="unilab-eval --max-frames (default: whole clips)")
+    p.add_argument("--out", default=None, help="JSON path (default: <log root>/learn_<algo>_<minutes>min.json; a "
+                   "comparison: <log root>/learn_arms_<algo>_[<env steps>steps_]<minutes>min.json)")
+    p.add_argument("--eval-max-frames", type=int, default=None, help="unilab-eval --max-frames (default: whole clips)")
     p.add_argument("--eval-start-stride", type=int, default=None, metavar="K",
                    help="unilab-eval --start-stride of the final evaluation: clip starts at frames 0, K, 2K, ...; "
                         "the JSON's eval_clips list where each start failed (default: frame 0 only)")
@@ -101,17 +83,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "arms are compared at equal env steps (default: none, --minutes alone ends each run)")
     g.add_argument("--parallel", type=int, default=1, metavar="K",
                    help="runs at a time, each pinned to its own disjoint share of the usable CPUs (process "
-                        "affinity, sim.cpu_ids, training.learner_threads); 1: one after another, unpinned "
-                        "(default: 1)")
+                        "affinity, sim.cpu_ids, training.learner_threads); 1: one after another, unpinned (default: 1)")
     g.add_argument("--random-episodes", type=int, default=128, metavar="N",
                    help="episodes of the random-start evaluations (unilab-eval --starts random) of each final "
                         "checkpoint and of the zero/reference baselines, the plot's horizontal lines; 0: none "
                         "(default: 128; motion-tracking tasks only)")
-    g.add_argument("--plot", default=None,
-                   help="PNG of episode length vs env steps (default: the JSON path with .png)")
-    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
-                   help="extra train overrides passed through (in a comparison: to every arm, before the arm's "
-                        "own), e.g. algo.batch_size=512 task.sim_dt=0.004")
+    g.add_argument("--plot", default=None, help="PNG of episode length vs env steps (default: the JSON path with .png)")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="extra train overrides passed through (in a "
+                   "comparison: to every arm, before the arm's own), e.g. algo.batch_size=512 task.sim_dt=0.004")
     return p
 
 
@@ -127,11 +106,8 @@ def train_command(args: argparse.Namespace) -> list[str]:
 
 
 def pinned(cmd: list[str], cpus: Sequence[int] | None) -> list[str]:
-    """``cmd`` started with its process (and every thread and child it makes) pinned to ``cpus``.
-
-    A tiny Python trampoline sets the affinity and execs the command: ``preexec_fn`` is unsafe while other
-    threads run (parallel runs are started from threads), and ``taskset`` is not on every machine.
-    """
+    """``cmd`` with its process, threads and children pinned to ``cpus``, by a Python trampoline: ``preexec_fn``
+    is unsafe while other threads run (parallel runs start from threads), and ``taskset`` is not everywhere."""
     if cpus is None:
         return list(cmd)
     pin = f"import os, sys; os.sched_setaffinity(0, {sorted(set(cpus))}); os.execvp(sys.argv[1], sys.argv[1:])"
@@ -149,9 +125,8 @@ def _announce(cmd: Sequence[str], tag: str = "") -> None:
 
 def run_training(cmd: list[str], prefix: str = "", cpus: Sequence[int] | None = None,
                  env: dict[str, str] | None = None) -> tuple[int, Path | None, Path | None, float]:
-    """Run ``train``, echoing its output (each line after ``prefix``, so that parallel runs stay readable),
-    pinned to ``cpus`` when given, with environment ``env`` (None: this one); returns (rc, run dir, final
-    checkpoint, wall s)."""
+    """Run ``train``, echoing each output line after ``prefix`` (parallel runs stay readable); returns (rc, run
+    dir, final checkpoint, wall s)."""
     run_dir = checkpoint = None
     t0 = time.monotonic()
     with subprocess.Popen(pinned(cmd, cpus), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -187,8 +162,7 @@ def run_eval(cmd: list[str], cpus: Sequence[int] | None = None, env: dict[str, s
 
 def eval_report(cmd: list[str], json_path: Path, cpus: Sequence[int] | None = None, tag: str = "",
                 env: dict[str, str] | None = None) -> tuple[int, dict[str, Any] | None]:
-    """Announce and :func:`run_eval` ``cmd``; its return code and the JSON report it wrote to ``json_path`` (None
-    when it failed)."""
+    """Announce and :func:`run_eval` ``cmd``; its return code and the JSON it wrote (None when it failed)."""
     _announce(cmd, tag)
     rc = run_eval(cmd, cpus, env)
     return rc, json.loads(json_path.read_text()) if rc == 0 and json_path.is_file() else None
@@ -222,11 +196,9 @@ def curve_summary(curves: dict[str, list[tuple[int, float, float]]], num_envs: i
                   checkpoint: Path | None = None) -> dict[str, Any]:
     """The learning curve in the fixed keys of :data:`CURVE_KEYS` (None where a tag was never logged).
 
-    ``*_final``: the last logged value; ``*_last10pct_mean``: the mean over the
-    last tenth of the points (at least one); ``iterations`` / ``env_steps``: of
-    the last logged point (steps are env steps = iterations x num_envs), or of
-    ``checkpoint`` (``model_<iteration>.pt``) when given;
-    ``train_wall_s``: wall time between the first and the last logged point.
+    ``*_last10pct_mean``: over the last tenth of the points (at least one); ``iterations`` / ``env_steps``: of the
+    last logged point (steps are env steps = iterations x num_envs), or of ``checkpoint`` (``model_<iteration>.pt``)
+    when given; ``train_wall_s``: between the first and the last logged point.
     """
     out: dict[str, Any] = dict.fromkeys(CURVE_KEYS)
     for tag, key in CURVE_TAGS.items():
@@ -285,8 +257,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _announce(cmd)
     rc, run_dir, checkpoint, wall_s = run_training(cmd)
     if run_dir is None or not (run_dir / "config.yaml").is_file():
-        print(f"unilab-bench learn: error: training exited with rc {rc} before making a run directory",
-              file=sys.stderr)
+        print(f"unilab-bench learn: error: training exited with rc {rc} before making a run directory", file=sys.stderr)
         return rc or 1
     num_envs = int(yaml.safe_load((run_dir / "config.yaml").read_text())["algo"]["num_envs"])
     curve = curve_summary(read_curves(run_dir), num_envs, checkpoint)
@@ -337,12 +308,9 @@ RUN_KEYS = ("arm", "seed", "overrides", "command", "cpu_ids", "run_dir", "checkp
             "learner_ms_per_update", "collector_env_step_ms", "episode_length_last10pct", "return_last10pct",
             "at_checkpoints", "series", "curve", "eval", "eval_clips", "eval_random_starts")
 """The keys of every entry of ``runs`` in the comparison JSON (null when unknown)."""
-TIMING_TAGS = {
-    "timing/learner_train_ms": "learner_train_ms",
-    "timing/collector_env_step_ms": "collector_env_step_ms",
-    "timing/collector_learner_action_wait_ms": "collector_action_wait_ms",
-    "timing/learner_collector_wait_ms": "learner_collector_wait_ms",
-}
+TIMING_TAGS = {"timing/learner_train_ms": "learner_train_ms", "timing/collector_env_step_ms": "collector_env_step_ms",
+               "timing/collector_learner_action_wait_ms": "collector_action_wait_ms",
+               "timing/learner_collector_wait_ms": "learner_collector_wait_ms"}
 
 
 @dataclass(frozen=True)
@@ -358,9 +326,8 @@ class Arm:
         """The environment of the arm's processes (None: inherit this one)."""
         if self.src is None:
             return None
-        path = os.environ.get("PYTHONPATH")
         src = str(Path(self.src) / "src")
-        return {**os.environ, "PYTHONPATH": src if not path else f"{src}{os.pathsep}{path}"}
+        return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (src, os.environ.get("PYTHONPATH"))))}
 
 
 def with_sources(arms: list[Arm], pairs: Sequence[Sequence[str]]) -> list[Arm]:
@@ -396,11 +363,10 @@ def parse_arm(name: str, text: str) -> Arm:
 def parse_arms(pairs: Sequence[Sequence[str]]) -> list[Arm]:
     """Every ``--arm NAME OVERRIDES`` (none: one arm ``base`` without overrides); names must be unique."""
     arms = [parse_arm(name, text) for name, text in pairs] or [Arm("base", ())]
-    seen: set[str] = set()
-    for arm in arms:
-        if arm.name in seen:
-            raise ValueError(f"--arm {arm.name}: the name is given twice; each arm needs its own name")
-        seen.add(arm.name)
+    names = [a.name for a in arms]
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            raise ValueError(f"--arm {name}: the name is given twice; each arm needs its own name")
     return arms
 
 
@@ -429,20 +395,6 @@ def cpu_slots(parallel: int, usable: Sequence[int]) -> list[list[int] | None]:
     return [cpu_partition(list(usable), i, parallel) for i in range(parallel)]
 
 
-def resolved_config(cmd: list[str]) -> Any:
-    """The composed and validated train config of ``cmd`` (ValueError with the config's message)."""
-    from unilab.cli.config import ConfigError, choose_recipe, compose_config, split_argv, to_run_spec
-
-    try:
-        overrides, _ = split_argv(cmd[3:])  # after "python -m unilab.cli.train"
-        composed, _ = choose_recipe(overrides, cuda=False)
-        cfg = compose_config(composed)
-        to_run_spec(cfg, check_paths=False)
-    except ConfigError as err:
-        raise ValueError(str(err)) from None
-    return cfg
-
-
 @dataclass
 class Job:
     arm: Arm
@@ -456,21 +408,23 @@ class Job:
 
 def make_jobs(args: argparse.Namespace, arms: list[Arm], seeds: list[int]) -> list[Job]:
     """One train command per arm x seed, validated by composing its config (errors name the arm)."""
+    from unilab.cli.config import choose_recipe, compose_config, split_argv, to_run_spec
+
+    common = [c for c in train_command(args) if not c.startswith(("algo.max_iterations=", "training.experiment_name="))]
     jobs = []
-    for arm in arms:
-        for seed in seeds:
-            base = [c for c in train_command(args)
-                    if not c.startswith(("algo.max_iterations=", "training.experiment_name="))]
-            base += [f"training.experiment_name={arm.name}_s{seed}", f"algo.seed={seed}", f"training.seed={seed}",
-                     *arm.overrides]
-            try:
-                cfg = resolved_config(base)
-            except ValueError as err:
-                raise ValueError(f"--arm {arm.name}: {err}") from None
-            num_envs, num_updates = int(cfg.algo.num_envs), int(cfg.algo.num_updates)
-            iterations = None if args.env_steps is None else -(-args.env_steps // num_envs)
-            base.append(f"algo.max_iterations={iterations if iterations is not None else 10_000_000}")
-            jobs.append(Job(arm, seed, base, num_envs, num_updates, iterations))
+    for arm, seed in itertools.product(arms, seeds):
+        cmd = [*common, f"training.experiment_name={arm.name}_s{seed}", f"algo.seed={seed}", f"training.seed={seed}",
+               *arm.overrides]
+        try:  # the config's own errors (ConfigError is a ValueError)
+            overrides, _ = split_argv(cmd[3:])  # after "python -m unilab.cli.train"
+            cfg = compose_config(choose_recipe(overrides, cuda=False)[0])
+            to_run_spec(cfg, check_paths=False)
+        except ValueError as err:
+            raise ValueError(f"--arm {arm.name}: {err}") from None
+        num_envs, num_updates = int(cfg.algo.num_envs), int(cfg.algo.num_updates)
+        iterations = None if args.env_steps is None else -(-args.env_steps // num_envs)
+        cmd.append(f"algo.max_iterations={iterations if iterations is not None else 10_000_000}")
+        jobs.append(Job(arm, seed, cmd, num_envs, num_updates, iterations))
     return jobs
 
 
@@ -507,9 +461,8 @@ def timing_means(curves: dict[str, list[tuple[int, float, float]]]) -> dict[str,
 
 
 def run_facts(run_dir: Path, checkpoint: Path | None, num_envs: int, num_updates: int) -> dict[str, Any]:
-    """What a finished run's TensorBoard scalars say, in the keys of :data:`RUN_KEYS` and of the GPU check: its
-    :func:`curve_summary`, how far and fast it went, the :func:`timing_means`, the learner's ms per update, the
-    overlap (learner train ms / collector env.step ms) and the episode length and return series."""
+    """A finished run's TensorBoard scalars in the keys of :data:`RUN_KEYS` and of the GPU check: its curve summary,
+    timing means, learner ms per update, overlap (learner train / collector env.step ms) and length/return series."""
     curves = read_curves(run_dir)
     curve = curve_summary(curves, num_envs, checkpoint)
     timing = timing_means(curves)
@@ -527,12 +480,8 @@ def run_facts(run_dir: Path, checkpoint: Path | None, num_envs: int, num_updates
 
 def value_at(series: Sequence[tuple[int, float]], step: float) -> float | None:
     """The last logged value at or before ``step`` (None before the first point)."""
-    out = None
-    for s, v in series:
-        if s > step:
-            break
-        out = v
-    return out
+    before = list(itertools.takewhile(lambda p: p[0] <= step, series))
+    return before[-1][1] if before else None
 
 
 def run_job(args: argparse.Namespace, job: Job, cpus: list[int] | None) -> dict[str, Any]:
@@ -552,17 +501,15 @@ def run_job(args: argparse.Namespace, job: Job, cpus: list[int] | None) -> dict[
         return run
     facts = run_facts(run_dir, checkpoint, job.num_envs, job.num_updates)
     run.update({k: v for k, v in facts.items() if k in RUN_KEYS})
-    if rc != 0:
-        run["stopped_by"] = "error"
-    elif job.iterations is not None and run["iterations"] is not None and run["iterations"] >= job.iterations:
-        run["stopped_by"] = "env_steps"
-    else:
-        run["stopped_by"] = "time"
-    if checkpoint is not None and checkpoint.is_file() and "motion_tracking" in args.task:
+    reached = job.iterations is not None and run["iterations"] is not None and run["iterations"] >= job.iterations
+    run["stopped_by"] = "error" if rc != 0 else "env_steps" if reached else "time"
+    if checkpoint is None or not checkpoint.is_file():
+        return run
+    if "motion_tracking" in args.task:
         eval_json = run_dir / "eval" / "final.json"
         ecmd = eval_command(args, checkpoint, eval_json) + ["--no-plot", "--no-progress"]
         run.update(final_eval(ecmd, checkpoint, eval_json, args.random_episodes, cpus, tag, env))
-    if checkpoint is not None and checkpoint.is_file() and args.task == "g1_locomotion":
+    if args.task == "g1_locomotion":
         run["eval_locomotion"] = locomotion_eval(checkpoint, "checkpoint", run_dir / "eval" / "final_locomotion.json",
                                                  cpus, tag, env)
     return run
@@ -570,9 +517,8 @@ def run_job(args: argparse.Namespace, job: Job, cpus: list[int] | None) -> dict[
 
 def locomotion_eval(checkpoint: str | Path, policy: str, json_path: Path, cpus: Sequence[int] | None = None,
                     tag: str = "", env: dict[str, str] | None = None, pushes: bool = True) -> dict[str, Any] | None:
-    """``unilab-eval --task g1_locomotion`` (20 s episodes per command bin, the task's pushes on unless ``pushes``
-    is false) of ``policy`` with the task config of ``checkpoint``: its per-bin and overall metrics, None on
-    failure."""
+    """``unilab-eval --task g1_locomotion`` (20 s episodes per command bin, with the task's pushes if ``pushes``) of
+    ``policy`` with the task config of ``checkpoint``: its per-bin and overall metrics, None on failure."""
     cmd = [sys.executable, "-m", "unilab.cli.eval", str(checkpoint), "--task", "g1_locomotion", "--policy", policy,
            "--json", str(json_path), "--no-progress", "--pushes", "on" if pushes else "off"]
     report = eval_report(cmd, json_path, cpus, tag, env)[1]
@@ -610,9 +556,8 @@ def random_start_eval(checkpoint: str | Path, policy: str, json_path: Path, epis
 
 def baseline_episode_lengths(args: argparse.Namespace, runs: list[dict[str, Any]],
                              other_source: Sequence[str] = ()) -> dict[str, float | None]:
-    """Random-start episode length of the zero-action and the reference (open-loop) policies on the task config
-    of the first run with a checkpoint (of an arm on this source, not one of ``other_source``): the horizontal
-    lines of the plot (None where unavailable)."""
+    """Random-start episode length of the zero-action and reference (open-loop) policies on the task config of the
+    first run with a checkpoint on this source (not an arm of ``other_source``): the plot's lines (None: unknown)."""
     out: dict[str, Any] = {"zero": None, "reference": None}
     ckpt = next((r["checkpoint"] for r in runs if r["checkpoint"] and Path(r["checkpoint"]).is_file()
                  and r["arm"] not in other_source), None)
@@ -740,23 +685,14 @@ def compare_main(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     with ThreadPoolExecutor(max_workers=len(slots)) as pool:
         runs = list(pool.map(work, jobs))
+    # in this order: wall_s before the baselines' evaluations
     report: dict[str, Any] = {
-        "benchmark": "learn_arms",
-        "task": args.task,
-        "algo": args.algo,
-        "minutes": args.minutes,
-        "env_steps_budget": args.env_steps,
-        "seeds": seeds,
-        "parallel": args.parallel,
-        "cpu_slots": slots,
+        "benchmark": "learn_arms", "task": args.task, "algo": args.algo, "minutes": args.minutes,
+        "env_steps_budget": args.env_steps, "seeds": seeds, "parallel": args.parallel, "cpu_slots": slots,
         "arms": [{"name": a.name, "overrides": list(a.overrides), "src": a.src} for a in arms],
-        "common_overrides": list(args.overrides),
-        "machine": machine_facts(),
-        "wall_s": time.monotonic() - t0,
+        "common_overrides": list(args.overrides), "machine": machine_facts(), "wall_s": time.monotonic() - t0,
         "baselines": baseline_episode_lengths(args, runs, [a.name for a in arms if a.src is not None]),
-        "checkpoint_env_steps": add_checkpoints(runs, args.env_steps),
-        "runs": runs,
-        "plot": str(png),
+        "checkpoint_env_steps": add_checkpoints(runs, args.env_steps), "runs": runs, "plot": str(png),
     }
     plot_runs(report, png)
     print(compare_table(report))

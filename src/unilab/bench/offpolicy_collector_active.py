@@ -24,16 +24,6 @@ from unilab.runtime.stats import Counters, delta
 from unilab.tasks.registry import make_env, task_config
 
 
-def _overrides(pairs: list[str]) -> dict:
-    out = {}
-    for p in pairs:
-        k, eq, v = p.partition("=")
-        if not eq:
-            raise SystemExit(f"--task-override expects key=value, got {p!r}")
-        out[k] = yaml.safe_load(v)
-    return out
-
-
 def raw_env_rate(name: str, values: dict, num_envs: int, steps: int, warmup: int, pool_kwargs: dict, seed: int) -> dict:
     """Env steps/s of env.step in this process with random actions."""
     env = make_env(name, task_config(name, values), num_envs, pool_kwargs=pool_kwargs, seed=seed)
@@ -46,7 +36,7 @@ def raw_env_rate(name: str, values: dict, num_envs: int, steps: int, warmup: int
     for k in range(warmup, warmup + steps):
         env.step(actions[k])
     wall = time.perf_counter() - t0
-    nthread = env.spec.nthread
+    nthread = env.spec.nthread  # before close: the spec reads the pool
     env.close()
     return {"steps_per_sec": num_envs * steps / wall, "ms_per_step": wall / steps * 1000, "nthread": nthread}
 
@@ -76,14 +66,10 @@ def collector_rate(name: str, values: dict, num_envs: int, steps: int, warmup: i
         col.close()
     n = d["iterations"] or steps
     active_ms = d["env_step_ms"] + d["replay_write_ms"]
-    return {
-        "end_to_end_steps_per_sec": num_envs * steps / wall,
-        "active_steps_per_sec": num_envs * n / (active_ms / 1000.0),
-        "env_step_ms": d["env_step_ms"] / n,
-        "replay_write_ms": d["replay_write_ms"] / n,
-        "action_wait_ms": d["action_wait_ms"] / n,
-        "nthread": col.spec.nthread,
-    }
+    return {"end_to_end_steps_per_sec": num_envs * steps / wall,
+            "active_steps_per_sec": num_envs * n / (active_ms / 1000.0), "env_step_ms": d["env_step_ms"] / n,
+            "replay_write_ms": d["replay_write_ms"] / n, "action_wait_ms": d["action_wait_ms"] / n,
+            "nthread": col.spec.nthread}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -108,20 +94,20 @@ def main(argv: list[str] | None = None) -> dict:
     args = build_parser().parse_args(argv)
     if args.steps < 1 or args.num_envs < 1:
         raise SystemExit("--steps and --num-envs must be >= 1")
-    overrides = _overrides(args.task_override)
+    overrides = {}
+    for pair in args.task_override:
+        key, eq, value = pair.partition("=")
+        if not eq:
+            raise SystemExit(f"--task-override expects key=value, got {pair!r}")
+        overrides[key] = yaml.safe_load(value)
     values = OmegaConf.to_container(compose_config([f"task={args.task}"]).task, resolve=True) | overrides
     nthread = int(args.nthread) if args.nthread not in (None, "auto") else args.nthread
     pool_kwargs = {"nthread": nthread, "cpu_ids": args.cpu_ids}
     raw = raw_env_rate(args.task, values, args.num_envs, args.steps, args.warmup, pool_kwargs, args.seed)
     col = collector_rate(args.task, values, args.num_envs, args.steps, args.warmup, pool_kwargs, args.seed)
     res = {
-        "benchmark": "offpolicy_collector_active",
-        "task": args.task,
-        "num_envs": args.num_envs,
-        "steps": args.steps,
-        "raw": raw,
-        "collector": col,
-        "active_over_raw": col["active_steps_per_sec"] / raw["steps_per_sec"],
+        "benchmark": "offpolicy_collector_active", "task": args.task, "num_envs": args.num_envs, "steps": args.steps,
+        "raw": raw, "collector": col, "active_over_raw": col["active_steps_per_sec"] / raw["steps_per_sec"],
         "end_to_end_over_raw": col["end_to_end_steps_per_sec"] / raw["steps_per_sec"],
     }
     print(f"task={args.task} num_envs={args.num_envs} steps={args.steps} pool nthread={raw['nthread']}")

@@ -51,8 +51,7 @@ def _initial_state(model: mujoco.MjModel, num_envs: int, seed: int) -> tuple[np.
         width = 7 if kind == mujoco.mjtJoint.mjJNT_FREE else 4 if kind == mujoco.mjtJoint.mjJNT_BALL else 0
         mask[adr : adr + width] = 0.0
     qpos += rng.normal(0.0, 0.02, qpos.shape) * mask
-    qvel = rng.normal(0.0, 0.05, (num_envs, model.nv))
-    return qpos, qvel
+    return qpos, rng.normal(0.0, 0.05, (num_envs, model.nv))
 
 
 def _controls(model: mujoco.MjModel, n: int, num_envs: int, seed: int) -> np.ndarray:
@@ -109,8 +108,7 @@ def run(args: argparse.Namespace) -> dict:
                                        state, ctrls))
     for r, got in zip(rows, samples):
         if got:
-            r.ms_per_step = statistics.median(s[0] for s in got)
-            r.cores = statistics.median(s[1] for s in got)
+            r.ms_per_step, r.cores = (statistics.median(col) for col in zip(*got))
             r.steps_per_sec = num_envs * args.substeps / (r.ms_per_step / 1000.0)
 
     single = next(r for r in rows if r.nthread == 1 and not r.pinned).steps_per_sec
@@ -124,19 +122,11 @@ def run(args: argparse.Namespace) -> dict:
     default_row = next(r for r in rows if r.nthread == default_nthread and not r.pinned)
     within = default_row.steps_per_sec >= fastest.steps_per_sec * (1 - WITHIN)
     return {
-        "benchmark": "mujoco_pool_thread_scaling",
-        "model": args.model or "builtin:humanoid",
-        "num_envs": num_envs,
-        "substeps": args.substeps,
-        "steps": args.steps,
-        "repeats": args.repeats,
-        "usable_cpus": usable,
-        "single_thread_steps_per_sec": single,
-        "physical_limit_steps_per_sec": limit,
-        "default_nthread": default_nthread,
-        "fastest": {"nthread": fastest.nthread, "pinned": fastest.pinned},
-        "default_within_5pct_of_fastest": bool(within),
-        "default_efficiency": default_row.efficiency,
+        "benchmark": "mujoco_pool_thread_scaling", "model": args.model or "builtin:humanoid", "num_envs": num_envs,
+        "substeps": args.substeps, "steps": args.steps, "repeats": args.repeats, "usable_cpus": usable,
+        "single_thread_steps_per_sec": single, "physical_limit_steps_per_sec": limit,
+        "default_nthread": default_nthread, "fastest": {"nthread": fastest.nthread, "pinned": fastest.pinned},
+        "default_within_5pct_of_fastest": bool(within), "default_efficiency": default_row.efficiency,
         "rows": [r.__dict__ for r in rows],
     }
 
@@ -180,11 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> dict:
     args = build_parser().parse_args(argv)
-    for flag in ("steps", "substeps", "repeats"):
-        if getattr(args, flag) < 1:
-            raise SystemExit(f"--{flag} must be >= 1")
-    if args.num_envs is not None and args.num_envs < 1:
-        raise SystemExit("--num-envs must be >= 1")
+    for flag in ("steps", "substeps", "repeats", "num_envs"):
+        if (value := getattr(args, flag)) is not None and value < 1:  # num_envs None: the default
+            raise SystemExit(f"--{flag.replace('_', '-')} must be >= 1")
     res = run(args)
     print_result(res)
     if args.json:

@@ -32,25 +32,16 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> st
     return "\n".join([line, sep, *body])
 
 
-def _git_commit() -> str | None:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5,
-                              cwd=Path(__file__).resolve().parent).stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
 def environment() -> dict:
     """Facts that make results comparable across machines and commits."""
-    return {
-        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "commit": _git_commit(),
-        "python": platform.python_version(),
-        "mujoco": mujoco.__version__,
-        "usable_cpus": usable_cpus(),
-        "cpu_model": cpu_model_name(),
-        "hostname": platform.node(),
-    }
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5,
+                                cwd=Path(__file__).resolve().parent).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        commit = None
+    return {"time": stamp, "commit": commit, "python": platform.python_version(), "mujoco": mujoco.__version__,
+            "usable_cpus": usable_cpus(), "cpu_model": cpu_model_name(), "hostname": platform.node()}
 
 
 def write_json(path: str | os.PathLike | None, payload: dict) -> Path | None:
