@@ -1,23 +1,18 @@
 """Atomic, verifiable checkpoints: ``model_<iter>.pt`` is either complete or absent.
 
-A checkpoint is a torch.save zip archive whose zip comment holds the sha256 of the archive bytes before it
-(``unilab-sha256:<hex>``). The file stays a plain zip that ``torch.load`` reads as it is; ``load_checkpoint`` verifies
-the hash first, so flipped bits anywhere in the file are an error instead of silently changed weights (torch itself
-checks no CRC). Files written before the hash existed (no zip comment) load without a check.
+A checkpoint is a torch.save zip archive whose zip comment is the sha256 of the bytes before it
+(``unilab-sha256:<hex>``), so ``torch.load`` still reads it as it is. ``load_checkpoint`` checks the hash first: torch
+checks no CRC, so flipped bits would silently change weights. Files without the comment (written before the hash
+existed) load unchecked. A save goes to a temp file, fsynced and renamed over the target: a full or unwritable disk
+leaves the previous checkpoint intact.
 
-Writing streams torch.save through a file object that hashes the bytes and keeps the OSError of a failed write
-(torch.save reports it only as ``enforce fail ... unexpected pos``) into a temp file, fsyncs and renames it over the
-target: a full or unwritable disk is a ``CheckpointWriteError`` naming the path and the errno, the previous checkpoint
-stays intact and the temp file is removed.
-
-A checkpoint holds only tensors and plain data (dicts, lists, tuples, numbers, strings, bools, None):
-``save_checkpoint`` turns configs (OmegaConf, dataclasses), NumPy values and paths into that, and ``load_checkpoint``
-reads with ``torch.load(weights_only=True)``, so a file that needs any other class is refused (``UntrustedCheckpoint``)
-and nothing stored in it runs: pickled objects can execute arbitrary code when loaded.
+Only tensors and plain data are stored (:func:`to_plain`) and read (``torch.load(weights_only=True)``): pickled objects
+can run arbitrary code when loaded, so a file that needs any other class is refused (``UntrustedCheckpoint``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
 import hashlib
@@ -69,12 +64,9 @@ class UntrustedCheckpoint(ValueError):
 
 
 def to_plain(obj: Any, key: str = "payload") -> Any:
-    """``obj`` as tensors and plain data only, which ``torch.load(weights_only=True)`` reads back.
-
-    OmegaConf containers and dataclasses become dicts/lists, NumPy scalars Python numbers, NumPy arrays tensors, paths
-    and enums strings/values. Anything else is a TypeError naming ``key`` (its place in the payload): better a failed
-    save now than a checkpoint that cannot be loaded later.
-    """
+    """``obj`` as the tensors and plain data ``torch.load(weights_only=True)`` reads back (configs, NumPy values, paths
+    and enums converted). Anything else is a TypeError naming ``key``, its place in the payload: better a failed save
+    now than a checkpoint that cannot be loaded later."""
     if obj is None or isinstance(obj, (bool, int, float, str, torch.Tensor, torch.dtype, torch.device, torch.Size)):
         return obj
     if isinstance(obj, dict):
@@ -99,10 +91,8 @@ def to_plain(obj: Any, key: str = "payload") -> Any:
         return to_plain(OmegaConf.to_container(obj, resolve=True), key)
     if isinstance(obj, tuple):  # a namedtuple: its fields, as a plain tuple
         return tuple(to_plain(v, f"{key}[{i}]") for i, v in enumerate(obj))
-    raise TypeError(
-        f"checkpoint entry {key} is a {type(obj).__module__}.{type(obj).__qualname__}; a checkpoint holds only "
-        "tensors and plain data (dict, list, tuple, number, str, bool, None)"
-    )
+    raise TypeError(f"checkpoint entry {key} is a {type(obj).__module__}.{type(obj).__qualname__}; a checkpoint holds "
+                    "only tensors and plain data (dict, list, tuple, number, str, bool, None)")
 
 
 def checkpoint_path(run_dir: str | Path, iteration: int) -> Path:
@@ -110,11 +100,9 @@ def checkpoint_path(run_dir: str | Path, iteration: int) -> Path:
 
 
 class _HashingWriter:
-    """The file-like object torch.save streams into: sha256 of all but the last 2 bytes, OS errors kept.
-
-    torch.save turns an OSError of ``write`` into a RuntimeError ("enforce fail ... unexpected pos"); ``error`` keeps
-    the real one. The last 2 bytes of a zip archive are its comment length, which the hash trailer replaces.
-    """
+    """What torch.save streams into: sha256 of all but the last 2 bytes (the zip comment length, which the trailer
+    replaces). ``error`` keeps the OSError of a failed write, which torch.save turns into a RuntimeError ("enforce fail
+    ... unexpected pos")."""
 
     def __init__(self, f: Any):
         self._f = f
@@ -150,13 +138,10 @@ class _HashingWriter:
 
 
 def save_checkpoint(path: str | Path, payload: dict[str, Any], keep: int = 0) -> Path:
-    """Write ``payload`` (with a sha256 trailer) to a temp file, fsync, rename over ``path``.
-
-    ``keep`` > 0: afterwards delete the oldest other ``model_<iter>.pt`` files of the directory so that only the newest
-    ``keep`` remain (``path`` is always kept). Raises ``CheckpointWriteError`` (an OSError naming ``path`` and the
-    errno) when the file cannot be written; an existing ``path`` is then left as it was and no temp file remains. The
-    payload is stored as :func:`to_plain` makes it (TypeError for an object it cannot convert).
-    """
+    """Write ``payload`` (made :func:`to_plain`, sha256 trailer added) to a temp file, fsync, rename over ``path``;
+    then, with ``keep`` > 0, delete all but the newest ``keep`` ``model_<iter>.pt`` there (never ``path``). A failed
+    write is a ``CheckpointWriteError`` (an OSError naming ``path`` and the errno), leaving ``path`` as it was and no
+    temp file."""
     path = Path(path)
     if keep < 0:
         raise ValueError(f"keep must be >= 0 (0 keeps all), got {keep}")
@@ -198,41 +183,30 @@ def save_checkpoint(path: str | Path, payload: dict[str, Any], keep: int = 0) ->
 
 def _fsync_dir(directory: Path) -> None:
     """Make the rename durable (best effort; not every platform/filesystem allows it)."""
-    try:
+    with contextlib.suppress(OSError):
         fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def remove_stale_temps(run_dir: str | Path) -> None:
-    """Delete ``.model_<iter>.pt.<pid>.tmp`` files left by a killed save.
-
-    A temp file is stale when it is this process's own (saves here are sequential), or its pid is not alive on this host
-    and it was not modified in the last minute (a writer on another host sharing the filesystem is still writing to it).
-    Errors are ignored: this is housekeeping.
-    """
+    """Delete (best effort) the ``.model_<iter>.pt.<pid>.tmp`` files of killed saves: this process's own (its saves are
+    sequential), or those of a pid not alive on this host and unmodified for a minute (a writer on another host sharing
+    the filesystem may still be writing)."""
     try:
         entries = list(os.scandir(run_dir))
     except OSError:
         return
     now = time.time()
     for entry in entries:
-        m = _TEMP_RE.match(entry.name)
-        if not m:
+        if not (m := _TEMP_RE.match(entry.name)):
             continue
         pid = int(m.group(1))
-        try:
-            if pid != os.getpid() and (pid_alive(pid) or now - entry.stat().st_mtime < _STALE_TEMP_AGE_S):
-                continue
-            os.unlink(entry.path)
-        except OSError:
-            continue
+        with contextlib.suppress(OSError):
+            if pid == os.getpid() or not pid_alive(pid) and now - entry.stat().st_mtime >= _STALE_TEMP_AGE_S:
+                os.unlink(entry.path)
 
 
 def _models(run_dir: str | Path) -> list[tuple[int, Path]]:
@@ -262,8 +236,7 @@ def resolve_checkpoint(spec: str | Path) -> Path:
     p = Path(spec).expanduser()
     if p.is_dir():
         remove_stale_temps(p)  # a killed run's half-written save (can be 100+ MB)
-        found = latest_checkpoint(p)
-        if found is None:
+        if (found := latest_checkpoint(p)) is None:
             raise FileNotFoundError(f"no model_<iter>.pt checkpoint in run directory {p}")
         return found
     if not p.exists():
@@ -272,45 +245,33 @@ def resolve_checkpoint(spec: str | Path) -> Path:
 
 
 def verify_checkpoint(path: str | Path) -> bool:
-    """Check the sha256 trailer of ``path``: True if verified, False if the file has none (old format).
-
-    Raises ValueError naming the file when the hash does not match or the trailer is damaged.
-    """
+    """Check the sha256 trailer of ``path``: True if verified, False if it has none (old format), ValueError naming the
+    file when the hash does not match or the trailer is damaged."""
     path = Path(path)
     with open(path, "rb") as f:
         size = f.seek(0, os.SEEK_END)
         tail_len = min(size, _EOCD_LEN + _TRAILER_LEN)
         f.seek(size - tail_len)
         tail = f.read(tail_len)
-        ours = tail_len == _EOCD_LEN + _TRAILER_LEN and (tail.startswith(_EOCD_SIG) or _HASH_TAG[:8] in tail)
-        if not ours:
+        if not (tail_len == _EOCD_LEN + _TRAILER_LEN and (tail.startswith(_EOCD_SIG) or _HASH_TAG[:8] in tail)):
             return False  # a plain torch.save file (or too short: torch.load reports it)
         comment = tail[_EOCD_LEN:]
         stored = comment[len(_HASH_TAG):]
-        well_formed = (
-            tail.startswith(_EOCD_SIG)
-            and tail[_EOCD_LEN - 2:_EOCD_LEN] == struct.pack("<H", _TRAILER_LEN)
-            and comment.startswith(_HASH_TAG)
-            and re.fullmatch(rb"[0-9a-f]{64}", stored) is not None
-        )
-        if not well_formed:
+        if not (tail.startswith(_EOCD_SIG) and tail[_EOCD_LEN - 2:_EOCD_LEN] == struct.pack("<H", _TRAILER_LEN)
+                and comment.startswith(_HASH_TAG) and re.fullmatch(rb"[0-9a-f]{64}", stored)):
             raise ValueError(f"checkpoint {path} is corrupt (its sha256 trailer is damaged)")
         h = hashlib.sha256()
         remaining = size - _TRAILER_LEN - 2
         f.seek(0)
-        chunk = bytearray(1 << 20)
-        view = memoryview(chunk)
         while remaining > 0:
-            n = f.readinto(view[: min(len(chunk), remaining)])
-            if not n:
+            chunk = f.read(min(1 << 20, remaining))
+            if not chunk:
                 raise ValueError(f"checkpoint {path} is corrupt (it changed while being read)")
-            h.update(view[:n])
-            remaining -= n
+            h.update(chunk)
+            remaining -= len(chunk)
     if h.hexdigest().encode("ascii") != stored:
-        raise ValueError(
-            f"checkpoint {path} is corrupt: its sha256 does not match the one stored when it was written "
-            "(flipped bits on disk or in a copy); use an older checkpoint"
-        )
+        raise ValueError(f"checkpoint {path} is corrupt: its sha256 does not match the one stored when it was written "
+                         "(flipped bits on disk or in a copy); use an older checkpoint")
     return True
 
 
@@ -325,11 +286,8 @@ def _refusal_detail(err: BaseException) -> str:
 
 
 def load_checkpoint(spec: str | Path, map_location: str | torch.device = "cpu") -> tuple[dict[str, Any], Path]:
-    """Load a checkpoint (file or run dir); a truncated, corrupt or foreign file raises ValueError.
-
-    Only tensors and plain data are read (``weights_only=True``): a file that needs any other class raises
-    :class:`UntrustedCheckpoint` (a ValueError) and nothing stored in it runs.
-    """
+    """Load a checkpoint (file or run dir); a truncated, corrupt or foreign file raises ValueError, one that needs more
+    than tensors and plain data :class:`UntrustedCheckpoint` (a ValueError) with nothing stored in it run."""
     path = resolve_checkpoint(spec)
     try:
         verify_checkpoint(path)
@@ -351,10 +309,8 @@ def load_checkpoint(spec: str | Path, map_location: str | torch.device = "cpu") 
 
 def stored_run_config(payload: dict[str, Any], path: Path,
                       task_overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The run config a checkpoint was trained with, ``task.*`` overrides applied (a moved clip or model).
-
-    A checkpoint without a ``config`` mapping holding a ``task`` mapping is a ValueError naming the file.
-    """
+    """The run config a checkpoint was trained with, ``task.*`` overrides applied (a moved clip or model); ValueError
+    naming the file when it stores none."""
     raw = payload.get("config")
     if not isinstance(raw, dict) or not isinstance(raw.get("task"), dict) or "name" not in raw["task"]:
         raise ValueError(f"checkpoint {path} stores no run config (config.task.name): it cannot rebuild its task")

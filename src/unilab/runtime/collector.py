@@ -1,14 +1,14 @@
-"""The collector process: owns the task env (and its MuJoCo pool).
+"""The collector process: owns the task env (and its MuJoCo pool); never imports torch.
 
-Per iteration it waits for the learner's actions and steps every env; the env writes the step's results straight into
-shared memory (slot ``k % SLOTS`` for step ``k``, see ``unilab.runtime.shm``). It never imports torch. It exits when
-told to, when the learner process is gone, or on an error (whose traceback it sends to the learner before exiting with
-code 1). An error while building the env (a config or asset problem) is sent as one short message instead, with exit
-code 2; UNILAB_DEBUG=1 adds the traceback.
+Per iteration it waits for the learner's actions and steps every env, which writes the step into shared memory (slot
+``k % SLOTS`` for step ``k``). It exits when told to, when the learner is gone, or on an error: the traceback goes to
+the learner (exit code 1), or for an env that cannot be built (a config or asset problem) one short message (exit code
+2; UNILAB_DEBUG=1 adds the traceback).
 """
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing as mp
 import os
 import signal
@@ -89,12 +89,10 @@ def build_error_message(task_name: str, err: BaseException, num_envs: int | None
 
 
 def asset_hint(err: BaseException) -> str:
-    """What to do about an env build error that involves the asset cache; empty when it does not.
-
-    ``unilab-assets fetch --force`` only for a cached file that does not parse (a corrupt mesh or MJCF names its full
-    path): a refetch cannot help with no network, a wrong wheel or a cache folder that cannot be written (AssetError,
-    which already says what to do) nor with an OSError (permissions, a read-only or full disk) on a path in the cache.
-    """
+    """What to do about an env build error that involves the asset cache; empty when it does not. ``unilab-assets fetch
+    --force`` only for a cached file that does not parse (a corrupt mesh or MJCF names its full path): a refetch cannot
+    help with no network, a wrong wheel or an unwritable cache folder (AssetError, which already says what to do) nor
+    with an OSError (permissions, a read-only or full disk) on a path in the cache."""
     from unilab.assets import holosoma  # noqa: PLC0415 - lazy: only this error path needs it
 
     if isinstance(err, holosoma.AssetError):
@@ -114,7 +112,6 @@ def asset_hint(err: BaseException) -> str:
 
 
 def run_collector(args: CollectorArgs, ch: CollectorChannels) -> None:
-    """Collector main loop (the target of the collector process)."""
     # Ctrl-C and a closed terminal (SIGHUP) reach the whole process group: the learner handles them and stops us
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if hasattr(signal, "SIGHUP"):
@@ -143,8 +140,7 @@ def run_collector(args: CollectorArgs, ch: CollectorChannels) -> None:
         counters = Counters(shm["counters"], handle["counter_names"])
         env.reset(out=step_slot(shm, spec, 0))  # step 0: reward and done flags stay zero
         ch.obs_ready.release()
-        k = 1
-        while True:
+        for k in itertools.count(1):
             with timer.phase("action_wait"):
                 go = _wait(ch.action_ready, ch)
             if not go:
@@ -156,7 +152,6 @@ def run_collector(args: CollectorArgs, ch: CollectorChannels) -> None:
             with timer.phase("replay_write"):
                 _count(counters, timer, env.timer, reward, info, env.stats())
             ch.obs_ready.release()
-            k += 1
         env.close()
     except LearnerGone:
         print("unilab collector: the learner process is gone; exiting", file=sys.stderr, flush=True)

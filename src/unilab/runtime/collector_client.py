@@ -28,10 +28,8 @@ class CollectorDied(RuntimeError):
 
 
 class CollectorStartupError(CollectorDied):
-    """The collector could not build its env: a config or asset problem, not a crash.
-
-    Its message is the one clear line to show the user (``train`` exits 2 on it).
-    """
+    """The collector could not build its env (a config or asset problem, not a crash); the message is the one clear
+    line to show the user (``train`` exits 2 on it)."""
 
 
 # close(): how long the collector gets to stop by itself, then after SIGTERM, then after SIGKILL
@@ -43,11 +41,8 @@ KILL_WAIT_S = 5.0
 
 @contextlib.contextmanager
 def interrupts_ignored() -> Iterator[None]:
-    """Ignore SIGINT for the block: a process spawned inside starts with it ignored.
-
-    A signal mask does not survive multiprocessing's spawn, an ignored signal does (exec keeps
-    SIG_IGN and Python leaves an ignored SIGINT ignored). The block only lasts the fork and exec.
-    """
+    """Ignore SIGINT for the block (only the fork and exec): a process spawned inside starts with it ignored. A signal
+    mask does not survive multiprocessing's spawn; SIG_IGN does (exec keeps it and Python leaves an ignored SIGINT)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -62,21 +57,17 @@ class CollectorClient:
     """Starts a collector process for ``args`` and talks to it through shared memory."""
 
     def __init__(self, args: CollectorArgs, step_timeout_s: float = 600.0):
-        self.args = args
         self.step_timeout_s = step_timeout_s
         ctx = mp.get_context("spawn")  # MuJoCo and torch threads make fork unsafe
         self._closed = False
         self._hung = False  # declared stuck: close() does not wait for it to stop by itself
         self.shm: SharedArrays | None = None
         self._sent_t: float | None = None  # when the last actions were handed over
-        # the resource tracker (started by the first semaphore) and the collector ignore a closed terminal and
-        # Ctrl-C: the learner handles SIGHUP and SIGINT and stops them itself. Ignoring SIGINT from birth, the
-        # collector cannot die of a Ctrl-C (with a traceback) while it imports, before run_collector runs.
+        # the resource tracker (the first semaphore starts it) and the collector ignore SIGHUP and SIGINT: the learner
+        # stops them itself, and a collector still importing cannot die of a Ctrl-C (with a traceback)
         with hangups_blocked(), interrupts_ignored():
-            self.ch = CollectorChannels(
-                ready=ctx.Queue(), handle=ctx.Queue(), errors=ctx.Queue(),
-                obs_ready=ctx.Semaphore(0), action_ready=ctx.Semaphore(0), stop=ctx.Event(),
-            )
+            self.ch = CollectorChannels(ready=ctx.Queue(), handle=ctx.Queue(), errors=ctx.Queue(),
+                                        obs_ready=ctx.Semaphore(0), action_ready=ctx.Semaphore(0), stop=ctx.Event())
             self.proc = ctx.Process(target=run_collector, args=(args, self.ch), name="unilab-collector", daemon=True)
             self.proc.start()
         self.spec: EnvSpec = self._get(self.ch.ready, args.startup_timeout_s, "building its env")
@@ -96,10 +87,8 @@ class CollectorClient:
         """The error to raise for a collector that exited: a build failure or a crash."""
         self.proc.join(timeout=1.0)
         report: Any = ""
-        try:
+        with contextlib.suppress(Exception):  # queue.Empty or a broken pipe: it died without a Python traceback
             report = self.ch.errors.get(timeout=0.5)
-        except Exception:  # noqa: BLE001 - queue.Empty or a broken pipe: it died without a Python traceback
-            pass
         if isinstance(report, dict) and report.get("stage") == "build":
             return CollectorStartupError(report["message"])
         msg = f"collector process (pid {self.proc.pid}) died with exit code {self.proc.exitcode} while {doing}"
@@ -108,10 +97,8 @@ class CollectorClient:
     def _get(self, queue: Any, timeout: float, doing: str) -> Any:
         t0 = time.monotonic()
         while True:
-            try:
+            with contextlib.suppress(Exception):  # queue.Empty, or a broken pipe: whether it died is checked next
                 return queue.get(timeout=POLL_S)
-            except Exception:  # noqa: BLE001 - queue.Empty, or a broken pipe: whether it died is checked next
-                pass
             if not self.proc.is_alive():
                 raise self._died(doing)
             if time.monotonic() - t0 > timeout:
@@ -119,16 +106,12 @@ class CollectorClient:
                 self.close()
                 raise CollectorDied(
                     f"collector process (pid {self.proc.pid}) took over {timeout:.0f} s {doing} and was stopped; "
-                    f"training.startup_timeout_s={timeout:g} sets this limit"
-                )
+                    f"training.startup_timeout_s={timeout:g} sets this limit")
 
     def wait_step(self) -> dict[str, np.ndarray]:
-        """Block until the collector has written a step (the first one is the reset); return its arrays.
-
-        The arrays (env-written step record fields, views of shared memory) stay as they are until the actions after the
-        next ones are sent. The step timeout counts from when the actions were sent, so a learner that trained longer
-        than the timeout still notices a stuck collector at once.
-        """
+        """Block until the collector has written a step (the first is the reset); return its arrays, views of shared
+        memory that stay as they are until the actions after the next ones are sent. The timeout counts from when the
+        actions were sent: a learner that trained longer than it still notices a stuck collector at once."""
         t0 = self._sent_t if self._sent_t is not None else time.monotonic()
         self._sent_t = None
         while not self.ch.obs_ready.acquire(timeout=POLL_S):
@@ -140,24 +123,20 @@ class CollectorClient:
                 raise CollectorDied(
                     f"collector process (pid {self.proc.pid}) sent no step for {self.step_timeout_s:g} s "
                     f"(iteration {self.steps_received}), so it was killed; training.collector_timeout_s="
-                    f"{self.step_timeout_s:g} sets this limit"
-                )
+                    f"{self.step_timeout_s:g} sets this limit")
         step = step_slot(self.shm, self.spec, self.steps_received)
         self.steps_received += 1
         return step
 
     def send_action(self, action: np.ndarray) -> None:
-        """Write the actions of every env and let the collector step."""
         self.shm["action"][...] = action
         self.ch.action_ready.release()
         self._sent_t = time.monotonic()
 
     def close(self) -> None:
-        """Stop the collector and free the shared memory, in bounded time; later calls do nothing.
-
-        Asks it to stop and waits ``STOP_GRACE_S`` (``HUNG_GRACE_S`` once it was declared hung), then SIGTERM, then
-        SIGKILL, which also ends a stopped (SIGSTOP) process that SIGTERM cannot.
-        """
+        """Stop the collector and free the shared memory, in bounded time (idempotent): ask it to stop and wait
+        ``STOP_GRACE_S`` (``HUNG_GRACE_S`` once declared hung), then SIGTERM, then SIGKILL, which also ends a stopped
+        (SIGSTOP) process that SIGTERM cannot."""
         if self._closed:
             return
         self._closed = True
@@ -169,9 +148,8 @@ class CollectorClient:
         if self.proc.is_alive():
             self.proc.kill()
             self.proc.join(timeout=KILL_WAIT_S)
-        # the handle queue's feeder thread (a daemon) holds the last references to the queue's semaphores:
-        # left running, it may unlink one as the interpreter exits and never tell the resource tracker, which
-        # then reports it leaked. Its one message (a few KiB, far below a pipe's buffer) left long ago.
+        # the handle queue's daemon feeder thread holds its semaphores' last references: left running, it may unlink
+        # one at exit unbeknown to the resource tracker (a reported leak). Its one message (< a pipe's buffer) is sent.
         self.ch.handle.close()
         self.ch.handle.join_thread()
         if self.shm is not None:

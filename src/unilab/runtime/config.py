@@ -1,9 +1,6 @@
-"""Typed configs of a run: the `training` and `sim` groups, play's options, and `RunSpec`.
-
-These dataclasses are the schema and the defaults of their Hydra groups (see ``unilab.cli.config``, which registers them
-as structured configs). This module imports neither torch nor mujoco: ``train --help`` and config validation load it
-without starting anything.
-"""
+"""Typed configs of a run: `training` and `sim` (the Hydra groups' schema and defaults, registered by
+``unilab.cli.config``), play's options, and `RunSpec`. No torch or mujoco import: ``train --help`` and config validation
+load this module without starting anything."""
 
 from __future__ import annotations
 
@@ -192,11 +189,9 @@ class RunSpec:
 
     @classmethod
     def from_raw(cls, raw: Any, explicit_algo_keys: tuple[str, ...] | None = None) -> RunSpec:
-        """Validate a composed config (or a checkpoint's stored one) into typed configs.
-
-        Every value is checked against its field's type and every config's own range checks run; errors are ValueErrors
-        naming the key. This is the one place a config is validated: the collector and play get its objects.
-        """
+        """Validate a composed config (or a checkpoint's stored one) into typed configs: field types and every config's
+        range checks, ValueErrors naming the key. The one place a config is validated: the collector and play get its
+        objects."""
         from unilab.tasks import registry  # noqa: PLC0415 - lazy: the task registry pulls in numpy
 
         if isinstance(raw, DictConfig):
@@ -208,21 +203,15 @@ class RunSpec:
         name = raw["task"].get("name")
         if not name:
             raise ValueError("the task config has no 'name'")
-        spec = cls(
-            algo=SACConfig.from_mapping(raw["algo"]),
-            task_name=name,
-            task_cfg=registry.task_config(name, raw["task"]),
-            sim=build_dataclass(SimConfig, raw["sim"], "sim"),
-            training=build_dataclass(TrainingConfig, raw["training"], "training"),
-            raw=raw,
-            explicit_algo_keys=explicit_algo_keys,
-        )
+        spec = cls(algo=SACConfig.from_mapping(raw["algo"]), task_name=name,
+                   task_cfg=registry.task_config(name, raw["task"]), sim=build_dataclass(SimConfig, raw["sim"], "sim"),
+                   training=build_dataclass(TrainingConfig, raw["training"], "training"), raw=raw,
+                   explicit_algo_keys=explicit_algo_keys)
         if spec.training.eval_interval and name not in registry.EVALUATED_TASKS:
             # refused now: otherwise every evaluation would fail in its subprocess, each with a warning
             raise ValueError(
                 f"training.eval_interval={spec.training.eval_interval}: task {name} has no evaluation "
-                f"(unilab-eval measures {', '.join(registry.EVALUATED_TASKS)}); leave it at 0"
-            )
+                f"(unilab-eval measures {', '.join(registry.EVALUATED_TASKS)}); leave it at 0")
         return spec
 
     def check_paths(self) -> None:

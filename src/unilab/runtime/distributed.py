@@ -1,14 +1,11 @@
-"""One process group per GPU via torchrun / torch.distributed.
+"""One process group per GPU via torchrun / torch.distributed (on CPU gloo runs the same code: how it is tested, also as
+two nodes on one machine). Each rank runs its own learner and collector; ranks average gradients, so all hold the same
+networks. Only rank 0 writes logs and checkpoints.
 
-Each rank runs its own learner and collector; ranks average gradients (all-reduce) so every rank holds the same
-networks. Only rank 0 writes logs and checkpoints. On CPU the gloo backend runs the same code (that is how it is tested
-here, also as two nodes on one machine).
-
-A rank that dies (a node lost, a process killed) makes the others' next collective fail: they raise :class:`RankLost`
-naming the lost rank(s), and a rank that hangs makes them fail after a timeout. Two timeouts, because the ranks are in
-step only once training runs: the default group (the settings checks, the start-up broadcast, the barriers after each
-checkpoint and evaluation snapshot) waits out a slow rank's start-up or rank 0's writes; the training group (gradients,
-normaliser statistics, stop votes) waits one collector step and :data:`STEP_SKEW_S` more.
+A dead rank makes the others' next collective raise :class:`RankLost` naming it; a hung one, after a timeout. Two
+timeouts, because the ranks are in step only once training runs: the default group (settings checks, start-up
+broadcast, barriers after each checkpoint and evaluation snapshot) waits out a slow start-up or rank 0's writes; the
+training group (gradients, normaliser statistics, stop votes) waits one collector step and :data:`STEP_SKEW_S` more.
 """
 
 from __future__ import annotations
@@ -45,21 +42,15 @@ STORE_GRACE_S = 2.0  # a store that has not answered this long after the survivo
 
 
 def from_env(timeout_s: float, cuda: bool) -> DistInfo:
-    """Join the process group torchrun describes in the environment (if any).
-
-    ``timeout_s`` bounds the default group's collectives: a rank that hangs (not only one that dies) in start-up or a
-    save stops the others after it. ``cuda``: the learner trains on a GPU; NCCL then, one GPU per local rank, else gloo
-    (NCCL cannot move CPU tensors).
-    """
+    """Join the process group torchrun describes in the environment (if any). ``timeout_s`` bounds the default group's
+    collectives: a rank that hangs (not only one that dies) in start-up or a save stops the others after it. ``cuda``
+    (a GPU learner): NCCL, one GPU per local rank; else gloo (NCCL cannot move CPU tensors)."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         return DistInfo()
-    info = DistInfo(
-        rank=int(os.environ["RANK"]),
-        world_size=world,
-        local_rank=int(os.environ.get("LOCAL_RANK", os.environ["RANK"])),
-        local_world_size=int(os.environ.get("LOCAL_WORLD_SIZE", str(world))),
-    )
+    info = DistInfo(rank=int(os.environ["RANK"]), world_size=world,
+                    local_rank=int(os.environ.get("LOCAL_RANK", os.environ["RANK"])),
+                    local_world_size=int(os.environ.get("LOCAL_WORLD_SIZE", str(world))))
     if not dist.is_initialized():
         use_cuda = cuda and torch.cuda.device_count() >= info.local_world_size
         if use_cuda:
@@ -69,12 +60,10 @@ def from_env(timeout_s: float, cuda: bool) -> DistInfo:
 
 
 def lost_ranks() -> list[int] | None:
-    """Ranks that did not report in after a failed collective (None: the rendezvous store does not answer).
-
-    Every survivor writes its rank into the process group's store and waits :data:`SURVIVOR_WAIT_S` for the others; who
-    never writes is lost. The store calls run on a daemon thread given :data:`STORE_GRACE_S` more: a store hosted by a
-    frozen node never answers, and its own timeout is the start-up's.
-    """
+    """Ranks that did not report in after a failed collective (None: the rendezvous store does not answer). Every
+    survivor writes its rank into the group's store and waits :data:`SURVIVOR_WAIT_S` for the others, on a daemon
+    thread given :data:`STORE_GRACE_S` more: a store hosted by a frozen node never answers (its own timeout is the
+    start-up's)."""
     answer: list[list[int] | None] = []
     ask = threading.Thread(target=lambda: answer.append(_report_in()), name="unilab-survivors", daemon=True)
     ask.start()
@@ -114,19 +103,16 @@ def _collective(what: str, call: Callable[[], Any]) -> Any:
 def cpu_partition(cpus: list[int], local_rank: int, local_world_size: int) -> list[int]:
     """Rank ``local_rank``'s contiguous, disjoint share of ``cpus``."""
     if local_world_size > len(cpus):
-        raise ValueError(
-            f"{local_world_size} ranks on this machine but only {len(cpus)} usable CPUs: each rank needs at least one"
-        )
+        raise ValueError(f"{local_world_size} ranks on this machine but only {len(cpus)} usable CPUs: each rank needs "
+                         "at least one")
     per, extra = divmod(len(cpus), local_world_size)
     start = local_rank * per + min(local_rank, extra)
     return cpus[start : start + per + (1 if local_rank < extra else 0)]
 
 
 def training_group(step_timeout_s: float) -> Any:
-    """A group of every rank whose collectives fail after ``step_timeout_s + STEP_SKEW_S``.
-
-    Call on every rank once all are past start-up (after :func:`barrier`).
-    """
+    """A group of every rank whose collectives fail after ``step_timeout_s + STEP_SKEW_S``; call on every rank once all
+    are past start-up (after :func:`barrier`)."""
     return _collective("the training group's set-up",
                        lambda: dist.new_group(timeout=timedelta(seconds=step_timeout_s + STEP_SKEW_S)))
 
@@ -137,11 +123,9 @@ def barrier(what: str) -> None:
 
 
 def check_same_settings(settings: dict[str, Any]) -> None:
-    """Raise ValueError naming each setting whose value differs between ranks (a default-group collective).
-
-    Ranks with other iteration counts, intervals or algorithm settings would call their collectives in another order (a
-    hang reported as a lost rank) or train different networks under one name.
-    """
+    """Raise ValueError naming each setting whose value differs between ranks (a default-group collective): ranks with
+    other iteration counts, intervals or algorithm settings would call their collectives in another order (a hang
+    reported as a lost rank) or train different networks under one name."""
     gathered: list[Any] = [None] * dist.get_world_size()
     _collective("the settings check", lambda: dist.all_gather_object(gathered, settings))
     keys = sorted({k for g in gathered for k in g}, key=str)

@@ -1,10 +1,7 @@
-"""One learner iteration, the same in training and in the learning tests.
-
-The collector waits only for actions, so an iteration acts on the newest step and sends the actions first, then stores
-the previous step in the replay buffer and trains while the env steps, then waits for the next step. A step is a mapping
-of arrays (the shared-memory slot the collector wrote); the replay gets a copy of what it needs one iteration later,
-because the collector overwrites that slot two steps on.
-"""
+"""One learner iteration, the same in training and in the learning tests: act on the newest step and send the actions
+first (all the collector waits for), then store the previous step and train while the env steps. A step maps names to
+the arrays of the shared-memory slot the collector wrote; the replay gets a copy of what it needs one iteration later,
+because the collector overwrites that slot two steps on."""
 
 from __future__ import annotations
 
@@ -31,11 +28,8 @@ class StepSource(Protocol):
 
 
 class LearnerIteration:
-    """Act, send, store, update, receive: :meth:`run` is one training iteration.
-
-    ``observations`` names the step's observation fields (the ones the replay
-    stores for the step an action was chosen on).
-    """
+    """Act, send, store, update, receive: :meth:`run` is one training iteration. ``observations`` names the step's
+    observation fields (the ones the replay stores for the step an action was chosen on)."""
 
     def __init__(self, agent: FastSAC, replay: ReplayBuffer, algo: SACConfig, observations: Sequence[str],
                  timer: PhaseTimer | None = None):

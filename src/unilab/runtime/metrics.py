@@ -1,10 +1,6 @@
-"""Turns learner timers and collector counters into the TensorBoard metric tags.
-
-TensorBoard scalars every ``log_interval`` iterations, a console progress line (iterations, steps/s, ETA, and the latest
-logged numbers) every ``console_interval_s`` seconds whatever the log interval (the first one after at most
-:data:`FIRST_LINE_S`), so a slow run shows life within seconds. All per-phase values are means per iteration over the
-interval; steps are env steps summed over all envs.
-"""
+"""TensorBoard scalars of the learner timers and collector counters every ``log_interval`` iterations (per-phase
+values: means per iteration over the interval; steps: env steps summed over all envs), and a console progress line every
+``console_interval_s`` seconds whatever the log interval (the first after at most :data:`FIRST_LINE_S`)."""
 
 from __future__ import annotations
 
@@ -58,24 +54,18 @@ class MetricsLogger:
         self.divergence_window = max(1, int(divergence_window))
         self._bad_since: int | None = None  # first iteration of the current run of (nearly) all-bad intervals
         self.agree = agree
-        """With several ranks: ``flag -> any rank's flag`` (``distributed.any_rank`` in the training group),
-        called at every log iteration by every rank, so that all ranks stop together when one diverges; a rank
-        left running would wait in its next gradient all-reduce until that group's timeout."""
+        """With several ranks: ``flag -> any rank's flag``, called by every rank at every log iteration so all stop
+        together when one diverges (one left running would wait out its next gradient all-reduce's timeout)."""
         self._console_bad = [0.0, 0.0, 0]  # bad env steps, env steps, iterations since the last console line
 
     def banner(self, spec: Any, env: EnvSpec, device: Any, dist: Any, learner_threads: int) -> None:
-        """Print what is about to run (once)."""
         if not self.enabled:
             return
         a = spec.algo
-        print(
-            f"unilab: FastSAC on {spec.task_name}: {a.num_envs} envs, obs {env.obs_dim}/{env.critic_obs_dim}, "
-            f"action {env.action_dim}, learner on {device} (torch threads: {learner_threads}), "
-            f"collector pool nthread={env.nthread} "
-            f"cpu_ids={None if env.cpu_ids is None else list(env.cpu_ids)} persistent={env.persistent}, "
-            f"ranks={dist.world_size}",
-            flush=True,
-        )
+        print(f"unilab: FastSAC on {spec.task_name}: {a.num_envs} envs, obs {env.obs_dim}/{env.critic_obs_dim}, "
+              f"action {env.action_dim}, learner on {device} (torch threads: {learner_threads}), collector pool "
+              f"nthread={env.nthread} cpu_ids={None if env.cpu_ids is None else list(env.cpu_ids)} "
+              f"persistent={env.persistent}, ranks={dist.world_size}", flush=True)
         print(f"unilab: logging to {self.run_dir}", flush=True)
         if a.early_lr is not None and a.early_lr_env_steps > 0:  # it overrides the two rates the user may have set
             print(f"unilab: learning rate {a.early_lr:g} for actor and critic until {a.early_lr_env_steps:,} env "
@@ -88,12 +78,9 @@ class MetricsLogger:
     def start(self, iteration: int, counters: np.ndarray) -> None:
         self._counters = Counters(counters, self.names)
         self._c0 = self._counters.snapshot()
-        self._it0 = iteration
-        self._t0 = time.monotonic()
-        self._console_t = self._t0
+        self._it0 = self._console_it = self._run_it0 = iteration  # _run_*: the whole run's, for the ETA
+        self._t0 = self._console_t = self._run_t0 = time.monotonic()
         self._console_due = self._t0 + min(FIRST_LINE_S, self.console_interval_s)
-        self._run_t0, self._run_it0 = self._t0, iteration  # for the ETA
-        self._console_it = iteration
         if self.sampler is not None:
             self.sampler.sample()
 
@@ -114,8 +101,7 @@ class MetricsLogger:
     def _log(self, iteration: int, timer: PhaseTimer, train_metrics: dict[str, float]) -> None:
         """TensorBoard scalars of the interval since the last log."""
         now = time.monotonic()
-        d_it = iteration - self._it0
-        wall = now - self._t0
+        d_it, wall = iteration - self._it0, now - self._t0
         c1 = self._counters.snapshot()
         d = delta(c1, self._c0)
         lt = timer.pop_summary()
@@ -159,14 +145,13 @@ class MetricsLogger:
         if self.writer is not None:
             self.writer.add_dict(s, iteration * self.num_envs)
         self.last = s
-        it0 = self._it0
-        self._c0, self._it0, self._t0 = c1, iteration, now
         diverged = None
         if n_c > 0:
             self._console_bad[0] += d["bad_envs"]
             self._console_bad[1] += n_c * self.num_envs
             self._console_bad[2] += d_it
-            diverged = self._check_divergence(it0, iteration, d["bad_envs"] / (n_c * self.num_envs))
+            diverged = self._check_divergence(self._it0, iteration, d["bad_envs"] / (n_c * self.num_envs))
+        self._c0, self._it0, self._t0 = c1, iteration, now
         # every rank asks at every log iteration (whatever its own counters), so the collective always matches
         # (the limit is the same on every rank, so with no limit no rank asks)
         if (self.agree is not None and self.max_bad_env_fraction is not None and self.agree(diverged is not None)
@@ -187,12 +172,10 @@ class MetricsLogger:
             self._bad_since = it0
         if iteration - self._bad_since < self.divergence_window:
             return None
-        return (
-            f"training diverged: at least {limit:.0%} of the envs were in a bad state (non-finite, MuJoCo "
-            f"divergence warning, or |qvel| over sim.max_qvel) in each of the last {iteration - self._bad_since} "
-            f"iterations (up to iteration {iteration}); check the task's reset noise, sim_dt and actions "
-            f"(training.max_bad_env_fraction / training.divergence_window set this stop; null disables it)"
-        )
+        return (f"training diverged: at least {limit:.0%} of the envs were in a bad state (non-finite, MuJoCo "
+                f"divergence warning, or |qvel| over sim.max_qvel) in each of the last {iteration - self._bad_since} "
+                f"iterations (up to iteration {iteration}); check the task's reset noise, sim_dt and actions "
+                f"(training.max_bad_env_fraction / training.divergence_window set this stop; null disables it)")
 
     def _warn_bad_envs(self) -> None:
         """One console line per console interval when too many env steps were bad."""
@@ -215,18 +198,13 @@ class MetricsLogger:
         to_iters = (max(0, self.max_iterations - iteration) * run_wall / run_done
                     if self.max_iterations is not None and run_done > 0 else None)
         to_time = None if self.time_limit_s is None else max(0.0, self.time_limit_s - run_wall)
-        known = [t for t in (to_iters, to_time) if t is not None]
-        eta = min(known) if known else None  # whichever limit comes first
-        # the limit that ends the run: the iteration count, or elapsed / limit when the time limit comes first
-        total = f"/{self.max_iterations:,}" if self.max_iterations is not None else ""
+        # the limit that comes first ends the run: show the iteration count, or elapsed / limit for the time limit
+        eta, total = to_iters, f"/{self.max_iterations:,}" if self.max_iterations is not None else ""
         if to_time is not None and (to_iters is None or to_time < to_iters):
-            total = f" ({format_duration(run_wall)}/{format_duration(self.time_limit_s)})"
-        parts = [
-            f"iter {iteration:,}{total}",
-            f"steps/s {self.num_envs * done / wall if wall > 0 else 0.0:,.0f}",
-            f"ETA {format_duration(eta) if eta is not None else '?'}",
-            f"iter {1000 * wall / done if done else 0.0:.1f} ms",
-        ]
+            eta, total = to_time, f" ({format_duration(run_wall)}/{format_duration(self.time_limit_s)})"
+        parts = [f"iter {iteration:,}{total}", f"steps/s {self.num_envs * done / wall if wall > 0 else 0.0:,.0f}",
+                 f"ETA {format_duration(eta) if eta is not None else '?'}",
+                 f"iter {1000 * wall / done if done else 0.0:.1f} ms"]
         if "timing/collector_env_step_ms" in s:
             parts.append(f"env {s['timing/collector_env_step_ms']:.1f} ms")
         if "timing/learner_train_ms" in s:

@@ -1,23 +1,22 @@
 """``training.eval_interval``: the tracking evaluation of ``unilab-eval`` during training.
 
-Every ``eval_interval`` iterations the learner writes a policy snapshot (``<run dir>/eval/policy_<iter>.pt``, a
-checkpoint without the replay buffer) and starts ``unilab-eval`` on it as a subprocess (niced, one physics and one torch
-thread, its output in ``eval/eval_<iter>.log``). When the subprocess ends, its JSON report's overall metrics are logged
-as ``eval/<metric>`` at that iteration's TensorBoard step, and the snapshot is deleted.
+Every ``eval_interval`` iterations the learner writes a policy snapshot (``<run dir>/eval/policy_<iter>.pt``, no replay)
+and runs ``unilab-eval`` on it in a subprocess (niced, one physics and one torch thread, output in
+``eval/eval_<iter>.log``); when that ends, its JSON report's overall metrics are logged as ``eval/<metric>`` at that
+iteration's TensorBoard step and the snapshot is deleted.
 
-Why a subprocess and not a thread or the collector: the evaluation builds its own env and steps it for whole clips. In
-the learner process it would hold the GIL and torch threads next to the loop that answers the collector; in the
-collector it would lengthen the steps the learner waits for. A separate, lower-priority process only takes spare CPU
-time, and if it crashes (or the task cannot be evaluated) training goes on with a warning. At most one runs at a time:
-an evaluation still running when the next is due makes that one skip.
+A subprocess, because the evaluation steps its own env for whole clips: in the learner it would hold the GIL and torch
+threads next to the loop that answers the collector, in the collector it would lengthen the steps the learner waits for.
+A lower-priority process only takes spare CPU time, and its crash (or a task that cannot be evaluated) only warns. At
+most one runs at a time: one still running when the next is due makes that one skip.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -29,14 +28,8 @@ FINAL_WAIT_S = 120.0
 
 
 class PeriodicEval:
-    """Starts and collects the evaluations of one run (rank 0 only); see module docs.
-
-    Args:
-        run_dir: the run directory (outputs go to ``<run_dir>/eval/``).
-        interval: iterations between evaluations (> 0).
-        payload: ``payload(iteration)`` -> the checkpoint dict to snapshot (agent, config, task).
-        step_scale: TensorBoard step of an iteration = iteration x step_scale (env steps, as the other scalars).
-    """
+    """Starts and collects the evaluations of one run (rank 0 only). ``payload(iteration)`` is the checkpoint dict to
+    snapshot; an iteration's TensorBoard step is ``iteration * step_scale`` (env steps, as the other scalars)."""
 
     def __init__(self, run_dir: Path, interval: int, payload: Any, step_scale: int):
         self.dir = Path(run_dir) / "eval"
@@ -113,10 +106,9 @@ class PeriodicEval:
         """At the end of training: wait up to ``wait_s`` for a running evaluation and log it, else stop it."""
         if self.proc is None:
             return
-        deadline = time.monotonic() + wait_s
-        while self.proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.1)
-        if self.proc.poll() is None:
+        try:
+            self.proc.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
             print(f"unilab: stopping the evaluation of iteration {self.iteration} (still running after {wait_s:g} s)",
                   flush=True)
             self.close()
@@ -129,8 +121,6 @@ class PeriodicEval:
             return
         if self.proc.poll() is None:
             self.proc.kill()
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                pass
         self._release()

@@ -30,15 +30,12 @@ class PlayResult:
 
 
 def play(checkpoint: str | Path, options: PlayConfig | None = None, **changes: Any) -> PlayResult:
-    """Roll out the deterministic policy of ``checkpoint`` (file or run dir).
-
-    ``options`` (default ``PlayConfig()``, the one place of play's defaults) with ``changes`` applied, e.g.
-    ``play(run, num_envs=16, video=False)``. The task and sim are rebuilt from the checkpoint's stored config.
-    Writes ``<run dir>/videos/play_<iter>.mp4`` (or ``out``) unless ``video=False``; a machine without offscreen
-    OpenGL gets a clear message and the rollout numbers anyway. Frames are small by default: CPU rendering (Mesa
-    llvmpipe) costs a few hundred ms per 640x480 frame. A task with a reference motion gets it drawn as a ghost
-    (``ghost``: overlay, side, off) and its ``overlay_text`` written on each frame (``text``).
-    """
+    """Roll out the deterministic policy of ``checkpoint`` (file or run dir) in its task and sim, rebuilt from its
+    stored config; ``changes`` apply to ``options`` (default ``PlayConfig()``), e.g. ``play(run, num_envs=16,
+    video=False)``. Films env 0 to ``<run dir>/videos/play_<iter>.mp4`` (or ``out``) unless ``video=False``; without
+    offscreen OpenGL, a clear message and the rollout numbers anyway. Frames are small by default: CPU rendering (Mesa
+    llvmpipe) costs a few hundred ms per 640x480 frame. A reference motion is drawn as a ghost, the task's
+    ``overlay_text`` on each frame."""
     opts = dataclasses.replace(options or PlayConfig(), **changes)  # validated by PlayConfig
     steps, video = opts.steps, opts.video
     payload, path = load_checkpoint(checkpoint)
@@ -56,19 +53,20 @@ def play(checkpoint: str | Path, options: PlayConfig | None = None, **changes: A
     env = make_env(name, task_cfg, opts.num_envs, pool_kwargs=kw, seed=opts.seed)
     obs = env.reset()
     film = _Film(env, ghost=video and opts.ghost != "off", text=video and opts.text)
-    returns, lengths, rewards = [], [], []
+    episodes, return_sum, length_sum, rewards = 0, 0, 0, []
     for _ in range(steps):
         action = agent.act(torch.from_numpy(obs["obs"]), deterministic=True).numpy()
         obs, reward, _, _, info = env.step(action)
         film.record()
         rewards.append(float(np.mean(reward)))
         ep = info.get("episode", {})
-        if ep.get("count"):
-            returns.append((ep["return_mean"], ep["count"]))
-            lengths.append((ep["length_mean"], ep["count"]))
-    res = PlayResult(checkpoint=path, video=None, steps=steps, episodes=int(sum(c for _, c in returns)),
-                     return_mean=_weighted(returns), length_mean=_weighted(lengths),
-                     reward_mean=float(np.mean(rewards)))
+        if n := ep.get("count"):  # episode means weighted by their counts
+            episodes += n
+            return_sum += ep["return_mean"] * n
+            length_sum += ep["length_mean"] * n
+    res = PlayResult(checkpoint=path, video=None, steps=steps, episodes=int(episodes),
+                     return_mean=return_sum / episodes if episodes else None,
+                     length_mean=length_sum / episodes if episodes else None, reward_mean=float(np.mean(rewards)))
     print(f"play: {path.name}: {steps} steps x {opts.num_envs} envs, mean reward/step {res.reward_mean:.4f}, "
           f"{res.episodes} episodes ended"
           + (f" (return {res.return_mean:.2f}, length {res.length_mean:.1f})" if res.episodes else ""), flush=True)
@@ -112,8 +110,3 @@ class _Film:
 
     def ghost_qpos(self) -> np.ndarray | None:
         return np.stack(self.ghosts) if self.ghost else None
-
-
-def _weighted(pairs: list[tuple[float, int]]) -> float | None:
-    n = sum(c for _, c in pairs)
-    return sum(v * c for v, c in pairs) / n if n else None

@@ -1,17 +1,15 @@
-"""Named NumPy arrays in shared memory: the collector<->learner transport.
+"""Named NumPy arrays in one shared-memory block: the collector<->learner transport, no pickling per step.
 
-The learner creates the block once (``SharedArrays.create``) from a spec of ``name -> (shape, dtype)`` and sends the
-spec plus the block name to the collector, which attaches (``SharedArrays.attach``). Every array is a view into one
-``multiprocessing.shared_memory`` block: no pickling per step.
-
-Names: a block is ``unilab_<pid>_<hex>`` (``/dev/shm/unilab_...`` on Linux), and after :func:`name_semaphores` the
-multiprocessing semaphores of this process (queues, events, locks) are ``/dev/shm/sem.unilab_<pid>_mp-...``, ``<pid>``
-being the process that made them. A run killed with ``kill -9`` (learner, collector and resource tracker at once) leaves
-them behind; :func:`remove_stale_segments`, called when training starts, deletes those whose pid no longer exists.
+The learner creates the block (``SharedArrays.create``) from a ``name -> (shape, dtype)`` spec; the collector attaches
+to its :meth:`~SharedArrays.handle`. Blocks are ``/dev/shm/unilab_<pid>_<hex>`` (Linux) and, after
+:func:`name_semaphores`, this process's multiprocessing semaphores (queues, events, locks) ``sem.unilab_<pid>_mp-...``,
+``<pid>`` their maker. A run killed with ``kill -9`` (learner, collector and resource tracker at once) leaves them;
+:func:`remove_stale_segments`, called when training starts, deletes those whose pid no longer exists.
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import re
@@ -40,12 +38,9 @@ _STALE_RE = re.compile(r"^(?:sem\.)?unilab_(\d+)_")  # a block, or a named semap
 
 
 def name_semaphores() -> None:
-    """Name the multiprocessing semaphores this process makes from now on ``unilab_<pid>_mp-<random>``.
-
-    multiprocessing has no public way to name them; its names come from the process config's ``semprefix`` (``/mp``,
-    CPython since 3.4), set here where it exists, so that :func:`remove_stale_segments` can find them. Elsewhere they
-    keep their ``mp-<random>`` names and a killed run's stay.
-    """
+    """Name the multiprocessing semaphores this process makes from now on ``unilab_<pid>_mp-<random>``, for
+    :func:`remove_stale_segments`. No public API: this sets the process config's ``semprefix`` (``/mp``, CPython since
+    3.4) where it exists; elsewhere they keep their ``mp-<random>`` names and a killed run's stay."""
     config = getattr(multiprocessing.current_process(), "_config", None)
     if sys.platform.startswith("linux") and isinstance(config, dict) and "semprefix" in config:
         config["semprefix"] = f"/{_PREFIX}{os.getpid()}_mp"
@@ -55,23 +50,18 @@ def pid_alive(pid: int) -> bool:
     """Whether process ``pid`` exists (another user's counts as alive)."""
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
     except PermissionError:
         return True  # another user's live process
-    except (OSError, OverflowError):
+    except (OSError, OverflowError):  # ProcessLookupError: no such process
         return False
     return True
 
 
 def remove_stale_segments(shm_dir: str | Path = SHM_DIR) -> list[Path]:
-    """Delete this user's unilab blocks and semaphores in ``shm_dir`` whose owner pid is not alive.
-
-    Only Linux exposes them as files (/dev/shm); elsewhere, or where the directory is absent, nothing is done. A pid
-    that exists (reused or not) keeps its files. Errors are ignored: this is housekeeping. Runs in another pid namespace
-    sharing this /dev/shm (containers with ``--ipc=host``) look dead from here; those need their own /dev/shm, docker's
-    default.
-    """
+    """Delete (best effort) this user's unilab blocks and semaphores in ``shm_dir`` whose owner pid is not alive; a pid
+    that exists (reused or not) keeps its files. Only Linux exposes them as files: elsewhere nothing is done. Runs in
+    another pid namespace sharing this /dev/shm (containers with ``--ipc=host``) look dead from here; those need their
+    own /dev/shm, docker's default."""
     removed: list[Path] = []
     try:
         entries = list(os.scandir(shm_dir))
@@ -82,13 +72,10 @@ def remove_stale_segments(shm_dir: str | Path = SHM_DIR) -> list[Path]:
         m = _STALE_RE.match(entry.name)
         if not m or pid_alive(int(m.group(1))):
             continue
-        try:
-            if uid is not None and entry.stat(follow_symlinks=False).st_uid != uid:
-                continue
-            os.unlink(entry.path)
-            removed.append(Path(entry.path))
-        except OSError:
-            continue
+        with contextlib.suppress(OSError):
+            if uid is None or entry.stat(follow_symlinks=False).st_uid == uid:
+                os.unlink(entry.path)
+                removed.append(Path(entry.path))
     return removed
 
 
@@ -119,13 +106,11 @@ class SharedArrays:
         """Allocate a zeroed block for ``spec`` (this process unlinks it on close)."""
         _, size = _layout(spec)
         for _ in range(100):
-            try:
+            with contextlib.suppress(FileExistsError):
                 # a name that says which process made it, unilab_<pid>_<8 hex> (fits macOS's 31 chars)
                 shm = shared_memory.SharedMemory(name=f"{_PREFIX}{os.getpid()}_{secrets.token_hex(4)}", create=True,
                                                  size=size)
                 break
-            except FileExistsError:
-                continue
         else:
             raise FileExistsError("cannot find a free shared-memory name")
         out = cls(shm, spec, owner=True)
@@ -152,17 +137,12 @@ class SharedArrays:
         return self.arrays[name]
 
     def close(self) -> None:
-        """Drop the views, close the mapping, and unlink it if we created it."""
         self.arrays.clear()
-        try:
+        with contextlib.suppress(BufferError):  # a view is still alive somewhere; the OS frees it at exit
             self._shm.close()
-        except BufferError:
-            pass  # a view is still alive somewhere; the OS frees it at exit
         if self.owner:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 self._shm.unlink()
-            except FileNotFoundError:
-                pass
 
 
 def transport_spec(num_envs: int, spec: EnvSpec, counter_names: Sequence[str]) -> Spec:

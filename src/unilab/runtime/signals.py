@@ -1,10 +1,8 @@
-"""Stop signals of the training process: Ctrl-C, SIGTERM and SIGHUP stop it the same way.
-
-Each signal raises :class:`StopRequested` (a KeyboardInterrupt) in the main thread, so the trainer leaves its loop,
-writes a final checkpoint and exits with ``128 + signum`` (130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP: the terminal
-was closed). Inside :meth:`StopSignals.deferred` (a checkpoint being written) a signal is only recorded and raised when
-the block ends: an exception raised inside ``torch.save`` would abandon the file. Once a stop has been requested, later
-signals are reported and ignored, so a second Ctrl-C cannot abandon the final checkpoint either (``kill -9`` still can).
+"""Stop signals of the training process: Ctrl-C, SIGTERM and SIGHUP (a closed terminal) each raise
+:class:`StopRequested` (a KeyboardInterrupt) in the main thread, so the trainer leaves its loop, writes a final
+checkpoint and exits with ``128 + signum``. Inside :meth:`StopSignals.deferred` (a checkpoint being written) a signal is
+only recorded, and raised when the block ends: an exception inside ``torch.save`` would abandon the file. Once stopping,
+later signals are reported and ignored, so a second Ctrl-C cannot abandon the final checkpoint (``kill -9`` can).
 
 After SIGHUP the terminal is gone and every write to it fails with EIO, which would end the shutdown before the final
 checkpoint: stdout/stderr that point at a terminal are redirected to /dev/null first.
@@ -63,11 +61,8 @@ class StopSignals:
         if signum == getattr(signal, "SIGHUP", None):
             detach_from_terminal()
         if self.received is not None or self._stopping:
-            print(
-                f"unilab: {signal.Signals(signum).name} ignored: already stopping (writing the final checkpoint); "
-                "kill -9 abandons it",
-                file=sys.stderr, flush=True,
-            )
+            print(f"unilab: {signal.Signals(signum).name} ignored: already stopping (writing the final checkpoint); "
+                  "kill -9 abandons it", file=sys.stderr, flush=True)
             return
         self.received = signum
         if self._depth:
@@ -108,12 +103,10 @@ def detach_from_terminal() -> None:
 
 @contextlib.contextmanager
 def hangups_blocked() -> Iterator[None]:
-    """Block SIGHUP in this thread for the block: processes started inside inherit it blocked.
-
-    A closed terminal signals the whole process group; the collector and multiprocessing's resource tracker must outlive
-    it so the learner can stop them and release the shared memory (a dead tracker leaks it). A SIGHUP that comes
-    meanwhile is delivered to this process when the block ends.
-    """
+    """Block SIGHUP in this thread for the block, so processes started inside inherit it blocked: a closed terminal
+    signals the whole process group, and the collector and multiprocessing's resource tracker must outlive it so the
+    learner can stop them and release the shared memory (a dead tracker leaks it). One that comes meanwhile is delivered
+    to this process when the block ends."""
     if not hasattr(signal, "SIGHUP") or not hasattr(signal, "pthread_sigmask"):
         yield
         return

@@ -1,8 +1,5 @@
-"""Cumulative collector counters shared with the learner through shared memory.
-
-The collector only adds; the learner reads differences between two log
-points, so neither side ever waits on the other for metrics.
-"""
+"""Cumulative collector counters shared with the learner through shared memory: the collector only adds, the learner
+reads differences between two log points, so neither side ever waits on the other for metrics."""
 
 from __future__ import annotations
 
@@ -44,5 +41,4 @@ class Counters:
 
 
 def delta(now: dict[str, float], before: dict[str, float]) -> dict[str, float]:
-    """Per-counter difference between two snapshots."""
     return {k: v - before.get(k, 0.0) for k, v in now.items()}

@@ -1,10 +1,8 @@
 """The learner process side of training: agent, replay, metrics, checkpoints.
 
-The learner (this process) owns the networks and the replay buffer on its device. A collector process
-(``unilab.runtime.collector``) owns the env. Per iteration the learner computes and sends the actions for the step it
-just received (the collector waits only for these), then stores the previous step in the replay buffer and trains while
-the collector steps every env; the env writes each step straight into shared memory (two slots, so the step the
-learner reads is never the one being written):
+The learner owns the networks and replay on its device; a collector process (``unilab.runtime.collector``) owns the env.
+Each iteration the learner sends the actions for the step just received (all the collector waits for), then stores the
+previous step and trains while the env steps into shared memory (two slots: the step read is never the one written):
 
     learner:   act -> | store | train ......... | wait | act -> | store | train ...
     collector:        | env.step | counters |          |        | env.step | ...
@@ -12,6 +10,7 @@ learner reads is never the one being written):
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import signal
@@ -30,12 +29,7 @@ from unilab.algo.sac.config import SACConfig
 from unilab.algo.sac.device import resolve_device
 from unilab.algo.sac.replay import ReplayBuffer
 from unilab.runtime import distributed, shm
-from unilab.runtime.checkpoint import (
-    CheckpointWriteError,
-    checkpoint_path,
-    load_checkpoint,
-    save_checkpoint,
-)
+from unilab.runtime.checkpoint import CheckpointWriteError, checkpoint_path, load_checkpoint, save_checkpoint
 from unilab.runtime.collector import CollectorArgs
 from unilab.runtime.collector_client import CollectorClient, CollectorDied
 from unilab.runtime.config import RunSpec, TrainingConfig
@@ -67,9 +61,7 @@ def pool_threads(usable: int, learner_setting: int | None, on_cuda: bool) -> int
     """Physics pool threads when ``sim.nthread`` and ``sim.cpu_ids`` are unset: with the learner on the CPU, the CPUs
     its threads leave free (at least 1): a pool thread on a learner's core makes both wait for each other's time slices,
     and the learner's updates are what bounds a CPU run. With a GPU, None (the pool's own rule: every usable CPU)."""
-    if on_cuda:
-        return None
-    return max(1, usable - learner_threads(usable, learner_setting, on_cuda))
+    return None if on_cuda else max(1, usable - learner_threads(usable, learner_setting, on_cuda))
 
 
 @dataclass
@@ -114,14 +106,12 @@ def make_run_dir(training: TrainingConfig, task_name: str, rank: int = 0) -> Pat
 
 def remove_unused_run_dir(run: Path) -> None:
     """Delete ``run`` if it holds nothing but config.yaml (and its experiment folder if that is then empty)."""
-    try:
+    with contextlib.suppress(OSError):
         if any(p.name != "config.yaml" for p in run.iterdir()):
             return
         (run / "config.yaml").unlink(missing_ok=True)
         run.rmdir()
         run.parent.rmdir()  # only succeeds when no other run is in it
-    except OSError:
-        pass
 
 
 # training keys that decide when the ranks meet in a collective (log_interval: the divergence vote)
@@ -173,8 +163,7 @@ class Trainer:
             pool_kwargs=self._pool_kwargs(),
             seed=stream_seed(tr.seed + 1000 * self.dist.rank, self._resume_iteration()),
             trace_path=str(self.run_dir / "trace_collector.json") if tr.trace_enabled else None,
-            startup_timeout_s=tr.startup_timeout_s,
-        )
+            startup_timeout_s=tr.startup_timeout_s)
 
     def _build(self, env: EnvSpec) -> tuple[FastSAC, ReplayBuffer]:
         a = self.spec.algo
@@ -193,29 +182,26 @@ class Trainer:
         run the same iterations and collectives (waits out each rank's start-up, under the start-up timeout)."""
         if self.dist.world_size == 1:
             return
-        tr = self.spec.training
         distributed.check_same_settings({
             "task": self.spec.task_name,
             "start iteration": self._resume_iteration(),
-            "env observation, critic observation and action sizes": (env.obs_dim, env.critic_obs_dim,
-                                                                      env.action_dim),
+            "env observation, critic observation and action sizes": (env.obs_dim, env.critic_obs_dim, env.action_dim),
             **{f"algo.{k}": v for k, v in self.spec.algo.to_dict().items() if k != "device"},
-            **{f"training.{k}": getattr(tr, k) for k in COLLECTIVE_TRAINING_KEYS},
+            **{f"training.{k}": getattr(self.spec.training, k) for k in COLLECTIVE_TRAINING_KEYS},
         })
 
     def _check_ranks_resumed_alike(self, agent: FastSAC, replay: ReplayBuffer) -> None:
-        """With several ranks: the same networks and as many stored steps on every rank (a resume loads each rank's own
-        copy of the checkpoint: other copies would train other networks, or update on some ranks only)."""
-        if self.dist.world_size == 1:
-            return
-        distributed.check_same_settings({"network fingerprint after the resume": distributed.weights_fingerprint(agent),
-                                         "replay steps after the resume": replay.size})
+        """With several ranks: the same networks and as many stored steps on every rank. Each rank resumes from its own
+        copy of the checkpoint: another copy would train other networks, fewer steps would update on some ranks only."""
+        if self.dist.world_size > 1:
+            distributed.check_same_settings({
+                "network fingerprint after the resume": distributed.weights_fingerprint(agent),
+                "replay steps after the resume": replay.size})
 
     def _join_ranks(self, agent: FastSAC) -> Callable[[bool], bool] | None:
-        """With several ranks: wait until every rank is ready to train, then sync gradients and statistics
-        in a group whose collectives wait one collector step, so a rank that hangs in training stops the
-        others after training.collector_timeout_s, not the start-up's timeout. Returns the stop vote (any
-        rank's flag), None with one rank."""
+        """With several ranks: wait until every rank is ready to train, then sync gradients and statistics in a group
+        whose collectives wait one collector step, so a rank that hangs in training stops the others after
+        training.collector_timeout_s, not the start-up's timeout. Returns the stop vote (any rank's flag), or None."""
         if self.dist.world_size == 1:
             return None
         distributed.barrier("the start of training")
@@ -232,8 +218,7 @@ class Trainer:
                 self._resume_payload = self._load_resume()
             (self.run_dir / "config.yaml").write_text(yaml.safe_dump(self.spec.raw, sort_keys=False))
             # what ``kill -9`` runs left in /dev/shm; this run's semaphores are named so the next start can find them
-            removed = shm.remove_stale_segments()
-            if removed:
+            if removed := shm.remove_stale_segments():
                 print(f"unilab: removed {len(removed)} shared-memory segment(s) of dead runs from {removed[0].parent}",
                       flush=True)
             shm.name_semaphores()
@@ -268,8 +253,7 @@ class Trainer:
             self.run_dir, a.num_envs, col.counter_names, [os.getpid(), col.pid], enabled=self.dist.rank == 0,
             log_interval=tr.log_interval, console_interval_s=tr.console_interval_s,
             warn_bad_env_fraction=tr.warn_bad_env_fraction, max_bad_env_fraction=tr.max_bad_env_fraction,
-            divergence_window=tr.divergence_window, max_iterations=a.max_iterations, time_limit_s=tr.time_limit_s,
-        )
+            divergence_window=tr.divergence_window, max_iterations=a.max_iterations, time_limit_s=tr.time_limit_s)
         metrics.banner(self.spec, env, agent.device, self.dist, torch.get_num_threads())
         if self.dist.world_size > 1:
             print(f"unilab[rank {self.dist.rank}/{self.dist.world_size}]: collector pid {col.pid} pinned to cpu_ids="
@@ -327,12 +311,10 @@ class Trainer:
             col.close()
             if self.iteration > start_iter:  # keep what was learned before the failure (and for a diagnosis)
                 try:
-                    path = self.save(agent, replay, final=True)
+                    if (path := self.save(agent, replay, final=True)) is not None:
+                        print(f"unilab: saved {path} before stopping", file=sys.stderr, flush=True)
                 except NonFiniteTraining as err:  # never a checkpoint with NaN/inf weights
                     print(f"unilab: {err}", file=sys.stderr, flush=True)
-                else:
-                    if path is not None:
-                        print(f"unilab: saved {path} before stopping", file=sys.stderr, flush=True)
             metrics.close()
             raise
         self.signals.stopping()  # from here on a signal cannot abandon the final checkpoint
@@ -355,8 +337,13 @@ class Trainer:
         print(f"unilab: run directory {self.run_dir}; checkpoint {last_ckpt}", flush=True)
         return TrainResult(last_ckpt, self.stop_signal)
 
+    def _finish_trace(self) -> None:
+        if self.timer.trace is not None:
+            learner = self.timer.trace.save(self.run_dir / "trace_learner.json")
+            merged = merge_traces([learner, self.run_dir / "trace_collector.json"], self.run_dir / "trace.json")
+            print(f"unilab: trace written to {merged} (open in ui.perfetto.dev or chrome://tracing)", flush=True)
+
     def _eval_turn(self, iteration: int, metrics: MetricsLogger) -> None:
-        """The periodic evaluation's turn while the collector steps."""
         with self.timer.phase("learner_eval"):  # a due snapshot is written while the collector steps
             self.evaluator.step(iteration, metrics.writer)
 
@@ -372,8 +359,7 @@ class Trainer:
                 f"critic loss {counts['critic']}, actor loss {counts['actor']}, alpha {counts['alpha']}; "
                 f"non-finite parameters: {', '.join(bad[:8]) + (' ...' if len(bad) > 8 else '') if bad else 'none'}. "
                 f"Last finite checkpoint: {self.last_checkpoint or 'none written'}. "
-                "Lower algo.actor_lr / algo.critic_lr or set algo.max_grad_norm."
-            )
+                "Lower algo.actor_lr / algo.critic_lr or set algo.max_grad_norm.")
         return counts["updates"]
 
     # ------------------------------------------------------------ persistence
@@ -381,12 +367,10 @@ class Trainer:
         """Atomically write model_<iteration>.pt (rank 0 only: every rank holds the same networks)."""
         if self.dist.rank != 0:
             return None
-        bad = agent.nonfinite_parameters()
-        if bad:  # a checkpoint with NaN/inf weights is never written
-            raise NonFiniteTraining(
-                f"non-finite weights at iteration {self.iteration} ({', '.join(bad[:8])}): checkpoint not written. "
-                f"Last finite checkpoint: {self.last_checkpoint or 'none written'}."
-            )
+        if bad := agent.nonfinite_parameters():  # a checkpoint with NaN/inf weights is never written
+            raise NonFiniteTraining(f"non-finite weights at iteration {self.iteration} ({', '.join(bad[:8])}): "
+                                    "checkpoint not written. Last finite checkpoint: "
+                                    f"{self.last_checkpoint or 'none written'}.")
         payload = self._payload(agent, self.iteration)
         if self.spec.training.save_replay:
             payload["replay"] = replay.state_dict()
@@ -394,18 +378,15 @@ class Trainer:
                           "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else []}
         try:
             with self.signals.deferred():  # a signal inside torch.save would abandon the file
-                self.last_checkpoint = save_checkpoint(
-                    checkpoint_path(self.run_dir, self.iteration), payload, keep=self.spec.training.keep_checkpoints,
-                )
+                self.last_checkpoint = save_checkpoint(checkpoint_path(self.run_dir, self.iteration), payload,
+                                                       keep=self.spec.training.keep_checkpoints)
         except CheckpointWriteError as err:  # disk full / unwritable; the previous checkpoint is intact
             if final:  # nothing to fall back on: the run fails with this message
                 raise
             if not getattr(self, "_save_error_reported", False):  # periodic: report once, keep training
-                print(
-                    f"unilab: error: {err}; training continues and retries at the next save "
-                    f"(last complete checkpoint: {self.last_checkpoint or 'none'}; further failures are not reported)",
-                    file=sys.stderr, flush=True,
-                )
+                print(f"unilab: error: {err}; training continues and retries at the next save (last complete "
+                      f"checkpoint: {self.last_checkpoint or 'none'}; further failures are not reported)",
+                      file=sys.stderr, flush=True)
                 self._save_error_reported = True
             return None
         return self.last_checkpoint
@@ -456,8 +437,7 @@ class Trainer:
         explicit = self.spec.explicit_algo_keys
         if explicit is not None:
             merged = {**mine, **{k: v for k, v in saved.items() if k in mine and k not in explicit}}
-            taken = sorted(k for k in merged if merged[k] != mine[k])
-            if taken:
+            if taken := sorted(k for k in merged if merged[k] != mine[k]):
                 self.spec.algo = SACConfig.from_mapping(merged)
                 self.spec.raw["algo"] = self.spec.algo.to_dict()
                 print(f"unilab: resume takes from {path.name}: "
@@ -468,27 +448,16 @@ class Trainer:
             raise ValueError(
                 f"checkpoint {path} is at iteration {done} and algo.max_iterations={limit}: nothing is left to "
                 f"train. Set algo.max_iterations above {done} to continue it.")
-        clash = [k for k in RESUME_SHAPE_KEYS if k in saved and saved[k] != mine[k]]
-        if clash:
+        if clash := [k for k in RESUME_SHAPE_KEYS if k in saved and saved[k] != mine[k]]:
             raise ValueError(
                 f"cannot resume {path} with these settings: "
                 + "; ".join(f"algo.{k} is {mine[k]} here but {saved[k]} in the checkpoint" for k in clash)
-                + ". Drop those overrides (or the --algo choice) to take the checkpoint's values."
-            )
+                + ". Drop those overrides (or the --algo choice) to take the checkpoint's values.")
         return payload, path
-
-    def _finish_trace(self) -> None:
-        if self.timer.trace is None:
-            return
-        learner = self.timer.trace.save(self.run_dir / "trace_learner.json")
-        merged = merge_traces([learner, self.run_dir / "trace_collector.json"], self.run_dir / "trace.json")
-        print(f"unilab: trace written to {merged} (open in ui.perfetto.dev or chrome://tracing)", flush=True)
 
 
 def line_buffered_stdout() -> None:
     """Make stdout/stderr line-buffered so a crash never loses the last lines."""
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(AttributeError, ValueError):
             stream.reconfigure(line_buffering=True)  # type: ignore[union-attr]
-        except (AttributeError, ValueError):
-            pass
