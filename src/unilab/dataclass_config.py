@@ -1,11 +1,9 @@
 """Plain mappings (Hydra/YAML sections, stored checkpoint configs) into typed config dataclasses.
 
-Shared by every layer's config. OmegaConf's structured configs do the
-checking: each value must fit its field's type annotation (a bool is true or
-false, an int an int, ``list[int]`` a list of ints ...), an unknown key is an
-error, and nested dataclass fields are built from nested mappings. The
-dataclass's own ``__post_init__`` range checks run last. Every error is a
-ValueError that names the key, the value and what the field accepts.
+Shared by every layer's config. OmegaConf's structured configs check that each value fits its field's annotation
+(``list[int]`` a list of ints ...) and refuse unknown keys; nested dataclass fields are built from nested mappings; the
+dataclass's ``__post_init__`` range checks run last. Every error is a ValueError naming the key, the value and what the
+field accepts.
 """
 
 from __future__ import annotations
@@ -71,10 +69,8 @@ def field_type(cls: type, key: str) -> Any:
 
 
 def describe_config_error(err: Any, where: str = "", value: Any = NO_VALUE) -> str:
-    """One line for an OmegaConf error: the full key, the refused value and what is allowed.
-
-    ``value``: the refused value when the caller knows it (OmegaConf's errors do not keep it).
-    """
+    """One line for an OmegaConf error: the full key, the refused value (``value`` when the caller knows it: OmegaConf's
+    errors do not keep it) and what is allowed."""
     key = str(getattr(err, "full_key", "") or "")
     full = f"{where}.{key}" if where and key else (key or where)
     obj = getattr(err, "object_type", None)
@@ -96,10 +92,8 @@ def describe_config_error(err: Any, where: str = "", value: Any = NO_VALUE) -> s
 
 
 def check_strict_bools(cls: type, data: Mapping[str, Any], where: str) -> None:
-    """Refuse a non-bool value for a bool field (OmegaConf would read 'no', 'off' or 0 as false).
-
-    Recurses into nested dataclass fields; other types are OmegaConf's to check.
-    """
+    """Refuse a non-bool value for a bool field (OmegaConf would read 'no', 'off' or 0 as false), in nested dataclass
+    fields too; other types are OmegaConf's to check."""
     for key, value in data.items():
         hint = field_type(cls, key)
         if hint is bool and not isinstance(value, bool):
@@ -109,11 +103,9 @@ def check_strict_bools(cls: type, data: Mapping[str, Any], where: str) -> None:
 
 
 def check_fields(cfg: Any, prefix: str, rules: Iterable[tuple[Sequence[str], Callable[[Any], Any], str]]) -> None:
-    """Range checks of a config dataclass's fields (each layer's ``validate`` / ``__post_init__``).
-
-    ``rules``: ``(field names, test, what is allowed)``; the first field whose value fails its test raises
-    ValueError ``<prefix><name> must be <allowed>, got <value>``.
-    """
+    """Range checks of a config dataclass's fields (each layer's ``validate`` / ``__post_init__``). ``rules``: ``(field
+    names, test, what is allowed)``; the first failing field raises ValueError ``<prefix><name> must be <allowed>, got
+    <value>``."""
     for names, ok, allowed in rules:
         for name in names:
             value = getattr(cfg, name)

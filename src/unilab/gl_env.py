@@ -1,14 +1,11 @@
 """Keep the user's ``MUJOCO_GL`` away from processes that never render.
 
-``import mujoco`` reads ``MUJOCO_GL`` once and loads that OpenGL layer right
-away; a backend that cannot load here (``osmesa`` without libOSMesa, an
-unknown name) makes the import itself fail, before any rendering is asked
-for. Training (and its spawned collector) never renders, and ``play`` renders
-in a subprocess with a probed backend (see ``unilab.render.video``). So the
-``train`` and ``play`` entry points run inside ``gl_disabled()`` (which calls
-``disable_gl()``) before anything imports mujoco: it sets ``MUJOCO_GL=disable`` (mujoco then loads no OpenGL
-layer at all, and spawned children inherit that) and remembers the user's
-value, which ``user_mujoco_gl()`` hands to the video code as its first choice.
+``import mujoco`` reads ``MUJOCO_GL`` once and loads that OpenGL layer at once; a backend that cannot load here
+(``osmesa`` without libOSMesa, an unknown name) makes the import itself fail, before any rendering. Training (and its
+spawned collector) never renders, and ``play`` renders in a subprocess with a probed backend (``unilab.render.video``).
+So the ``train`` and ``play`` entry points run inside ``gl_disabled()`` before anything imports mujoco: it sets
+``MUJOCO_GL=disable`` (no OpenGL layer at all, inherited by spawned children) and remembers the user's value, which
+``user_mujoco_gl()`` hands to the video code as its first choice.
 
 This module must not import mujoco.
 """
@@ -33,14 +30,11 @@ def _normalise(value: str | None) -> str | None:
 
 
 def disable_gl() -> None:
-    """Make this process (and its children) import mujoco without OpenGL.
+    """Make this process (and its children) import mujoco without OpenGL; call it before anything imports mujoco.
 
-    Call it before anything imports mujoco. Remembers the user's
-    ``MUJOCO_GL`` (see ``user_mujoco_gl``), sets ``MUJOCO_GL=disable`` and
-    drops ``PYOPENGL_PLATFORM`` when it names the same backend. Calling it
-    again keeps the first remembered value. If mujoco is already imported
-    its OpenGL layer is already chosen; the environment is still scrubbed
-    for child processes.
+    Remembers the user's ``MUJOCO_GL`` (the first call's), sets ``MUJOCO_GL=disable`` and drops ``PYOPENGL_PLATFORM``
+    when it names the same backend. If mujoco is already imported its OpenGL layer is chosen; the environment is still
+    scrubbed for child processes.
     """
     global _user_gl
     current = os.environ.get("MUJOCO_GL")
@@ -53,27 +47,17 @@ def disable_gl() -> None:
 
 
 def user_mujoco_gl() -> str | None:
-    """The backend the user asked for with ``MUJOCO_GL`` (lower case), or None.
-
-    After ``disable_gl()`` this is the value from before that call; otherwise
-    the current environment's. Unset, empty and mujoco's "disable" values
-    mean no preference (None).
-    """
-    if _user_gl is not _UNSET:
-        return _user_gl  # type: ignore[return-value]
-    return _normalise(os.environ.get("MUJOCO_GL"))
+    """The backend the user asked for with ``MUJOCO_GL`` (lower case; from before ``disable_gl()`` once called), or
+    None when unset, empty or one of mujoco's "disable" values."""
+    return _normalise(os.environ.get("MUJOCO_GL")) if _user_gl is _UNSET else _user_gl  # type: ignore[return-value]
 
 
 @contextmanager
 def gl_disabled() -> Iterator[None]:
-    """``disable_gl()`` for the block; the caller's environment comes back after it.
-
-    The entry points' ``main`` runs in it, so calling ``main`` in-process (tests,
-    notebooks) does not leave ``MUJOCO_GL=disable`` behind.
-    """
+    """``disable_gl()`` for the block, then the caller's environment back: an entry point's ``main`` runs in it, so
+    calling ``main`` in-process (tests, notebooks) leaves no ``MUJOCO_GL=disable`` behind."""
     global _user_gl
-    keys = ("MUJOCO_GL", "PYOPENGL_PLATFORM")
-    saved_env = {k: os.environ.get(k) for k in keys}
+    saved_env = {k: os.environ.get(k) for k in ("MUJOCO_GL", "PYOPENGL_PLATFORM")}
     saved_user = _user_gl
     disable_gl()
     try:

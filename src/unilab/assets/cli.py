@@ -13,16 +13,11 @@ from unilab.cache import CACHE_ENV_VAR
 def _build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="unilab-assets",
-        description=(
-            "Manage the G1 29-DoF model and motion clips unilab unpacks from the "
-            f"holosoma=={holosoma.HOLOSOMA_VERSION} wheel (downloaded with your pip, never installed). "
-            f"Cache: ${CACHE_ENV_VAR} or ~/.cache/unilab."
-        ),
-        epilog=(
-            f"Offline: put {holosoma.WHEEL_NAME} into <cache>/downloads/ or set "
-            f"{holosoma.WHEEL_ENV_VAR}=/path/to/the.whl, then run `unilab-assets fetch`."
-        ),
-    )
+        description=f"Manage the G1 29-DoF model and motion clips unilab unpacks from the holosoma=="
+                    f"{holosoma.HOLOSOMA_VERSION} wheel (downloaded with your pip, never installed). "
+                    f"Cache: ${CACHE_ENV_VAR} or ~/.cache/unilab.",
+        epilog=f"Offline: put {holosoma.WHEEL_NAME} into <cache>/downloads/ or set "
+               f"{holosoma.WHEEL_ENV_VAR}=/path/to/the.whl, then run `unilab-assets fetch`.")
     p.add_argument("--cache-dir", type=Path, default=None,
                    help=f"cache root (default: ${CACHE_ENV_VAR} or ~/.cache/unilab)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -54,10 +49,8 @@ def main(argv: list[str] | None = None) -> int:
             root = holosoma.assets_dir(args.cache_dir)
             problems = holosoma.verify_assets(args.cache_dir)
             if problems:
-                print(f"{root}: {len(problems)} problem(s):", file=sys.stderr)
-                for line in problems:
-                    print(f"  {line}", file=sys.stderr)
-                print("run `unilab-assets fetch --force` to rebuild", file=sys.stderr)
+                print(f"{root}: {len(problems)} problem(s):", *(f"  {line}" for line in problems),
+                      "run `unilab-assets fetch --force` to rebuild", sep="\n", file=sys.stderr)
                 return 1
             print(f"{root}: OK ({len(holosoma.read_manifest(root) or {})} files)")
             return 0

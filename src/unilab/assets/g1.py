@@ -11,12 +11,11 @@ from unilab.assets.holosoma import MOTION_PREFIX, WHEEL_DATA_PREFIX, ensure_asse
 
 SCENE_REL = "robots/g1/scenes/scene_g1_29dof_wbt_plane.xml"
 MOTIONS_REL = MOTION_PREFIX[len(WHEEL_DATA_PREFIX):]
-# Clips recorded with a manipulated object (e.g. "..._w_obj.npz") carry an extra
-# object body and a motion that only makes sense with the object present, which
-# the robot-only scene lacks.
+# Clips recorded with a manipulated object (e.g. "..._w_obj.npz") carry an extra object body and a motion that only
+# makes sense with the object present, which the robot-only scene lacks.
 OBJECT_CLIP_MARKER = "_w_obj"
-# Clips performed on terrain (e.g. "motion_crawl_slope.npz", which ends on a
-# slope 0.4 m above the floor) cannot be tracked in the flat-plane scene.
+# Clips performed on terrain (e.g. "motion_crawl_slope.npz", which ends on a slope 0.4 m above the floor) cannot be
+# tracked in the flat-plane scene.
 TERRAIN_CLIP_MARKERS = ("_slope",)
 
 
@@ -32,13 +31,9 @@ def scene_xml_path(cache_dir: str | os.PathLike | None = None) -> Path:
 
 def motion_paths(cache_dir: str | os.PathLike | None = None, *, include_object_clips: bool = False,
                  include_terrain_clips: bool = False) -> list[Path]:
-    """The whole-body-tracking clips (BeyondMimic npz), sorted by name.
-
-    Clips that involve an object (``*_w_obj*``) are left out unless
-    ``include_object_clips``: their joint layout matches, but the object they
-    interact with is not in the scene.  Clips recorded on terrain (``*_slope*``)
-    are left out unless ``include_terrain_clips``: the scene is a flat plane.
-    """
+    """The whole-body-tracking clips (BeyondMimic npz), sorted by name, without those with an object (``*_w_obj*``:
+    the joint layout matches, but the object is not in the scene) or on terrain (``*_slope*``: the scene is a flat
+    plane) unless ``include_object_clips`` / ``include_terrain_clips``."""
     return [p for p in manifest_paths(assets_root(cache_dir), MOTIONS_REL, (".npz",))
             if (include_object_clips or OBJECT_CLIP_MARKER not in p.name)
             and (include_terrain_clips or not any(m in p.name for m in TERRAIN_CLIP_MARKERS))]

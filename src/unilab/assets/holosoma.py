@@ -1,11 +1,9 @@
 """Fetch, verify and cache the G1 model and motion clips shipped in the holosoma wheel.
 
-The Apache-2.0 wheel ``holosoma==0.0.3`` carries the Unitree G1 29-DoF MJCF
-(with meshes and scenes) and whole-body-tracking motion clips in the
-BeyondMimic npz layout.  unilab never installs holosoma: it downloads the wheel
-with the user's own ``pip`` (so the user's index configuration applies),
-checks its sha256, and extracts only the robot and motion paths into a cache
-directory::
+The Apache-2.0 wheel ``holosoma==0.0.3`` carries the Unitree G1 29-DoF MJCF (with meshes and scenes) and
+whole-body-tracking clips in the BeyondMimic npz layout. unilab never installs holosoma: it downloads the wheel with the
+user's own ``pip`` (so the user's index configuration applies), checks its sha256, and extracts only the robot and
+motion paths::
 
     <cache>/holosoma-0.0.3/
         manifest.json                        # relative path -> size, sha256
@@ -13,10 +11,9 @@ directory::
         motions/g1_29dof/whole_body_tracking/*.npz
     <cache>/downloads/holosoma-0.0.3-py3-none-any.whl
 
-Every load checks the manifest against the files' sizes (cheap); ``verify``
-re-hashes everything.  A missing, partial or corrupt cache is rebuilt from the
-wheel.  Extraction goes to a temporary directory first and is renamed into
-place, so an interrupted fetch never leaves a half-written cache behind.
+Every load checks the files' sizes against the manifest; ``verify`` re-hashes everything. A missing, partial or corrupt
+cache is rebuilt from the wheel, extracted into a temporary directory renamed into place (an interrupted fetch never
+leaves a half-written cache).
 """
 
 from __future__ import annotations
@@ -118,11 +115,8 @@ def read_manifest(root: Path) -> dict[str, dict] | None:
 
 
 def check_cache(root: Path, *, full: bool = False) -> list[str]:
-    """Problems found in an extracted cache; empty means usable.
-
-    ``full=False`` compares sizes only (a few stat calls, run on every load);
-    ``full=True`` also re-hashes every file.
-    """
+    """Problems found in an extracted cache; empty means usable. Sizes only (a few stat calls, run on every load)
+    unless ``full``, which also re-hashes every file."""
     files = read_manifest(root)
     if files is None:
         return [f"{root / MANIFEST_NAME}: missing or unreadable manifest"]
@@ -136,20 +130,17 @@ def check_cache(root: Path, *, full: bool = False) -> list[str]:
             continue
         if size != entry.get("size"):
             problems.append(f"{path}: size {size} != expected {entry.get('size')}")
-            continue
-        if full and sha256_file(path) != entry.get("sha256"):
+        elif full and sha256_file(path) != entry.get("sha256"):
             problems.append(f"{path}: sha256 mismatch")
     return problems
 
 
 def pip_download(dest: Path, *, python: str | None = None, show_progress: bool | None = None) -> Path:
-    """Download the holosoma wheel (no dependencies) into ``dest`` with pip.
+    """Download the holosoma wheel (no dependencies) into ``dest`` with ``python -m pip download``.
 
-    Runs ``python -m pip download`` as a subprocess so the user's pip
-    configuration (index URL, proxy, certificates) applies.  On an interactive
-    terminal (``show_progress=None``: when stderr is a TTY) pip's own progress
-    bar is shown on stderr; otherwise pip's output is captured and its last
-    lines are quoted in the error.
+    A subprocess, so the user's pip configuration (index URL, proxy, certificates) applies. With ``show_progress``
+    (None: when stderr is a TTY) pip's progress bar is shown on stderr; otherwise pip's output is captured and its
+    last lines are quoted in the error.
     """
     dest.mkdir(parents=True, exist_ok=True)
     cmd = [python or sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
@@ -177,18 +168,6 @@ def pip_download(dest: Path, *, python: str | None = None, show_progress: bool |
     return found[0]
 
 
-def _no_network_message(cache_dir: Path | None, reason: str) -> str:
-    target = downloads_dir(cache_dir) / WHEEL_NAME
-    return (
-        f"could not download the G1 assets: {reason}\n"
-        f"unilab needs the file {WHEEL_NAME} (holosoma {HOLOSOMA_VERSION} from PyPI, {WHEEL_URL_HINT},\n"
-        f"sha256 {WHEEL_SHA256}). Download it on a machine with network access and either\n"
-        f"  - put it at {target}\n"
-        f"  - or set {WHEEL_ENV_VAR}=/path/to/{WHEEL_NAME}\n"
-        f"then run `unilab-assets fetch` again. The wheel is only unpacked, never installed."
-    )
-
-
 def _acquire_wheel(cache_dir: Path | None, expected_sha256: str, downloader: Callable[[Path], Path],
                    wheel_path: Path | None, progress: bool) -> Path:
     """A local wheel with the expected hash: explicit path, env var, cache, or a fresh download."""
@@ -199,10 +178,8 @@ def _acquire_wheel(cache_dir: Path | None, expected_sha256: str, downloader: Cal
             raise AssetError(f"holosoma wheel {explicit} (from {WHEEL_ENV_VAR} or wheel_path) does not exist")
         digest = sha256_file(explicit)
         if digest != expected_sha256:
-            raise AssetError(
-                f"holosoma wheel {explicit} has sha256 {digest}, expected {expected_sha256}: "
-                f"it is not {WHEEL_NAME}, or it is damaged"
-            )
+            raise AssetError(f"holosoma wheel {explicit} has sha256 {digest}, expected {expected_sha256}: "
+                             f"it is not {WHEEL_NAME}, or it is damaged")
         return explicit
 
     ddir = downloads_dir(cache_dir)
@@ -219,13 +196,17 @@ def _acquire_wheel(cache_dir: Path | None, expected_sha256: str, downloader: Cal
         try:
             got = downloader(Path(tmp))
         except WheelDownloadError as exc:
-            raise AssetError(_no_network_message(cache_dir, str(exc))) from exc
+            raise AssetError(
+                f"could not download the G1 assets: {exc}\n"
+                f"unilab needs the file {WHEEL_NAME} (holosoma {HOLOSOMA_VERSION} from PyPI, {WHEEL_URL_HINT},\n"
+                f"sha256 {WHEEL_SHA256}). Download it on a machine with network access and either\n"
+                f"  - put it at {cached}\n"
+                f"  - or set {WHEEL_ENV_VAR}=/path/to/{WHEEL_NAME}\n"
+                f"then run `unilab-assets fetch` again. The wheel is only unpacked, never installed.") from exc
         digest = sha256_file(got)
         if digest != expected_sha256:
-            raise AssetError(
-                f"downloaded {got.name} has sha256 {digest}, expected {expected_sha256}; "
-                "the package index served a different file"
-            )
+            raise AssetError(f"downloaded {got.name} has sha256 {digest}, expected {expected_sha256}; "
+                             "the package index served a different file")
         os.replace(got, cached)
     return cached
 
@@ -241,26 +222,24 @@ def _extract(wheel: Path, dest: Path, progress: bool) -> dict[str, dict]:
         members = [m for m in zf.infolist() if is_wanted_member(m.filename)]
         if not any(m.filename.startswith(ROBOT_PREFIX) for m in members):
             raise AssetError(f"{wheel} has no {ROBOT_PREFIX} tree")
-        bar = tqdm(total=sum(m.file_size for m in members), desc=f"unilab: extract {wheel.name}", unit="B",
-                   unit_scale=True, file=sys.stderr, leave=False, disable=not progress)
         try:
-            for m in members:
-                rel = m.filename[len(WHEEL_DATA_PREFIX):]
-                if ".." in Path(rel).parts or Path(rel).is_absolute():
-                    raise AssetError(f"{wheel}: refusing unsafe member path {m.filename!r}")
-                out = dest / rel
-                out.parent.mkdir(parents=True, exist_ok=True)
-                h = hashlib.sha256()
-                with zf.open(m) as src, open(out, "wb") as dst:
-                    for chunk in iter(lambda: src.read(_HASH_CHUNK), b""):
-                        h.update(chunk)
-                        dst.write(chunk)
-                        bar.update(len(chunk))
-                files[rel] = {"size": out.stat().st_size, "sha256": h.hexdigest()}
+            with tqdm(total=sum(m.file_size for m in members), desc=f"unilab: extract {wheel.name}", unit="B",
+                      unit_scale=True, file=sys.stderr, leave=False, disable=not progress) as bar:
+                for m in members:
+                    rel = m.filename[len(WHEEL_DATA_PREFIX):]
+                    if ".." in Path(rel).parts or Path(rel).is_absolute():
+                        raise AssetError(f"{wheel}: refusing unsafe member path {m.filename!r}")
+                    out = dest / rel
+                    out.parent.mkdir(parents=True, exist_ok=True)
+                    h = hashlib.sha256()
+                    with zf.open(m) as src, open(out, "wb") as dst:
+                        for chunk in iter(lambda: src.read(_HASH_CHUNK), b""):
+                            h.update(chunk)
+                            dst.write(chunk)
+                            bar.update(len(chunk))
+                    files[rel] = {"size": out.stat().st_size, "sha256": h.hexdigest()}
         except zipfile.BadZipFile as exc:
             raise AssetError(f"{wheel} is corrupt: {exc}") from exc
-        finally:
-            bar.close()
     return files
 
 
@@ -278,40 +257,21 @@ def _cache_lock(base: Path) -> Iterator[None]:
         yield
 
 
-def _install_tree(tmp_root: Path, root: Path) -> None:
-    """Move a freshly extracted tree into place, replacing a damaged one."""
-    trash = None
-    if root.exists():
-        trash = root.with_name(f".{root.name}.old-{os.getpid()}")
-        os.replace(root, trash)
-    os.replace(tmp_root, root)
-    if trash is not None:
-        shutil.rmtree(trash, ignore_errors=True)
-
-
-def ensure_assets(
-    cache_dir: str | os.PathLike | None = None,
-    *,
-    force: bool = False,
-    progress: bool = True,
-    wheel_path: str | os.PathLike | None = None,
-    expected_sha256: str = WHEEL_SHA256,
-    downloader: Callable[[Path], Path] = pip_download,
-) -> FetchResult:
-    """Return the extracted asset directory, building it if missing or damaged.
+def ensure_assets(cache_dir: str | os.PathLike | None = None, *, force: bool = False, progress: bool = True,
+                  wheel_path: str | os.PathLike | None = None, expected_sha256: str = WHEEL_SHA256,
+                  downloader: Callable[[Path], Path] = pip_download) -> FetchResult:
+    """Return the extracted asset directory, building it if missing or damaged (or ``force``).
 
     Args:
         cache_dir: cache root; default ``$UNILAB_CACHE`` or ``~/.cache/unilab``.
-        force: rebuild even if the cache checks out.
         progress: print a progress line while downloading/extracting.
-        wheel_path: use this local wheel instead of downloading (also
-            ``$UNILAB_HOLOSOMA_WHEEL``; a wheel at ``<cache>/downloads/`` is used too).
+        wheel_path: use this local wheel instead of downloading (also ``$UNILAB_HOLOSOMA_WHEEL``; a wheel at
+            ``<cache>/downloads/`` is used too).
         expected_sha256: the wheel's hash (overridable for tests with a fake wheel).
         downloader: ``f(dest_dir) -> wheel path``; raises WheelDownloadError on failure.
 
-    Raises:
-        AssetError: the wheel cannot be obtained (message says what to download
-            and where to put it) or is not the expected file.
+    Raises AssetError when the wheel cannot be obtained (the message says what to download and where to put it) or
+    is not the expected file.
     """
     cdir = Path(cache_dir).expanduser() if cache_dir is not None else None
     root = assets_dir(cdir)
@@ -328,7 +288,13 @@ def ensure_assets(
             manifest = {"format": MANIFEST_FORMAT, "source": WHEEL_NAME, "wheel_sha256": expected_sha256,
                         "files": _extract(wheel, tmp_root, progress)}
             (tmp_root / MANIFEST_NAME).write_text(json.dumps(manifest, indent=1, sort_keys=True))
-            _install_tree(tmp_root, root)
+            # into place, replacing a damaged tree
+            trash = root.with_name(f".{root.name}.old-{os.getpid()}") if root.exists() else None
+            if trash is not None:
+                os.replace(root, trash)
+            os.replace(tmp_root, root)
+            if trash is not None:
+                shutil.rmtree(trash, ignore_errors=True)
         except BaseException:
             shutil.rmtree(tmp_root, ignore_errors=True)
             raise

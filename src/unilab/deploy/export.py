@@ -1,15 +1,9 @@
 """Export a checkpoint's deterministic policy to one ONNX graph with the deploy contract as metadata.
 
-The graph is ``obs (batch, obs_dim) float32 -> action (batch, action_dim) float32``:
-observation normaliser, actor trunk and mean head, tanh, clamp to [-1, 1]
-(what ``FastSAC.act(obs, deterministic=True)`` computes). ``metadata_props``
-hold JSON strings (see :data:`METADATA_KEYS`): everything a deploy stack needs
-to build the observation and apply the action without unilab. For the
-motion-tracking task that is the joint order, defaults, action scale, PD gains
-and limits, timing, the observation pieces in order (name, offset, width,
-noise), the anchor / tracked / end-effector bodies, the termination
-thresholds, the MJCF and the reference clips; ``scripts/deploy/sim2sim.py``
-is a consumer that uses nothing else.
+The graph is ``obs (batch, obs_dim) float32 -> action (batch, action_dim) float32``: observation normaliser, actor
+trunk and mean head, tanh, clamp to [-1, 1] (``FastSAC.act(obs, deterministic=True)``). ``metadata_props`` hold JSON
+strings (:data:`METADATA_KEYS` and a task's keys): everything a deploy stack needs to build the observation and apply
+the action without unilab; ``scripts/deploy/sim2sim.py`` is a consumer that uses nothing else.
 """
 
 from __future__ import annotations
@@ -37,14 +31,11 @@ INPUT_NAME = "obs"
 OUTPUT_NAME = "action"
 OPSET = 17  # LayerNormalization is a native op from 17 on; onnxruntime >= 1.20 runs it
 # keys every export carries; the motion-tracking task adds MOTION_TRACKING_KEYS, locomotion LOCOMOTION_KEYS
-METADATA_KEYS = (
-    "unilab_version", "task", "checkpoint", "iteration", "config", "obs_dim", "action_dim", "input_name",
-    "output_name", "action_clip", "control_dt",
-)
-ROBOT_KEYS = (
-    "joint_names", "obs_joint_names", "default_joint_pos", "action_scale", "action_bound", "kp", "kd", "effort_limit",
-    "pd_target_range", "sim_dt", "decimation", "integrator", "self_collisions", "obs_layout", "obs_clip", "model_xml",
-)
+METADATA_KEYS = ("unilab_version", "task", "checkpoint", "iteration", "config", "obs_dim", "action_dim", "input_name",
+                 "output_name", "action_clip", "control_dt")
+ROBOT_KEYS = ("joint_names", "obs_joint_names", "default_joint_pos", "action_scale", "action_bound", "kp", "kd",
+              "effort_limit", "pd_target_range", "sim_dt", "decimation", "integrator", "self_collisions", "obs_layout",
+              "obs_clip", "model_xml")
 """What every joint-target task's export adds: the robot, its PD servos, timing and the observation pieces."""
 MOTION_TRACKING_KEYS = (*ROBOT_KEYS, "anchor_body", "tracked_bodies", "end_effector_bodies",
                         "termination_thresholds", "motion_files")
@@ -59,9 +50,8 @@ class ExportError(ValueError):
 class DeterministicPolicy(nn.Module):
     """Normaliser + actor mean + tanh + clamp, with float32 constants only (a clean ONNX graph).
 
-    The normaliser's float64 statistics are folded into float32 ``mean`` and
-    ``scale`` exactly as ``RunningNormalizer.forward`` casts them for float32
-    input, so the result matches ``FastSAC.act`` to float32 rounding.
+    The normaliser's float64 statistics are folded into float32 ``mean`` and ``scale`` as ``RunningNormalizer.forward``
+    casts them for float32 input, so the result matches ``FastSAC.act`` to float32 rounding.
     """
 
     def __init__(self, agent: FastSAC) -> None:
@@ -94,13 +84,10 @@ class ExportResult:
 
 
 def robot_metadata(env: Any) -> dict[str, Any]:
-    """The deploy contract every joint-target task shares, read from an env built from the run's config: joints,
-    PD servos, timing, the policy's observation pieces in order (name, offset, width, noise, scale: a piece's
-    value is ``scale x quantity``, its noise drawn before the scale) and the MJCF.
-
-    The env is the one place that resolves joint patterns, action scales, the observation layout and the asset
-    paths, so nothing here restates its rules.
-    """
+    """The deploy contract every joint-target task shares, read from an env built from the run's config (the one
+    place that resolves joint patterns, action scales, the observation layout and asset paths): joints, PD servos,
+    timing, the policy's observation pieces in order (name, offset, width, noise, scale: a piece's value is
+    ``scale x quantity``, its noise drawn before the scale) and the MJCF."""
     cfg = env.cfg
     joint_names = [env.joint_names[j] for j in np.asarray(env.act_joint)]
     noise = np.asarray(env.noise_scale, dtype=np.float64)
@@ -124,35 +111,24 @@ def robot_metadata(env: Any) -> dict[str, Any]:
 
         model_xml = g1.scene_xml_path().resolve()
     return {
-        "joint_names": joint_names,
-        "obs_joint_names": list(env.joint_names),
+        "joint_names": joint_names, "obs_joint_names": list(env.joint_names),
         "default_joint_pos": [float(v) for v in env.action_default],
-        "action_scale": [float(v) for v in env.action_scale],
-        "action_bound": [float(v) for v in env.action_bound],
-        "kp": [float(v) for v in env.kp],
-        "kd": [float(v) for v in env.kd],
+        "action_scale": [float(v) for v in env.action_scale], "action_bound": [float(v) for v in env.action_bound],
+        "kp": [float(v) for v in env.kp], "kd": [float(v) for v in env.kd],
         "effort_limit": [float(v) if math.isfinite(v) else None for v in np.asarray(env.effort, dtype=np.float64)],
-        "pd_target_range": target_range,
-        "sim_dt": float(cfg.sim_dt),
-        "decimation": int(cfg.decimation),
-        "integrator": cfg.integrator,
-        "self_collisions": bool(cfg.self_collisions),
-        "obs_layout": layout,
-        "obs_clip": None if cfg.obs_clip is None else float(cfg.obs_clip),
-        "model_xml": str(model_xml),
+        "pd_target_range": target_range, "sim_dt": float(cfg.sim_dt), "decimation": int(cfg.decimation),
+        "integrator": cfg.integrator, "self_collisions": bool(cfg.self_collisions), "obs_layout": layout,
+        "obs_clip": None if cfg.obs_clip is None else float(cfg.obs_clip), "model_xml": str(model_xml),
     }
 
 
 def motion_tracking_metadata(env: Any) -> dict[str, Any]:
     """:func:`robot_metadata` and the tracking task's bodies, termination thresholds and reference clips."""
     cfg = env.cfg
-    thresholds = {name: float(v) for name, v in zip(env.termination_names, env.thresholds)}
     return {
-        **robot_metadata(env),
-        "anchor_body": cfg.anchor_body,
-        "tracked_bodies": list(cfg.tracked_bodies),
+        **robot_metadata(env), "anchor_body": cfg.anchor_body, "tracked_bodies": list(cfg.tracked_bodies),
         "end_effector_bodies": list(cfg.end_effector_bodies),
-        "termination_thresholds": thresholds,
+        "termination_thresholds": {name: float(v) for name, v in zip(env.termination_names, env.thresholds)},
         "motion_files": [str(Path(p).resolve()) for p in env.motion.files],
     }
 
@@ -161,16 +137,13 @@ def locomotion_metadata(env: Any) -> dict[str, Any]:
     """:func:`robot_metadata` and the locomotion task's base and its start height (upright, joints at the
     default), foot points, termination bodies, the gait clock's period (evaluation: legs at phases 0 and -pi,
     both at pi while the command is zero) and the command ranges."""
-    cfg, model = env.cfg, env.model
+    cfg = env.cfg
     c = cfg.commands
     return {
-        **robot_metadata(env),
-        "base_body": cfg.base_body,
-        "base_height": float(cfg.base_height),
+        **robot_metadata(env), "base_body": cfg.base_body, "base_height": float(cfg.base_height),
         "foot_points": list(cfg.foot_points),
-        "termination_bodies": [model.body(int(b)).name for b in env.termination_bodies],
-        "termination_force": float(cfg.termination_force),
-        "gait_period_s": float(cfg.gait.period_s),
+        "termination_bodies": [env.model.body(int(b)).name for b in env.termination_bodies],
+        "termination_force": float(cfg.termination_force), "gait_period_s": float(cfg.gait.period_s),
         "command_ranges": {"lin_vel_x": list(c.lin_vel_x), "lin_vel_y": list(c.lin_vel_y),
                            "ang_vel_yaw": list(c.ang_vel_yaw)},
     }
@@ -183,9 +156,8 @@ TASK_METADATA = {"g1_motion_tracking": motion_tracking_metadata, "g1_locomotion"
 def export_policy(checkpoint: str | os.PathLike, out: str | os.PathLike) -> ExportResult:
     """Write the ONNX policy of ``checkpoint`` (a file, or a run directory's newest) to ``out``.
 
-    Raises FileNotFoundError (missing checkpoint), ValueError (corrupt or
-    foreign checkpoint; :class:`ExportError` for a task that cannot be
-    exported), each naming the file or key.
+    Raises FileNotFoundError (missing checkpoint), ValueError (corrupt or foreign checkpoint; :class:`ExportError` for
+    a task that cannot be exported), each naming the file or key.
     """
     payload, ckpt = load_checkpoint(checkpoint)
     raw = payload.get("config")
@@ -199,16 +171,9 @@ def export_policy(checkpoint: str | os.PathLike, out: str | os.PathLike) -> Expo
     task_cfg = task_config(task, raw["task"])
 
     meta: dict[str, Any] = {
-        "unilab_version": unilab.__version__,
-        "task": task,
-        "checkpoint": str(ckpt.resolve()),
-        "iteration": int(payload["iteration"]),
-        "config": raw,
-        "obs_dim": agent.obs_dim,
-        "action_dim": agent.action_dim,
-        "input_name": INPUT_NAME,
-        "output_name": OUTPUT_NAME,
-        "action_clip": [-1.0, 1.0],
+        "unilab_version": unilab.__version__, "task": task, "checkpoint": str(ckpt.resolve()),
+        "iteration": int(payload["iteration"]), "config": raw, "obs_dim": agent.obs_dim, "action_dim": agent.action_dim,
+        "input_name": INPUT_NAME, "output_name": OUTPUT_NAME, "action_clip": [-1.0, 1.0],
     }
     # one simulation of the run's task: its control dt and, for a task of TASK_METADATA, the whole contract
     env = make_env(task, task_cfg, 1, pool_kwargs={"nthread": 1})
@@ -244,9 +209,8 @@ def export_policy(checkpoint: str | os.PathLike, out: str | os.PathLike) -> Expo
 
 
 def _onnx_graph(policy: nn.Module, obs_dim: int) -> onnx.ModelProto:
-    # The TorchScript exporter (dynamo=False): the graph is a plain MLP, which it exports exactly, and it needs
-    # only the onnx package; dynamo=True would add onnxscript (and its onnx-ir) as a dependency for no gain
-    # here. torch 2.13 marks it deprecated; the warning says nothing a user can act on.
+    # The TorchScript exporter (dynamo=False) exports this plain MLP exactly and needs only onnx; dynamo=True would add
+    # onnxscript (and onnx-ir) as dependencies for no gain. torch 2.13 marks it deprecated: nothing a user can act on.
     buf = io.BytesIO()
     example = torch.zeros(2, obs_dim, dtype=torch.float32)
     with warnings.catch_warnings(), torch.no_grad():
@@ -254,8 +218,7 @@ def _onnx_graph(policy: nn.Module, obs_dim: int) -> onnx.ModelProto:
         warnings.simplefilter("ignore", FutureWarning)
         torch.onnx.export(
             policy, (example,), buf, dynamo=False, opset_version=OPSET, input_names=[INPUT_NAME],
-            output_names=[OUTPUT_NAME], dynamic_axes={INPUT_NAME: {0: "batch"}, OUTPUT_NAME: {0: "batch"}},
-        )
+            output_names=[OUTPUT_NAME], dynamic_axes={INPUT_NAME: {0: "batch"}, OUTPUT_NAME: {0: "batch"}})
     return onnx.load_model_from_string(buf.getvalue())
 
 

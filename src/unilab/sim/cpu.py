@@ -19,17 +19,13 @@ def affinity_supported() -> bool:
     return hasattr(os, "sched_setaffinity") and hasattr(os, "sched_getaffinity")
 
 
-# CPU sets that threads had before a pool pinned them (native tid -> set):
-# a pinned caller thread must still see the process's usable set
+# CPU sets that threads had before a pool pinned them (native tid -> set): a pinned caller must still see the usable set
 _unpinned_affinity: dict[int, set[int]] = {}
 
 
 def usable_cpus() -> list[int]:
-    """Sorted ids of the CPUs this process may run on.
-
-    ``os.sched_getaffinity(0)`` where it exists (respects taskset and cgroup cpusets), else ``range(os.cpu_count())``
-    (macOS, Windows). A thread that a pool pinned still gets the set it had before the pinning.
-    """
+    """Sorted ids of the CPUs this process may run on: ``os.sched_getaffinity(0)`` where it exists (respects taskset
+    and cgroup cpusets), else ``range(os.cpu_count())`` (macOS, Windows); a pinned thread gets its set from before."""
     if hasattr(os, "sched_getaffinity"):
         before = _unpinned_affinity.get(threading.get_native_id())
         return sorted(before if before is not None else os.sched_getaffinity(0))
@@ -42,10 +38,9 @@ def usable_cpu_count() -> int:
 
 
 def parse_cpu_ids(spec: str | int | Iterable[int] | None) -> list[int] | None:
-    """Parse ``"0-3,8,10-11"``, an int, or a sequence into a list of cpu ids.
+    """Parse ``"0-3,8,10-11"``, an int, or a sequence into a list of cpu ids (``None``, ``""``: no explicit list).
 
-    ``None`` and ``""`` mean "no explicit list". Order is kept as given so that
-    thread ``i`` is pinned to ``cpu_ids[i]``.
+    Order is kept as given so that thread ``i`` is pinned to ``cpu_ids[i]``.
     """
     if spec is None:
         return None
@@ -80,10 +75,8 @@ def parse_cpu_ids(spec: str | int | Iterable[int] | None) -> list[int] | None:
 
 
 def validate_cpu_ids(cpu_ids: Sequence[int]) -> list[int]:
-    """Check an explicit cpu list: non-empty, non-negative, unique, usable.
-
-    Raises ValueError naming the offending ids, and when the platform cannot pin threads at all.
-    """
+    """Check an explicit cpu list: non-empty, non-negative, unique, usable; a ValueError names the offending ids (or
+    the platform, when it cannot pin threads at all)."""
     ids = list(cpu_ids)
     if not ids:
         raise ValueError("cpu_ids is empty: give at least one cpu id or None")
@@ -105,13 +98,10 @@ def validate_cpu_ids(cpu_ids: Sequence[int]) -> list[int]:
 
 
 def resolve_nthread(num_envs: int, nthread: int | None = None, cpu_ids: Sequence[int] | None = None) -> int:
-    """The sizing rule: how many threads a pool of ``num_envs`` sims gets.
+    """The sizing rule: how many threads a pool of ``num_envs`` sims gets: ``len(cpu_ids)`` when given, else
+    ``nthread`` when given (validated >= 1), else ``min(num_envs, usable_cpu_count())``.
 
-    - explicit ``cpu_ids``: one thread per listed cpu (``len(cpu_ids)``);
-    - explicit ``nthread``: validated (>= 1) and used as given;
-    - otherwise ``min(num_envs, usable_cpu_count())``.
-
-    Never returns 0: MuJoCo reads 0 as "all logical CPUs", ignoring affinity.
+    Never 0: MuJoCo reads 0 as "all logical CPUs", ignoring affinity.
     """
     if num_envs < 1:
         raise ValueError(f"num_envs must be >= 1, got {num_envs}")

@@ -1,30 +1,26 @@
 """Numba's worker threads for the host phases: layer, count and CPUs follow the physics pool.
 
-Threading layer: ``omp`` (GNU OpenMP) with ``OMP_WAIT_POLICY=passive``, chosen on purpose by measurement (unless the
-user set ``NUMBA_THREADING_LAYER``); ``workqueue`` where no OpenMP runtime loads. Host phases run between
-``pool.step`` calls, on the same CPUs as MuJoCo's threads, so after a parallel region Numba's workers must sleep at
-once, not spin and steal cycles from the physics that follows: libgomp's default policy spins a while after each
-region (GOMP_SPINCOUNT), the passive policy blocks at once (0.000 cores busy while the caller sleeps; tests check it).
-Among the non-spinning choices omp is much the faster here: the calling thread does a share of each region and wakes
-only the other workers, while workqueue's caller waits for all of them; the update_state drivers in a row took 6.3-6.5
-ms at 1.7-1.8 cores (omp, passive) vs 9.0-9.8 ms at 1.2 cores (workqueue) at 4096 envs on 2 cores. ``tbb`` is not a
-dependency, and its arena threads spin-wait briefly.
-omp splits a ``prange`` statically, so a worker that wakes late holds up the region; unilab's per-env kernels
-therefore hand out chunks from an atomic counter inside the region (:mod:`unilab.sim.work_claims`).
-The passive policy is set only while Numba loads its OpenMP runtime (the system libgomp, read once when it loads) and
-the previous value is put back, so other OpenMP runtimes (e.g. PyTorch's own bundled copy) keep theirs; a user's
-``OMP_WAIT_POLICY`` is respected. The policy holds only where Numba is the first to load libgomp: PyTorch's import
-loads its own ``libgomp.so.1``, which Numba then shares, with the default (spinning) policy. The collector process,
-which steps the envs in training, never imports torch; in-process users of the env that import torch first (play,
-eval) spin a few milliseconds after each host phase (measured: ~0.03 cores of one worker while idle). libgomp is not
+Threading layer: ``omp`` (GNU OpenMP) with ``OMP_WAIT_POLICY=passive``, chosen by measurement (unless the user set
+``NUMBA_THREADING_LAYER``); ``workqueue`` where no OpenMP runtime loads. Host phases run between ``pool.step`` calls on
+MuJoCo's CPUs, so after a region Numba's workers must sleep at once, not spin and steal cycles from the physics:
+libgomp's default policy spins a while (GOMP_SPINCOUNT), passive blocks at once (0.000 cores busy while the caller
+sleeps; tests check it). Of the non-spinning choices omp is much the faster, as its calling thread does a share of each
+region while workqueue's waits for all workers: the update_state drivers in a row took 6.3-6.5 ms at 1.7-1.8 cores
+(omp, passive) vs 9.0-9.8 ms at 1.2 cores (workqueue), 4096 envs on 2 cores. ``tbb`` is not a dependency, and its arena
+threads spin-wait briefly. omp splits a ``prange`` statically, so a late worker holds up the region: the per-env kernels
+claim chunks from an atomic counter instead (:mod:`unilab.sim.work_claims`).
+The passive policy is set only while Numba loads the system libgomp (read once, at load), then the old value is put
+back, so other OpenMP runtimes (e.g. PyTorch's bundled copy) keep theirs and a user's ``OMP_WAIT_POLICY`` is respected.
+It holds only where Numba loads libgomp first: PyTorch's import loads its own ``libgomp.so.1``, which Numba then shares
+with the default (spinning) policy. The training collector never imports torch; in-process users that import torch
+first (play, eval) spin a few ms after each host phase (~0.03 cores of one worker while idle). libgomp is not
 fork-safe: processes that use the env are spawned, never forked, after a parallel call (Numba refuses otherwise).
 
-The count equals the pool's thread count (``numba.set_num_threads``). The workers start on the first parallel region
-and inherit that thread's CPU set; the pool pins the caller to ``cpu_ids[0]``, so workers would all share one CPU.
-:func:`launch` therefore starts them itself (one small parallel region at the full team size, in which each worker
-reports its own kernel thread id) and :func:`configure`, with ``cpu_ids``, gives each the pool's CPU set explicitly
-(Linux). OpenMP keeps one team per launching thread: the thread that builds the env must be the one that steps it (as
-everywhere in unilab).
+The count equals the pool's thread count (``numba.set_num_threads``). Workers start on the first parallel region and
+inherit that thread's CPU set, and the pool pins the caller to ``cpu_ids[0]``: :func:`launch` therefore starts them
+itself (one small region at the full team size, in which each worker reports its kernel thread id) and
+:func:`configure`, with ``cpu_ids``, gives each the pool's CPU set (Linux). OpenMP keeps one team per launching thread:
+the thread that builds the env must be the one that steps it (as everywhere in unilab).
 """
 
 from __future__ import annotations
@@ -92,10 +88,9 @@ def _has_gettid() -> bool:
 def _ask_workers_their_ids(tries: int = 20) -> list[int]:
     """The kernel ids of Numba's workers, each read by the worker itself inside a parallel region.
 
-    A region at the full team size also makes OpenMP create its workers (it does so lazily). Asking the workers is
-    exact; diffing /proc/self/task around the start would also catch threads that other libraries start meanwhile.
-    Numba splits a prange of n = team size iterations into one chunk per thread; a thread that got none (a scheduler's
-    whim) is asked again.
+    A region at the full team size also makes OpenMP create its (lazily started) workers. Asking them is exact; diffing
+    /proc/self/task would also catch threads other libraries start meanwhile. A prange of team-size iterations gives
+    each thread one chunk; a thread that got none (a scheduler's whim) is asked again.
     """
     if not _has_gettid() or not cpu.thread_ids():
         return []
@@ -130,11 +125,8 @@ def _tid_region(seen):
 
 
 def configure(nthread: int, cpu_ids: Sequence[int] | None = None) -> list[int]:
-    """Numba uses ``nthread`` workers (at most its pool size), on ``cpu_ids`` (else every usable CPU).
-
-    Returns the worker thread ids. Workers get the whole ``cpu_ids`` set (which worker takes which chunk is Numba's
-    business). Set explicitly in both cases: workers started while the caller was pinned inherited one CPU.
-    """
+    """Numba uses ``nthread`` workers (at most its pool size), each on the whole ``cpu_ids`` set (else every usable
+    CPU; set in both cases: workers started while the caller was pinned inherited one CPU); returns their ids."""
     tids = launch()
     numba.set_num_threads(max(1, min(int(nthread), numba.config.NUMBA_NUM_THREADS)))
     _pin(tids, cpu_ids)

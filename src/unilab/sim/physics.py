@@ -2,9 +2,8 @@
 
 A task builds its model, then asks :func:`make_pool` for ``num_envs`` simulations of it; ``sim.backend`` (``--sim``)
 picks the implementation. Tasks see only :class:`PhysicsPool`: the live ``(num_envs, ...)`` state arrays, the step,
-reset and forward calls, per-env model fields for domain randomization, and the derived fields they ask for as
-``outputs``: :data:`BODY_STATE` (every body's world-frame position, quaternion, linear and angular velocity at its
-origin, the same for every backend) and, for what only a backend has, its own field names (MuJoCo's ``cfrc_ext``).
+reset and forward calls, per-env model fields for domain randomization, and the derived ``outputs`` they ask for:
+:data:`BODY_STATE` (the same for every backend) and a backend's own field names (MuJoCo's ``cfrc_ext``).
 """
 
 from __future__ import annotations

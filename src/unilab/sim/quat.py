@@ -37,8 +37,7 @@ def quat_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def quat_rotate(q: np.ndarray, v: np.ndarray) -> np.ndarray:
     """Rotate vectors ``v`` by unit quaternions ``q``."""
-    w = q[..., :1]
-    u = q[..., 1:]
+    w, u = q[..., :1], q[..., 1:]
     t = 2.0 * np.cross(u, v)
     return v + w * t + np.cross(u, t)
 
@@ -53,8 +52,7 @@ def quat_slerp(a: np.ndarray, b: np.ndarray, t: np.ndarray) -> np.ndarray:
     t = np.asarray(t, dtype=np.float64)[..., None]
     d = np.sum(a * b, axis=-1, keepdims=True)
     b = np.where(d < 0, -b, b)
-    d = np.abs(d)
-    theta = np.arccos(np.clip(d, -1.0, 1.0))
+    theta = np.arccos(np.clip(np.abs(d), -1.0, 1.0))
     s = np.sin(theta)
     small = s < 1e-8
     safe = np.where(small, 1.0, s)
@@ -69,8 +67,8 @@ def quat_error_angle(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return 2.0 * np.arccos(np.clip(d, 0.0, 1.0))
 
 
-# scalar quaternion helpers (tuples, no scratch arrays: a term may not allocate per env).
-# Same expressions, in the same order, as the array helpers above (bit-identical results).
+# scalar helpers on tuples (no scratch arrays: a term may not allocate per env), with the same expressions in the same
+# order as the array helpers above (bit-identical results)
 
 @njit(cache=True, fastmath=False, inline="always")
 def qmul(aw, ax, ay, az, bw, bx, by, bz):

@@ -1,22 +1,17 @@
 """What an env is (``EnvSpec``) and the one declaration of the step record.
 
-Every per-step array that crosses a boundary (env -> shared memory ->
-learner -> replay buffer -> agent batch) is declared here once, as a
-``Field(name, shape, dtype)`` (the way EnvPool's ``StateSpec`` declares every
-output once). The env writes the env fields, the transport allocates them,
-the replay buffer stores them, all by these names:
+Every per-step array that crosses a boundary (env -> shared memory -> learner -> replay buffer -> agent batch) is
+declared here once, as a ``Field(name, shape, dtype)`` (as EnvPool's ``StateSpec`` declares every output once); the env
+writes, the transport allocates and the replay buffer stores them by these names:
 
-- ``obs`` / ``critic_obs``: the actor's and the critic's observation (after
-  an auto-reset: the first observation of the new episode);
+- ``obs`` / ``critic_obs``: the actor's and the critic's observation (after an auto-reset: the new episode's first);
 - ``action``: written by the learner, read by the env;
-- ``reward``, ``terminated`` (failure, incl. diverged envs), ``truncated``
-  (time-out);
-- for every observation field ``X`` the env also writes ``final_X``: the
-  observation the episode ended on, in the done rows (terminated | truncated)
-  only; other rows of ``final_X`` are left as they were (garbage to readers).
+- ``reward``, ``terminated`` (failure, incl. diverged envs), ``truncated`` (time-out);
+- ``final_X`` for every observation field ``X``: the observation the episode ended on, in the done rows (terminated |
+  truncated) only; its other rows are left as they were (garbage to readers).
 
-The replay buffer stores every record field plus ``next_X`` per observation
-field (``X`` of the next step, or ``final_X`` where that step was done).
+The replay buffer stores every record field plus ``next_X`` per observation field (``X`` of the next step, or
+``final_X`` where that step was done).
 """
 
 from __future__ import annotations

@@ -1,34 +1,31 @@
 """Dynamic work sharing in a Numba ``prange`` region: threads claim chunks of envs from one atomic counter.
 
-Numba's OpenMP layer splits a ``prange`` statically: thread ``k`` gets the ``k``-th contiguous block of iterations
-(its ``omp for`` has no schedule clause, and ``numba.set_parallel_chunksize`` only cuts the blocks smaller). A region
-then lasts as long as its slowest thread, and between two physics steps the slowest is a worker that was asleep: it
-wakes late (on a VM, tens of microseconds to over a millisecond for a parked vCPU) and may start on cold caches.
-Measured in the G1 step loop at 4096 envs on 2 cores: with the static split the update_state driver's worker spent up
-to 25 % more CPU on its half than the calling thread, which then waited (8.1 ms at 1.75 cores); with claims the same
-driver took 6.6 ms at 1.96 cores. With 64 workers waking one after another the static split loses more.
+Numba's OpenMP layer splits a ``prange`` statically (thread ``k`` gets the ``k``-th contiguous block: its ``omp for``
+has no schedule clause, and ``numba.set_parallel_chunksize`` only cuts the blocks smaller), so a region lasts as long as
+its slowest thread: between two physics steps, a worker that was asleep wakes late (on a VM, tens of microseconds to
+over a millisecond for a parked vCPU) and may start on cold caches. Measured in the G1 step loop at 4096 envs on 2
+cores: with the static split the update_state driver's worker spent up to 25 % more CPU on its half than the caller,
+which then waited (8.1 ms at 1.75 cores); with claims it took 6.6 ms at 1.96 cores. 64 workers waking in turn lose more.
 
-With claims every thread, the caller first, takes the next unclaimed chunk until none is left, so a late or slow
-thread simply takes fewer. Which thread runs a chunk changes nothing else: a chunk holds the same envs and every write
-is per env, so results stay bit-identical to a serial loop.
-
-The pattern (``n`` items, chunks of at least ``least``)::
+With claims every thread, the caller first, takes the next unclaimed chunk until none is left, so a late or slow thread
+takes fewer. A chunk holds the same envs whichever thread runs it and every write is per env: results stay
+bit-identical to a serial loop. The pattern (``n`` items, chunks of at least ``least``)::
 
     counter = new_counter()
     for _ in prange(num_chunks(n, least)):  # no more participants than chunks
         for i in claimed(counter, n, least):
             ...
 
-:func:`claimed` holds the claim loop once: a Numba generator, which loads from Numba's cache like any function (a
-per-env body passed to one shared kernel as a function argument would not: the argument's type names the function
-object, which differs in every process, so every process would compile every kernel again).
+:func:`claimed` holds the claim loop once as a Numba generator, which loads from Numba's cache like any function (a
+per-env body passed to one shared kernel as an argument would not: its type names the function object, which differs
+in every process, so every process would compile every kernel again). Each thread's first iteration drains the
+counter; its others find it empty at once (one atomic add each).
 
-Each thread's first iteration drains the counter; its other iterations find it empty at once (one atomic add each).
-``n`` items are cut into about :data:`CHUNKS` chunks (four per thread at 64 threads, so that the others can take a
-late thread's share), but no chunk is smaller than ``least``: where chunks meet, two threads may write one cache line,
-and a kernel that writes a byte per env into the rows of a ``(k, num_envs)`` array shares a line between chunks of
-fewer than 64 envs. Measured (G1 step driver, TERMINATE stage, whose info rows are such arrays; 4096 envs, 2 cores):
-1.42 ms with chunks of 16 envs, 0.98 ms with 32, 0.54 ms with 64.
+``n`` items are cut into about :data:`CHUNKS` chunks (four per thread at 64 threads, so others can take a late thread's
+share), none smaller than ``least``: where chunks meet two threads may write one cache line, and a kernel writing a
+byte per env into the rows of a ``(k, num_envs)`` array shares a line between chunks of fewer than 64 envs. Measured
+(G1 step driver, TERMINATE stage, whose info rows are such arrays; 4096 envs, 2 cores): 1.42 ms with chunks of 16 envs,
+0.98 ms with 32, 0.54 ms with 64.
 
 :func:`new_counter`, not ``np.zeros(1)``: in a ``parallel=True`` function Numba turns ``np.zeros``/``np.ones``, array
 expressions and ``.sum()`` into parallel loops of their own, each one more fork/join of the team (``unilab-bench
@@ -53,8 +50,8 @@ LEAST_BYTES = 64
 def _fetch_add_one(typingctx, counter):
     """Atomically ``counter[0] += 1``; returns the value before (an LLVM ``atomicrmw add``).
 
-    Monotonic ordering: each value is handed out exactly once; what the chunks
-    wrote is published by the region's closing barrier, not by the counter.
+    Monotonic ordering: each value is handed out exactly once; the region's closing barrier, not the counter, publishes
+    what the chunks wrote.
     """
     if not (isinstance(counter, types.Array) and counter.dtype == types.int64 and counter.ndim == 1):
         return None
@@ -96,11 +93,8 @@ def num_chunks(n, least):
 
 @njit(cache=True, inline="always")
 def claim(counter, n, least):
-    """The next unclaimed chunk of ``range(n)`` as ``(lo, hi)``; ``lo >= hi`` once all are taken.
-
-    ``counter``: a ``(1,)`` int64 array, zero when the region starts, shared by its threads;
-    ``least``: the smallest chunk (see the module doc).
-    """
+    """The next unclaimed chunk of ``range(n)`` as ``(lo, hi)``; ``lo >= hi`` once all are taken. ``counter``: a
+    ``(1,)`` int64 array, zero when the region starts, shared by its threads; ``least``: the smallest chunk."""
     size = chunk_size(n, least)
     c = _fetch_add_one(counter)
     lo = min(c * size, n)

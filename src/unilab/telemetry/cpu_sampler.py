@@ -1,10 +1,9 @@
 """Cores used by a set of processes, and machine CPU load, between samples.
 
-``cpu/process_cores`` = sum over the watched processes of CPU-time delta / wall-time delta since the previous sample (a
-process's CPU time counts all of its threads): 2.0 means two cores busy the whole interval. ``cpu/machine_percent`` =
-busy share of all CPUs of the machine over the same interval, 0-100, as ``psutil.cpu_percent`` computes it. Each sampler
-keeps its own previous totals, so several samplers do not disturb one another (unlike
-``psutil.cpu_percent(interval=None)``, whose state is shared).
+``cpu/process_cores`` = sum over the watched processes (all their threads) of CPU-time delta / wall-time delta since the
+previous sample: 2.0 means two cores busy the whole interval. ``cpu/machine_percent`` = busy share of all the machine's
+CPUs over the same interval, 0-100, as ``psutil.cpu_percent`` computes it, but with each sampler's own previous totals
+(``psutil.cpu_percent(interval=None)`` shares its state between callers).
 """
 
 from __future__ import annotations
@@ -28,10 +27,9 @@ def _machine_busy_total() -> tuple[float, float]:
 
 
 class CpuSampler:
-    """Samples CPU use of ``pids`` (and the machine) since the previous sample.
+    """Samples CPU use of ``pids`` (and the machine) since the previous sample (the first: since construction).
 
-    A pid that has exited (or cannot be read) is dropped from the set at the next sample; it never raises. The
-    constructor takes the first reference sample, so the first ``sample()`` already covers a real interval.
+    A pid that has exited (or cannot be read) is dropped at the next sample; it never raises.
     """
 
     def __init__(self, pids: list[int]):

@@ -1,8 +1,7 @@
 """Per-phase wall time and cores used, cheap enough to leave on.
 
-"Cores used" of a phase = process CPU-time delta / wall-time delta over that phase: 1.0 is one core busy for the whole
-phase, 2.0 two cores, 0.1 mostly waiting. Process CPU time counts every thread, so a phase that fans out to the MuJoCo
-pool shows the pool's parallelism.
+"Cores used" of a phase = process CPU-time delta (every thread's, so a phase that fans out to the MuJoCo pool shows its
+parallelism) / wall-time delta: 1.0 is one core busy for the whole phase, 0.1 mostly waiting.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """TensorBoard scalar logging and reading back.
 
-``ScalarWriter`` writes TensorBoard event files with tensorboard's own record and async writers (no torch import, so a
-collector process stays light). A background thread flushes every ``flush_secs``: a crash loses at most that much.
-Scalars are a side product: when the disk is full or the directory turns unwritable, the writer warns once on stderr
-(path and errno) and then drops everything, so the run it reports on keeps going. ``read_scalars`` loads every scalar of
-a run directory back, for tests and ``scripts/plot_curves.py``.
+``ScalarWriter`` uses tensorboard's own record and async writers (no torch import: a collector process stays light); a
+background thread flushes every ``flush_secs``, so a crash loses at most that much. Scalars are a side product: on a
+full disk or unwritable directory the writer warns once and drops everything, so the run keeps going.
 """
 
 from __future__ import annotations
@@ -18,6 +16,7 @@ import threading
 import time
 import weakref
 from collections.abc import Mapping
+from functools import partialmethod
 from pathlib import Path
 
 from tensorboard.compat.proto.event_pb2 import Event
@@ -30,11 +29,8 @@ _file_uid = itertools.count()
 
 
 class _GuardedFile:
-    """A binary file whose OSErrors are recorded in ``error`` instead of raised.
-
-    tensorboard's writer thread dies (with a traceback on stderr) on the first failed write; behind this it keeps
-    running and the owner reports ``error``. After an error every call is a no-op.
-    """
+    """A binary file whose OSErrors are recorded in ``error`` (after which every call is a no-op) instead of raised:
+    tensorboard's writer thread would die with a traceback on the first failed write."""
 
     def __init__(self, path: Path):
         self.error: OSError | None = None
@@ -54,14 +50,9 @@ class _GuardedFile:
                 except OSError:
                     pass
 
-    def write(self, data: bytes) -> None:
-        self._call("write", data)
-
-    def flush(self) -> None:
-        self._call("flush")
-
-    def close(self) -> None:
-        self._call("close")
+    write = partialmethod(_call, "write")
+    flush = partialmethod(_call, "flush")
+    close = partialmethod(_call, "close")
 
     @property
     def closed(self) -> bool:
@@ -69,9 +60,7 @@ class _GuardedFile:
 
 
 class ScalarWriter:
-    """Appends scalars to one TensorBoard event file under ``log_dir``.
-
-    NaN and inf values are written as they are (TensorBoard shows them).
+    """Appends scalars (NaN and inf as they are) to one TensorBoard event file under ``log_dir``.
 
     An OSError of the event file (disk full, read-only directory) is never raised: the first one prints one warning on
     stderr naming ``log_dir`` and the errno, ``failed`` turns True, and from then on scalars are dropped.
@@ -113,12 +102,9 @@ class ScalarWriter:
 
     def _check(self) -> bool:
         """Turn a write error recorded by the file into the one warning; True while healthy."""
-        if self._failed:
-            return False
-        if self._file is not None and self._file.error is not None:
+        if not self._failed and self._file.error is not None:  # a healthy writer has its file
             self._fail(self._file.error)
-            return False
-        return True
+        return not self._failed
 
     def _fail(self, err: OSError) -> None:
         self._failed = True
@@ -179,11 +165,9 @@ class ScalarWriter:
 
 
 def read_scalars(log_dir: str | Path) -> dict[str, list[tuple[int, float]]]:
-    """Every scalar in the event files directly inside ``log_dir``.
-
-    Returns ``{tag: [(step, value), ...]}`` in file order. Several event files in one directory (e.g. a resumed run) are
-    read in name order; as in TensorBoard, events orphaned by a restart at an earlier step are dropped.
-    """
+    """``{tag: [(step, value), ...]}`` of the event files directly inside ``log_dir``, in file order (for tests and
+    ``scripts/plot_curves.py``). Several files (e.g. a resumed run) are read in name order; as in TensorBoard, events
+    orphaned by a restart at an earlier step are dropped."""
     # imported here: the event accumulator pulls in much of tensorboard's backend, which a writing process never needs
     from tensorboard.backend.event_processing import event_accumulator as ea  # noqa: PLC0415
 

@@ -12,8 +12,7 @@ import threading
 import time
 from pathlib import Path
 
-# perf_counter_ns has an arbitrary origin per process; anchor it to the wall
-# clock so that events of different processes line up in one trace
+# perf_counter_ns has an arbitrary origin per process: anchored to the wall clock, processes' events line up
 _EPOCH_OFFSET_NS = time.time_ns() - time.perf_counter_ns()
 
 

@@ -1,10 +1,10 @@
 """``nthread="auto"``: measure pool configurations once, cache the winner.
 
-The key is everything the winner depends on: the compiled model (hash of its MJB bytes), num_envs, substeps, the
-usable CPU set, the CPU model string, the MuJoCo version and, for a pool without contacts, that (its non-persistent
-candidates are timed with the thin post-step stage they will run). A changed key re-tunes; an unreadable cache file,
-or an entry whose values could not have been measured here (e.g. nthread 0, or more threads than usable CPUs), is
-reported (naming the file and the value), re-measured and replaced, never fatal.
+The key is everything the winner depends on: the compiled model (hash of its MJB bytes), num_envs, substeps, the usable
+CPU set, the CPU model string, the MuJoCo version and, for a pool without contacts, that (its non-persistent candidates
+are timed with the thin post-step stage they will run). A changed key re-tunes; an unreadable cache file, or an entry
+whose values could not have been measured here (e.g. nthread 0, or more threads than usable CPUs), is reported (naming
+the file and the value), re-measured and replaced, never fatal.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from unilab.cache import cache_dir
 from unilab.sim import cpu
 from unilab.sim.mujoco.contacts import forward_without_contacts
 
-# a candidate within this fraction of the fastest counts as a tie; ties go to
-# the sizing rule's choice, so that noise does not flip the configuration
+# a candidate within this fraction of the fastest counts as a tie; ties go to the sizing rule's choice, so that noise
+# does not flip the configuration
 TIE_TOLERANCE = 0.03
 
 
@@ -63,14 +63,8 @@ def cpu_model_name() -> str:
 
 def cache_key(model: mujoco.MjModel, num_envs: int, substeps: int, contacts: bool = True) -> str:
     """The string the winner is cached under (keys of pools with contacts are as before the option)."""
-    parts = {
-        "model": model_hash(model),
-        "num_envs": num_envs,
-        "substeps": substeps,
-        "cpus": cpu.usable_cpus(),
-        "cpu_model": cpu_model_name(),
-        "mujoco": mujoco.__version__,
-    }
+    parts = {"model": model_hash(model), "num_envs": num_envs, "substeps": substeps, "cpus": cpu.usable_cpus(),
+             "cpu_model": cpu_model_name(), "mujoco": mujoco.__version__}
     if not contacts:
         parts["contacts"] = False
     return json.dumps(parts, sort_keys=True)
@@ -84,15 +78,18 @@ def candidates(num_envs: int) -> list[tuple[int, bool]]:
 
 def measure(model: mujoco.MjModel, num_envs: int, substeps: int, nthread: int, persistent: bool, steps: int = 5,
             seed: int = 0, contacts: bool = True) -> float:
-    """Mean wall ms of one ``step(substeps)`` of a fresh batch, after one warm-up step.
-
-    With the post-step stage the pool computes: in full, or (``contacts=False``,
-    non-persistent) as the substeps then a forward without collision and constraints.
+    """Mean wall ms of one ``step(substeps)`` of a fresh batch, after one warm-up step, with the post-step stage the
+    pool computes (``contacts=False``, non-persistent: the substeps, then a forward without collision and constraints).
     """
     b = mjbatch.Batch(model, num_envs, nthread, persistent)
     rng = np.random.default_rng(seed)
     ctrl = b.bind("ctrl")
-    lo, hi = _ctrl_bounds(model)
+    limited = model.actuator_ctrllimited.astype(bool)
+    lo = np.where(limited, model.actuator_ctrlrange[:, 0], -1.0)
+    hi = np.where(limited, model.actuator_ctrlrange[:, 1], 1.0)
+    # a small fraction of the range keeps the sims in ordinary states
+    mid, half = (lo + hi) / 2, (hi - lo) / 2
+    lo, hi = mid - 0.3 * half, mid + 0.3 * half
     flags = b.expand("opt.disableflags") if not contacts and not persistent else None
     ctrl[:] = rng.uniform(lo, hi, ctrl.shape)
     _step(b, substeps, flags)
@@ -116,15 +113,6 @@ def _step(b: mjbatch.Batch, substeps: int, flags: np.ndarray | None) -> None:
         pass  # a failing sim costs what it costs; timing is all we want here
 
 
-def _ctrl_bounds(model: mujoco.MjModel) -> tuple[np.ndarray, np.ndarray]:
-    limited = model.actuator_ctrllimited.astype(bool)
-    lo = np.where(limited, model.actuator_ctrlrange[:, 0], -1.0)
-    hi = np.where(limited, model.actuator_ctrlrange[:, 1], 1.0)
-    # a small fraction of the range keeps the sims in ordinary states
-    mid, half = (lo + hi) / 2, (hi - lo) / 2
-    return mid - 0.3 * half, mid + 0.3 * half
-
-
 def _load(path: Path) -> dict:
     if not path.exists():
         return {}
@@ -138,19 +126,10 @@ def _load(path: Path) -> dict:
         return {}
 
 
-def _save(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-    os.replace(tmp, path)
-
-
 def _entry_problem(entry: object, num_envs: int) -> str | None:
-    """What is wrong with a cached entry (None: usable as is).
-
-    nthread must be an int in [1, min(num_envs, usable CPUs)] (the candidates' range; the key pins the CPU set, so a
-    larger value was never measured here), persistent a bool, ms_per_step (optional) an object.
-    """
+    """What is wrong with a cached entry (None: usable as is): nthread must be an int in [1, min(num_envs, usable
+    CPUs)] (the candidates' range; the key pins the CPU set, so a larger value was never measured here), persistent a
+    bool, ms_per_step (optional) an object."""
     if not isinstance(entry, dict):
         return f"entry is {type(entry).__name__} {entry!r}, not an object"
     if "nthread" not in entry or "persistent" not in entry:
@@ -168,11 +147,8 @@ def _entry_problem(entry: object, num_envs: int) -> str | None:
 
 def autotune(model: mujoco.MjModel, num_envs: int, substeps: int = 1, *, cache_path: Path | None = None,
              steps: int = 5, force: bool = False, contacts: bool = True) -> AutotuneResult:
-    """Pick (nthread, persistent) for this model and size; cached on disk.
-
-    ``contacts``: the pool's option (``BatchEnvPool``); False times the
-    non-persistent candidates with the thin post-step stage they would run.
-    """
+    """Pick (nthread, persistent) for this model and size; cached on disk. ``contacts``: the pool's option (False
+    times the non-persistent candidates with the thin post-step stage they would run)."""
     path = Path(cache_path) if cache_path is not None else cache_dir() / "autotune.json"
     key = cache_key(model, num_envs, substeps, contacts)
     data = _load(path)
@@ -191,5 +167,8 @@ def autotune(model: mujoco.MjModel, num_envs: int, substeps: int = 1, *, cache_p
     nthread, persistent = (rule, False) if tie else (fastest_n, fastest_p)
     result = AutotuneResult(nthread, persistent, {k: round(v[2], 3) for k, v in timings.items()}, False, key)
     data[key] = {k: v for k, v in asdict(result).items() if k not in ("cached", "key")}
-    _save(path, data)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+    os.replace(tmp, path)
     return result

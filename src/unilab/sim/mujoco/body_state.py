@@ -1,9 +1,8 @@
 """Each body's world-frame velocity at its origin, from MuJoCo's ``cvel``: the pool's ``body_*_vel_w`` outputs.
 
 MuJoCo's ``cvel`` is a body's spatial velocity (angular, then linear) with the linear part taken at the centre of mass
-of the body's root subtree (``subtree_com[rootid]``), not at the body. Tasks and reference motions want the velocity
-of the body's origin, which is ``v + w x (xpos - subtree_com[root])``. Doing the shift here keeps MuJoCo's conventions
-inside the MuJoCo backend.
+of the body's root subtree (``subtree_com[rootid]``); tasks and reference motions want the body origin's,
+``v + w x (xpos - subtree_com[root])``. Shifting here keeps MuJoCo's conventions inside the MuJoCo backend.
 """
 
 from __future__ import annotations
@@ -15,10 +14,8 @@ from unilab.sim.work_claims import LEAST_ROWS, claimed, new_counter, num_chunks
 
 @njit(cache=True, fastmath=False, inline="always")
 def origin_velocity_env(e, xpos, cvel, subtree_com, rootid, lin, ang):
-    """Env ``e``: ``lin[e, i]``/``ang[e, i]`` = world-frame linear/angular velocity of body ``i``'s origin.
-
-    Loops over ``lin``'s bodies: zero-size ``lin``/``ang`` (no body state asked for) do nothing.
-    """
+    """Env ``e``: ``lin[e, i]``/``ang[e, i]`` = world-frame linear/angular velocity of body ``i``'s origin, for
+    ``lin``'s bodies (zero-size ``lin``/``ang``, no body state asked for: nothing)."""
     for i in range(lin.shape[1]):
         rt = rootid[i]
         wx, wy, wz = cvel[e, i, 0], cvel[e, i, 1], cvel[e, i, 2]

@@ -11,11 +11,11 @@ NO_CONTACT = int(mujoco.mjtDisableBit.mjDSBL_CONSTRAINT) | int(mujoco.mjtDisable
 
 
 def forward_without_contacts(batch: mjbatch.Batch, flags: np.ndarray, ids: np.ndarray | None, stage: int) -> None:
-    """``batch.forward(ids, stage)`` with :data:`NO_CONTACT` raised in ``flags[ids]`` (all when None) for the call.
+    """``batch.forward(ids, stage)`` with :data:`NO_CONTACT` raised in ``flags[ids]`` (all when None; ``flags``: the
+    batch's expanded ``opt.disableflags``) for the call; each env's own bits come back, errors included.
 
-    ``flags``: the batch's expanded ``opt.disableflags``; each env's own bits come back, errors included.
-    NumPy, not a prange region: a few microseconds for a restart's rows, less than one region's fork/join
-    (which on a VM includes waking a parked vCPU).
+    NumPy, not a prange region: a few microseconds for a restart's rows, less than one region's fork/join (which on a
+    VM includes waking a parked vCPU).
     """
     sel = slice(None) if ids is None else ids
     kept = flags[sel].copy()

@@ -31,10 +31,9 @@ def actuated_joints(model: mujoco.MjModel, joint_names: list[str]) -> np.ndarray
 def effort_limits(model: mujoco.MjModel) -> np.ndarray:
     """Per-actuator torque limit (inf if none is declared).
 
-    The driven joint's actuatorfrcrange where it has one (MuJoCo clamps the joint's total actuator force to
-    it; the G1 MJCF declares the robot's torque limits there, holosoma's dof_effort_limit_list, while its
-    motors' ctrlrange may be smaller, e.g. 88 for the 139 N m hip roll); else the actuator's forcerange if
-    limited, else the motor's ctrlrange x gain x gear.
+    The driven joint's actuatorfrcrange where it has one (MuJoCo clamps the joint's total actuator force to it; the G1
+    MJCF declares the robot's torque limits there, holosoma's dof_effort_limit_list, while its motors' ctrlrange may be
+    smaller, e.g. 88 for the 139 N m hip roll); else the actuator's forcerange if limited, else ctrlrange x gain x gear.
     """
     out = np.full(model.nu, np.inf)
     gear = np.abs(model.actuator_gear[:, 0])
@@ -51,11 +50,8 @@ def effort_limits(model: mujoco.MjModel) -> np.ndarray:
 
 def make_pd_model(model: mujoco.MjModel, kp: np.ndarray, kd: np.ndarray, effort: np.ndarray,
                   joint_ranges: np.ndarray | None) -> mujoco.MjModel:
-    """Copy of ``model`` whose actuators are PD position servos.
-
-    force = kp (ctrl - q) - kd qdot, clamped to +-effort: gain fixed kp, bias affine (0, -kp, -kd), gear 1.
-    ``joint_ranges`` (nu, 2) clamps the targets; None leaves them unclamped.
-    """
+    """Copy of ``model`` whose actuators are PD position servos: force = kp (ctrl - q) - kd qdot, clamped to +-effort
+    (gain fixed kp, bias affine (0, -kp, -kd), gear 1); ``joint_ranges`` (nu, 2), if given, clamps the targets."""
     m = copy.deepcopy(model)
     m.actuator_dyntype[:] = mujoco.mjtDyn.mjDYN_NONE
     m.actuator_dynprm[:] = 0.0

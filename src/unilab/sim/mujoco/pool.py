@@ -1,13 +1,11 @@
 """BatchEnvPool: ``num_envs`` simulations of one MjModel on ``mujoco.batch.Batch``.
 
-The pool owns the thread sizing (``unilab.sim.cpu``), optional pinning, and the per-env health check. It knows nothing
-of observations or rewards: a task reads the bound arrays and writes controls and reset states.
-
-Its own per-env host work (the controls copy, the bodies' origin velocities, the health check, the rows of a reset)
-runs in parallel Numba kernels (``prange`` over envs whose threads claim chunks as they come free,
-:mod:`unilab.sim.work_claims`; per-env writes only: the same results at any thread count) on Numba's workers, which
-follow the pool's thread count and CPUs (:mod:`unilab.sim.numba_threads`): a serial pass over every env's state would
-cap the speed-up of the step on a many-core machine (DESIGN.md, "Scaling rule").
+The pool owns thread sizing (``unilab.sim.cpu``), optional pinning and the per-env health check; a task reads the
+bound arrays and writes controls and reset states. Its per-env host work (controls copy, origin velocities, health
+check, reset rows) runs in parallel Numba kernels over claimed chunks of envs (:mod:`unilab.sim.work_claims`; per-env
+writes: the same results at any thread count) on workers that follow the pool's threads and CPUs
+(:mod:`unilab.sim.numba_threads`): a serial pass over every env would cap the step's speed-up on many cores (DESIGN.md,
+"Scaling rule").
 """
 
 from __future__ import annotations
@@ -27,8 +25,7 @@ from unilab.sim.physics import BODY_STATE
 from unilab.sim.work_claims import LEAST_BYTES, chunk_size, claimed, copy_rows_at, new_counter, num_chunks
 from unilab.telemetry.phase_timer import PhaseTimer
 
-# Warnings that mean the state diverged (MuJoCo may even have reset the sim itself on BADQACC): the env must be
-# restarted by the task.
+# Warnings that mean the state diverged (MuJoCo may even have reset the sim on BADQACC): the task must restart the env
 _DIVERGENCE_WARNINGS = (mujoco.mjtWarning.mjWARN_BADQPOS, mujoco.mjtWarning.mjWARN_BADQVEL,
                         mujoco.mjtWarning.mjWARN_BADQACC, mujoco.mjtWarning.mjWARN_BADCTRL)
 
@@ -38,12 +35,11 @@ _DEFAULT_OUTPUTS = ("xpos", "xquat", "cvel", "sensordata")
 # actions, while an unstable integration (e.g. too large a timestep) reaches 1e3-1e8 long before MuJoCo's own 1e10 check
 DEFAULT_MAX_QVEL = 100.0
 
-# the backend-neutral outputs: every body's world-frame state at its origin; the velocities are computed here
+# the backend-neutral outputs (every body's world-frame state at its origin); the velocities are computed here
 _BODY_FIELDS = dict(zip(BODY_STATE[:2], ("xpos", "xquat")))
 _BODY_VELOCITIES = BODY_STATE[2:]
 
-# what ``step`` times in ``BatchEnvPool.timer``: MuJoCo's steps, then the per-env health check (with the
-# bodies' origin velocities when they are outputs)
+# what ``step`` times in ``BatchEnvPool.timer``: MuJoCo's steps, then the health check (with the origin velocities)
 SUBPHASES = ("physics", "check_health")
 # bits of the per-env health flags, in the order the reasons are recorded
 NONFINITE, FAST, WARNED = 1, 2, 4
@@ -56,10 +52,9 @@ _NOT_THIN = frozenset({
 
 
 def silence_mujoco_warnings() -> None:
-    """Stop MuJoCo printing (and logging to MUJOCO_LOG.TXT) one line per diverged env.
+    """Stop MuJoCo printing (and logging to MUJOCO_LOG.TXT) one line per diverged env, process-wide.
 
-    Process-wide. The pool still sees every divergence: MuJoCo counts warnings in each env's ``warning`` stats
-    whatever the print callback does.
+    The pool still sees every divergence: MuJoCo counts warnings in each env's ``warning`` stats regardless.
     """
     mujoco.set_mju_user_warning(lambda message: None)
 
@@ -69,30 +64,27 @@ class BatchEnvPool:
 
     Args:
       model: the MjModel every env runs (edit it before building the pool).
-      num_envs: number of simulations.
-      nthread: ``None`` applies the sizing rule ``min(num_envs, usable CPUs)``; an int >= 1 is used as given;
-        ``"auto"`` measures candidates once per (model, num_envs, substeps, CPU set, CPU model, MuJoCo version) and
-        caches the winner on disk (``unilab.sim.mujoco.autotune``).
-      cpu_ids: pin pool thread ``i`` (the caller's thread is thread 0) to ``cpu_ids[i]``;
-        sets ``nthread = len(cpu_ids)``. Linux only.
+      nthread: ``None``: the sizing rule ``min(num_envs, usable CPUs)``; an int >= 1: as given; ``"auto"``: measure
+        candidates once per (model, num_envs, substeps, CPU set, CPU model, MuJoCo version) and cache the winner on
+        disk (``unilab.sim.mujoco.autotune``).
+      cpu_ids: pin pool thread ``i`` (the caller's is thread 0) to ``cpu_ids[i]``; sets ``nthread = len(cpu_ids)``.
+        Linux only.
       persistent: keep one MjData per env (slower here; needed for sleep/IPC). Ignored when ``nthread="auto"``.
       substeps: the substeps per ``step`` the caller will use; only autotune reads it.
       outputs: derived fields bound up front and refreshed after every call: MjData field names, or the
-        backend-neutral ``body_pos_w``, ``body_quat_w``, ``body_lin_vel_w``, ``body_ang_vel_w``
-        (``(num_envs, nbody, 3 | 4)``, each body's world-frame state at its origin; ``unilab.sim.physics.BODY_STATE``).
-      max_qvel: an env whose ``|qvel|`` exceeds this after a step is bad (exploded state); ``None`` checks only
-        finiteness and MuJoCo's warnings.
-      contacts: whether the caller reads contact or constraint fields (``contact``, ``ncon``, ``efc_*``) of the state
-        a step, reset or forward leaves. ``False`` computes that state's position and velocity stages with collision
-        and constraints disabled: kinematics, com and velocity fields and the position/velocity sensors hold the same
-        values (tests check them bit for bit), contact fields are empty, and the physics is unchanged, because every
-        step of a non-persistent batch starts afresh from the integration state. For the G1 scene that stage costs
-        about a third as much (collision and constraint assembly are most of it), which makes an auto-reset's forward
-        about 2.5x cheaper and a 4-substep step several percent cheaper. Acceleration-stage outputs (``qacc``,
-        ``actuator_force``, ``cfrc_ext``, accelerometer and touch sensors) are then not the env's own: the thin stage
-        is a call of its own after the substeps, so they hold scratch values (with ``True`` they are the env's, from
-        before its last substep); such output fields are refused. A persistent batch continues its next step from that
-        stage, so it always computes it in full.
+        backend-neutral ``unilab.sim.physics.BODY_STATE`` (``body_pos_w``, ``body_quat_w``, ``body_lin_vel_w``,
+        ``body_ang_vel_w``: ``(num_envs, nbody, 3 | 4)``, each body's world-frame state at its origin).
+      max_qvel: an env whose ``|qvel|`` exceeds this after a step is bad (exploded); ``None`` checks only finiteness
+        and MuJoCo's warnings.
+      contacts: whether the caller reads contact or constraint fields (``contact``, ``ncon``, ``efc_*``) of the state a
+        step, reset or forward leaves. ``False`` computes that state's position and velocity stages without collision
+        and constraints: kinematics, com, velocities and position/velocity sensors are bit-identical (tests check),
+        contact fields are empty, and the physics is unchanged (each non-persistent step starts afresh from the
+        integration state). For the G1 that stage costs about a third (collision and constraints are most of it): an
+        auto-reset's forward ~2.5x cheaper, a 4-substep step several percent cheaper. Acceleration-stage outputs
+        (``qacc``, ``actuator_force``, ``cfrc_ext``, accelerometer, touch) would hold scratch values, the thin stage
+        being its own call after the substeps (with ``True``: the env's, from before its last substep), so they are
+        refused. A persistent batch continues from that stage, so it always computes it in full.
     """
 
     def __init__(self, model: mujoco.MjModel, num_envs: int, *, nthread: int | str | None = None,
@@ -171,7 +163,6 @@ class BatchEnvPool:
         b.forward()
         self._refresh_velocities(self._all_ids)
 
-    # -- properties ---------------------------------------------------------
     @property
     def contacts(self) -> bool:
         """Whether steps, resets and forwards compute contacts and constraints (see the class doc)."""
@@ -206,14 +197,10 @@ class BatchEnvPool:
         """Each pool thread's CPU set, caller's thread first (Linux)."""
         return {tid: cpu.thread_affinity(tid) for tid in [cpu.current_tid(), *self.pool_tids]}
 
-    # -- stepping -----------------------------------------------------------
     def step(self, ctrl: np.ndarray | None, substeps: int = 1) -> np.ndarray:
-        """Apply ``ctrl`` ``(num_envs, nu)`` (None keeps the current one) and advance ``substeps``.
-
-        Returns the ``(num_envs,)`` bool mask of envs that raised a MuJoCo error, hold non-finite state or a
-        ``|qvel|`` over ``max_qvel``, or raised a divergence warning during this call or an earlier one since their
-        last reset (including one raised by the reset state itself).
-        """
+        """Apply ``ctrl`` ``(num_envs, nu)`` (None keeps the current one) and advance ``substeps``; returns the
+        ``(num_envs,)`` bool mask of envs that raised a MuJoCo error, hold non-finite state or a ``|qvel|`` over
+        ``max_qvel``, or raised a divergence warning since their last reset (the reset state's own included)."""
         if substeps < 1:
             raise ValueError(f"substeps must be >= 1, got {substeps}")
         if ctrl is not None:
@@ -233,11 +220,8 @@ class BatchEnvPool:
         return self.bad_envs
 
     def forward(self, ids: np.ndarray | None = None) -> None:
-        """Recompute position- and velocity-dependent fields for ``ids`` (all when None).
-
-        The same stage ``step`` leaves the envs in; accelerations are left to the next step, which computes them
-        anyway. Without ``contacts``, with collision and constraints disabled for the call (see the class doc).
-        """
+        """Recompute position- and velocity-dependent fields for ``ids`` (all when None): the stage ``step`` leaves
+        (the next step computes accelerations anyway), without collision and constraints unless ``contacts``."""
         if ids is not None:
             ids = np.asarray(ids)
             ids = np.flatnonzero(ids) if ids.dtype == bool else ids.astype(np.int64, copy=False)
@@ -265,7 +249,6 @@ class BatchEnvPool:
             self.bad_reasons[int(i)] = f"{reason}: {msg}" if msg else reason
 
     def _check_health(self) -> None:
-        """Mark envs with non-finite state, ``|qvel|`` over ``max_qvel`` or a new divergence warning."""
         limit = np.inf if self.max_qvel is None else self.max_qvel
         flagged = _health_kernel(self.qpos, self.qvel, limit, self._warning_count, self._warn_cols,
                                  self._warn_seen, self._health, self._velocities)
@@ -277,13 +260,9 @@ class BatchEnvPool:
                 if ids.size:
                     self._mark(ids, reason)
 
-    # -- resets -------------------------------------------------------------
     def reset(self, ids: np.ndarray, qpos: np.ndarray, qvel: np.ndarray) -> None:
-        """Give envs ``ids`` (distinct, increasing) the state ``(qpos, qvel)`` and recompute only them.
-
-        Controls, activations and solver warm starts of those envs are zeroed and their bad flag is cleared; other
-        envs are untouched.
-        """
+        """Give envs ``ids`` (distinct, increasing) the state ``(qpos, qvel)``, zero their controls, activations and
+        solver warm starts, clear their bad flag and recompute only them."""
         ids = np.asarray(ids, dtype=np.int64)
         if ids.size == 0:
             return
@@ -297,18 +276,16 @@ class BatchEnvPool:
                              f"got {qpos.shape} and {qvel.shape}")
         if not (np.isfinite(qpos).all() and np.isfinite(qvel).all()):
             raise ValueError("reset states must be finite")
-        # rows are written in parallel (one writer per env) and Batch.forward takes sorted unique ids: checked
-        # before any row changes, as strictly increasing ids (3 us at 585 ids; np.unique took ~90 us)
+        # parallel row writes (one writer per env) and Batch.forward need sorted unique ids: checked before any row
+        # changes, as strictly increasing (3 us at 585 ids; np.unique took ~90 us)
         if n > 1 and not (ids[1:] > ids[:-1]).all():
             k = int(np.flatnonzero(ids[1:] <= ids[:-1])[0])
             raise ValueError(f"reset ids must be distinct and increasing (as np.flatnonzero gives them), "
                              f"got {ids[k]} before {ids[k + 1]}")
-        # a fresh row (defaults, warnings cleared), then our state, then forward. A persistent batch keeps an
-        # MjData per env: Batch.reset resets it. Non-persistent: the same rows as Batch.reset(stage=NONE) leaves
-        # (state := the model's defaults, warnings cleared, outputs untouched; tests/test_pool.py checks it),
-        # written as row copies: Batch.reset runs mj_resetData per env (~30 us each for the G1), which made up
-        # about half of an auto-reset's time. Warnings are counted from the fresh row: one raised by the reset
-        # state's own forward marks the env at the next check.
+        # a fresh row (defaults, warnings cleared), then our state, then forward. Persistent: Batch.reset resets each
+        # env's MjData. Non-persistent: row copies giving what Batch.reset(stage=NONE) leaves (tests/test_pool.py
+        # checks), as its mj_resetData per env (~30 us each for the G1) was half an auto-reset's time. Warnings count
+        # from the fresh row: one raised by the reset state's own forward marks the env at the next check.
         if self.persistent:
             self._batch.reset(ids, stage=_STAGE_NONE)
         _reset_rows(ids, not self.persistent, self._fresh_state, self._batch.state, self._batch.warning, qpos,
@@ -341,12 +318,12 @@ class BatchEnvPool:
 
 @njit(cache=True, parallel=True, fastmath=False)
 def _health_kernel(qpos, qvel, max_qvel, warning_count, warn_cols, warn_seen, flags, velocities):
-    """Each env's health bits into ``flags`` and its bodies' origin velocities (``velocities``: the
-    arguments of :func:`origin_velocity_env` after ``e``); returns how many envs have any bit.
+    """Each env's health bits into ``flags`` and its bodies' origin velocities (``velocities``: the arguments of
+    :func:`origin_velocity_env` after ``e``); returns how many envs have any bit.
 
-    NONFINITE: a non-finite qpos or qvel entry; FAST: no NaN in qvel and ``max |qvel| > max_qvel`` (an inf counts; as
-    ``np.abs(qvel).max() > max_qvel``, where a NaN makes the max NaN); WARNED: a divergence warning counter rose since
-    ``warn_seen``, which then takes the new counts.
+    NONFINITE: a non-finite qpos or qvel entry; FAST: no NaN in qvel and ``max |qvel| > max_qvel`` (an inf counts, as in
+    ``np.abs(qvel).max() > max_qvel``); WARNED: a divergence warning counter rose since ``warn_seen``, which then takes
+    the new counts.
     """
     n = qpos.shape[0]
     xpos, cvel, subtree_com, rootid, lin, ang = velocities
@@ -395,9 +372,9 @@ def _health_kernel(qpos, qvel, max_qvel, warning_count, warn_cols, warn_seen, fl
 @njit(cache=True, parallel=True, fastmath=False)
 def _reset_rows(ids, fresh_row, fresh, state, warning, qpos, qvel, qpos_out, qvel_out, bad, warning_count,
                 warn_cols, warn_seen):
-    """Rows ``ids``: state := ``fresh`` and warnings := 0 (when ``fresh_row``), then ``qpos``/``qvel``
-    (row ``k`` for env ``ids[k]``; ``qpos_out``/``qvel_out`` are views of ``state``), bad flag
-    cleared, ``warn_seen`` := the rows' divergence-warning counts."""
+    """Rows ``ids``: state := ``fresh`` and warnings := 0 (when ``fresh_row``), then ``qpos``/``qvel`` (row ``k`` for
+    env ``ids[k]``; ``qpos_out``/``qvel_out`` are views of ``state``), bad flag cleared, ``warn_seen`` := the rows'
+    divergence-warning counts."""
     n = ids.shape[0]
     counter = new_counter()
     for _ in prange(num_chunks(n, LEAST_BYTES)):
