@@ -1,17 +1,13 @@
 """The env interface every unilab task offers the runtime (EnvPool-sized).
 
-``step`` (and ``reset``) write the env fields of the step record
-(``unilab.sim.spec``) straight into the caller's buffers ``out`` (for the
-collector: shared memory) and return them as ``obs, reward, terminated,
-truncated, info`` (``obs`` is ``{"obs", "critic_obs"}``: float32
-``(num_envs, D)`` arrays for the actor and the (possibly privileged) critic).
-Without ``out`` the env allocates fresh buffers each call.
+``step`` (and ``reset``) write the env fields of the step record (``unilab.sim.spec``) straight into the caller's
+buffers ``out`` (the collector's shared memory; fresh ones without ``out``) and return them as ``obs, reward,
+terminated, truncated, info`` (``obs``: float32 ``(num_envs, D)`` ``{"obs", "critic_obs"}`` for the actor and the
+(possibly privileged) critic).
 
-Every task has the same done semantics (:class:`EpisodeBook`): finished envs
-are auto-reset, so the returned observations of a done env are its first
-observations after the reset, and ``final_obs`` / ``final_critic_obs`` hold,
-in the done rows only, the observations the episode ended on (the bootstrap
-target of a time-out). Time-outs are ``truncated``; failures and diverged
+Every task has the same done semantics (:class:`EpisodeBook`): finished envs are auto-reset, so a done env returns
+its first observations after the reset, and ``final_obs`` / ``final_critic_obs`` hold, in the done rows only, those
+the episode ended on (the bootstrap target of a time-out). Time-outs are ``truncated``; failures and diverged
 ("bad") envs are ``terminated``; a bad env's reward is 0.
 """
 
@@ -40,10 +36,8 @@ class VecEnv(Protocol):
     obs_dim: int
     critic_obs_dim: int
     action_dim: int
-    control_dt: float
-    """Seconds of simulated time per ``step``."""
-    timer: PhaseTimer
-    """Times ``backend_step``, ``update_state`` and ``reset_done`` of every step."""
+    control_dt: float  # seconds of simulated time per step
+    timer: PhaseTimer  # times backend_step, update_state and reset_done of every step
     reward_term_names: tuple[str, ...]
     termination_names: tuple[str, ...]
     stat_names: tuple[str, ...]
@@ -59,9 +53,8 @@ class VecEnv(Protocol):
     def step(self, action: np.ndarray, out: Buffers | None = None) -> StepResult:
         """Apply ``action`` (num_envs, action_dim) in [-1, 1]; write the step into ``out`` and return it.
 
-        ``info`` holds ``final_obs`` (observation name -> array, valid in done
-        rows only), ``reward_terms`` (name -> (num_envs,)), ``termination_terms``
-        (name -> (num_envs,) bool), ``episode`` (``{"count", "return_mean",
+        ``info`` holds ``final_obs`` (observation name -> array, valid in done rows only), ``reward_terms`` (name ->
+        (num_envs,)), ``termination_terms`` (name -> (num_envs,) bool), ``episode`` (``{"count", "return_mean",
         "length_mean"}`` of the episodes that ended on this step) and ``num_bad_envs``.
         """
 
@@ -148,12 +141,9 @@ class PoolEnv:
 
 
 class EpisodeBook:
-    """Per-env episode return and length, and the auto-reset every task shares.
-
-    A task's ``step`` calls :meth:`begin_step` (lengths count this step), fills
-    ``out["obs"]``/``out["critic_obs"]``, then :meth:`settle` (done semantics)
-    and :meth:`auto_reset` (final observations, episode stats, restart).
-    """
+    """Per-env episode return and length, and the auto-reset every task shares: a task's ``step`` calls
+    :meth:`begin_step` (lengths count this step), fills ``out``'s observations, then :meth:`settle` (done semantics)
+    and :meth:`auto_reset` (final observations, episode stats, restart)."""
 
     def __init__(self, num_envs: int):
         self.returns = np.zeros(num_envs, dtype=np.float64)
@@ -165,11 +155,9 @@ class EpisodeBook:
 
     def settle(self, out: Buffers, reward: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
                bad: np.ndarray) -> np.ndarray:
-        """Done semantics; writes reward/terminated/truncated into ``out`` and returns the done mask.
-
-        A bad (diverged) env is terminated with reward 0; a time-out counts
-        only for an env that did not terminate. ``reward`` is modified in place.
-        """
+        """Done semantics; writes reward/terminated/truncated into ``out`` and returns the done mask. A bad (diverged)
+        env is terminated with reward 0; a time-out counts only for an env that did not terminate. ``reward`` is
+        modified in place."""
         done = np.empty(terminated.shape[0], dtype=bool)
         _settle_all(terminated, truncated, bad, reward, self.returns, out["reward"], out["terminated"],
                     out["truncated"], done)
@@ -183,17 +171,13 @@ class EpisodeBook:
     def auto_reset(self, out: Buffers, done: np.ndarray, restart: Callable[[np.ndarray], None],
                    reward_terms: dict[str, np.ndarray], termination_terms: dict[str, np.ndarray],
                    finals_written: bool = False) -> dict[str, Any]:
-        """Copy the done rows' observations into ``final_<obs>``, restart them, return ``info``.
-
-        ``restart(ids)`` resets those envs and writes their first observations
-        into the ``ids`` rows of ``out``'s observations. ``finals_written``: the
-        task's step already wrote the done rows' ``final_<obs>`` (no copy here).
+        """Copy the done rows' observations into ``final_<obs>`` (unless ``finals_written``: the task's step did),
+        restart them (``restart(ids)`` resets them and writes their first observations into ``out``), return ``info``.
         """
         ids = np.flatnonzero(done)
         episode: dict[str, Any] = {"count": int(ids.size), "return_mean": 0.0, "length_mean": 0.0}
         if ids.size:
-            episode["return_mean"] = float(self.returns[ids].mean())
-            episode["length_mean"] = float(self.lengths[ids].mean())
+            episode.update(return_mean=float(self.returns[ids].mean()), length_mean=float(self.lengths[ids].mean()))
             for name in () if finals_written else OBSERVATIONS:
                 src, dst = out[name], out[FINAL + name]
                 if src.ndim == 2:  # a parallel copy: hundreds of rows per step at 4096 envs
@@ -203,13 +187,8 @@ class EpisodeBook:
             restart(ids)
             self.returns[ids] = 0.0
             self.lengths[ids] = 0
-        return {
-            "final_obs": {name: out[FINAL + name] for name in OBSERVATIONS},
-            "reward_terms": reward_terms,
-            "termination_terms": termination_terms,
-            "episode": episode,
-            "num_bad_envs": self._num_bad,
-        }
+        return {"final_obs": {name: out[FINAL + name] for name in OBSERVATIONS}, "reward_terms": reward_terms,
+                "termination_terms": termination_terms, "episode": episode, "num_bad_envs": self._num_bad}
 
     def reset_all(self) -> None:
         self.returns[...] = 0.0
@@ -218,11 +197,10 @@ class EpisodeBook:
 
 @njit(cache=True, fastmath=False, inline="always")
 def settle_env(e, terminated, truncated, bad, reward, returns, out_reward, out_terminated, out_truncated):
-    """:meth:`EpisodeBook.settle` for env ``e`` alone, inside a task's parallel (``prange``) driver.
+    """:meth:`EpisodeBook.settle` for env ``e`` alone, inside a task's ``prange`` driver; returns done.
 
-    ``terminated``/``truncated`` are env ``e``'s flags, ``bad``, ``reward`` (modified),
-    ``returns`` (``EpisodeBook.returns``) and the ``out_*`` buffers are per-env arrays.
-    Returns done; the task calls :meth:`EpisodeBook.count_bad` too.
+    ``terminated``/``truncated`` are env ``e``'s flags; ``bad``, ``reward`` (modified), ``returns``
+    (``EpisodeBook.returns``) and ``out_*`` are per-env arrays. The task calls :meth:`EpisodeBook.count_bad` too.
     """
     t = terminated or bad[e]
     tr = truncated and not t

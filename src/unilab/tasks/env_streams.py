@@ -1,20 +1,14 @@
 """One small random stream per env, drawn inside parallel kernels (SplitMix64).
 
-A NumPy ``Generator`` is one sequential stream: filling ``(num_envs, width)``
-draws from it runs on one core, which at 4096 envs x 154 observation entries
-was the largest serial piece of ``update_state`` (DESIGN.md, "Scaling rule").
-Here each env owns a 64-bit state; a draw advances only its env's state, so a
-``prange`` over envs draws in parallel, and the values depend on the seed and
-on each env's own history, not on the thread count or on which other rows are
-drawn in the same call.
+A NumPy ``Generator`` is one sequential stream: filling ``(num_envs, width)`` from it runs on one core, which at
+4096 envs x 154 observation entries was the largest serial piece of ``update_state`` (DESIGN.md, "Scaling rule").
+Here each env owns a 64-bit state and a draw advances only its own, so a ``prange`` over envs draws in parallel, and
+the values depend on the seed and each env's own history, not on the thread count or the other rows drawn.
 
-SplitMix64 (Steele, Lea & Flood 2014; the seeder of the xoshiro generators)
-passes BigCrush; each env's stream is a Weyl sequence from its own start,
-which ``SeedSequence`` spreads over the 2**64 states. Two streams overlap only
-if their starts lie within the draws made of each other: for 4096 envs x 1e9
-draws each, probability ~(4096**2 x 1e9) / 2**64 ~ 1e-3, and an overlap would
-only make two envs share noise for a while. Plenty for observation and reset
-noise.
+SplitMix64 (Steele, Lea & Flood 2014; the seeder of the xoshiro generators) passes BigCrush; each env's stream is
+a Weyl sequence from its own start, which ``SeedSequence`` spreads over the 2**64 states. Two streams overlap only
+if their starts lie within the draws made of each other: for 4096 envs x 1e9 draws each, probability
+~(4096**2 x 1e9) / 2**64 ~ 1e-3, and an overlap would only make two envs share noise for a while.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""From a robot MJCF with torque motors to the PD-servo model a joint-target policy drives.
-
-One place for what every position-controlled task sets up the same way: per-actuator PD gains and torque
-limits, the default pose, the action's scale (a [-1, 1] action moves the PD target by ``action_scale``
-around the default) and its bound (holosoma's FastSAC action space, ``tanh(u) * bound``), joint ranges and
-soft limits, and the PD model itself.
+"""From a robot MJCF with torque motors to the PD-servo model a joint-target policy drives: PD gains, torque
+limits, the default pose, the action's scale and bound (holosoma's FastSAC action space, ``tanh(u) * bound``) and
+joint ranges, set up the same way for every position-controlled task.
 """
 
 from __future__ import annotations
@@ -25,25 +22,17 @@ class Actuation:
 
     model: mujoco.MjModel
     """The PD-servo copy of the robot model (actuators: force = kp (target - q) - kd qdot, clamped)."""
-    act_joint: np.ndarray
-    """(nu,) each actuator's joint, an index into the joints."""
+    act_joint: np.ndarray  # (nu,) each actuator's joint, an index into the joints
     kp: np.ndarray
     kd: np.ndarray
-    effort: np.ndarray
-    """(nu,) torque limit (the joint's actuatorfrcrange where declared)."""
-    default_joint_pos: np.ndarray
-    """(J,) the default pose."""
-    action_default: np.ndarray
-    """(nu,) PD target of a zero action (the default pose of each actuator's joint)."""
-    action_scale: np.ndarray
-    """(nu,) PD-target change of a unit action."""
-    action_bound: np.ndarray
-    """(nu,) b_j: the recipe's action is b_j x the env's [-1, 1] action (1: no bound)."""
-    joint_lo: np.ndarray
+    effort: np.ndarray  # (nu,) torque limit (the joint's actuatorfrcrange where declared)
+    default_joint_pos: np.ndarray  # (J,) the default pose
+    action_default: np.ndarray  # (nu,) PD target of a zero action (the default pose of each actuator's joint)
+    action_scale: np.ndarray  # (nu,) PD-target change of a unit action
+    action_bound: np.ndarray  # (nu,) b_j: the recipe's action is b_j x the env's [-1, 1] action (1: no bound)
+    joint_lo: np.ndarray  # (J,) joint ranges; -inf / inf for a joint without limits
     joint_hi: np.ndarray
-    """(J,) joint ranges; -inf / inf for a joint without limits."""
-    limited: np.ndarray
-    """(J,) whether the joint has limits."""
+    limited: np.ndarray  # (J,) whether the joint has limits
 
     def limits(self, factor: float) -> tuple[np.ndarray, np.ndarray]:
         """``(lo, hi)`` per joint: the range shrunk about its middle to ``factor`` of its width (inf if unlimited)."""
@@ -53,8 +42,8 @@ class Actuation:
 
     @classmethod
     def from_config(cls, model: mujoco.MjModel, joint_names: list[str], cfg: Any) -> Actuation:
-        """The actuation of ``model``'s joints ``joint_names`` as the actuation fields of ``cfg`` (a
-        :class:`~unilab.tasks.core.robot_config.RobotTaskConfig`) ask for it. Errors name the config key."""
+        """The actuation of ``model``'s joints ``joint_names`` as ``cfg`` (a
+        :class:`~unilab.tasks.core.robot_config.RobotTaskConfig`) asks; errors name the config key."""
         act_joint = actuated_joints(model, joint_names)
         act_names = [joint_names[j] for j in act_joint]
         kp = match_joint_values(cfg.kp, act_names, None, "kp")

@@ -16,8 +16,7 @@ def robot_bodies(model: mujoco.MjModel, body: str) -> np.ndarray:
     bid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, body)
     if bid < 0:
         raise ValueError(f"no body {body!r} in the model")
-    root = model.body_rootid[bid]
-    return np.flatnonzero(np.asarray(model.body_rootid) == root)
+    return np.flatnonzero(np.asarray(model.body_rootid) == model.body_rootid[bid])
 
 
 def matching_bodies(model: mujoco.MjModel, body: str, pattern: str, key: str, full: bool = True) -> np.ndarray:

@@ -11,9 +11,8 @@ _CFRC_EXT_SENSORS = frozenset(int(t) for t in (
 
 
 def require_contact_forces(model: mujoco.MjModel, key: str) -> None:
-    """Raise ValueError naming ``key`` unless MuJoCo's step computes the bodies' net contact forces (cfrc_ext)
-    for ``model``: only for a model with an acceleration-stage sensor (accelerometer, force, torque, frame
-    linear/angular acceleration; the G1 MJCF has an accelerometer)."""
+    """Raise ValueError naming ``key`` unless MuJoCo's step computes ``model``'s net body contact forces (cfrc_ext):
+    only with one of the sensors above (the G1 MJCF has an accelerometer)."""
     if not any(int(t) in _CFRC_EXT_SENSORS for t in model.sensor_type):
         raise ValueError(f"{key} reads contact forces (cfrc_ext), which MuJoCo computes only for a model with an "
                          "accelerometer, force, torque or frame acceleration sensor; add one to the MJCF")

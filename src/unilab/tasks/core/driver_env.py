@@ -1,12 +1,9 @@
-"""What every joint-target task whose per-env host work is one compiled driver shares: the set-up and the step.
+"""The set-up and the step every joint-target task whose per-env host work is one compiled driver shares.
 
-The set-up: the PD actuation (:class:`~unilab.tasks.core.actuation.Actuation`), the physics pool, Numba's host
-threads and the domain randomizer (``_actuate``, ``_make_pool``), and the step's per-env state and buffers
-(``_allocate``). ``backend_step`` turns the action into PD targets
-(:func:`~unilab.tasks.core.kernels.action_to_ctrl`, then the domain randomizer's step terms) and steps the pool;
-``update_state`` runs the driver's step stages in one parallel region (or one region per stage, timed as
-sub-phases, when ``split_sub_phases``: the benchmark's breakdown; the same results); ``reset_done`` records the
-ended episodes and restarts them. A task supplies its driver (``run_stages``), its stage masks and three hooks.
+``backend_step`` turns the action into PD targets (:func:`~unilab.tasks.core.kernels.action_to_ctrl`, then the
+randomizer's step terms) and steps the pool; ``update_state`` runs the driver's stages in one parallel region (or,
+with ``split_sub_phases``, one timed region per stage: the benchmark's breakdown, same results); ``reset_done``
+records the ended episodes and restarts them. A task supplies its driver (``run_stages``), stage masks and hooks.
 """
 
 from __future__ import annotations
@@ -36,10 +33,8 @@ SUBPHASES = (*POOL_SUBPHASES, "gather", "rewards", "terminations", "observations
 class DriverEnv(PoolEnv):
     """:class:`PoolEnv` with the shared set-up and ``step``; a subclass sets the stage masks and the hooks below."""
 
-    step_stages: int
-    """The driver stages of a step, in one region."""
-    split_stages: tuple[tuple[str, int], ...]
-    """The same stages as timed sub-phases: ``(name, mask)`` in step order."""
+    step_stages: int  # the driver stages of a step, in one region
+    split_stages: tuple[tuple[str, int], ...]  # the same stages as timed sub-phases: (name, mask) in step order
 
     def __init__(self, cfg: Any, num_envs: int) -> None:
         cfg.validate()
@@ -49,26 +44,24 @@ class DriverEnv(PoolEnv):
         self.control_dt = cfg.control_dt
 
     def _actuate(self, base: mujoco.MjModel, joint_names: list[str]) -> Actuation:
-        """The PD actuation of ``base``'s joints ``joint_names`` as the config asks; ``self.model`` is its
-        PD-servo copy."""
+        """The PD actuation of ``base``'s joints ``joint_names``; ``self.model`` is its PD-servo copy."""
         self.joint_names = joint_names
         act = Actuation.from_config(base, joint_names, self.cfg)
         self.model, self.act_joint = act.model, act.act_joint
         self.kp, self.kd, self.effort = act.kp, act.kd, act.effort
         self.default_joint_pos, self.action_default = act.default_joint_pos, act.action_default
-        # action_bound (nu,) b_j: the recipe's (holosoma FastSAC's) action is b_j x the env's [-1, 1] action (1: none)
         self.action_scale, self.action_bound = act.action_scale, act.action_bound
         self.joint_lo, self.joint_hi = act.joint_lo, act.joint_hi
         self.action_dim = int(self.model.nu)
         return act
 
     def _make_pool(self, pool_kwargs: dict | None, seed: int, body: str, contacts_error: str | None) -> None:
-        """The physics pool of ``self.model`` (``pool_kwargs``: the ``sim.*`` options), its phase timer, Numba's host
-        threads and the domain randomizer (``body``: the base body its terms default to).
+        """The physics pool (``pool_kwargs``: the ``sim.*`` options), its timer, Numba's host threads and the
+        randomizer (``body``: the base body its terms default to).
 
         ``contacts_error``: the task reads contact forces (``cfrc_ext``), and this is the error a pool asked for
-        with ``contacts=False`` gets; None: it reads no contact or constraint field, so by default the stage after
-        a step or reset skips collision (restarts' forward ~2.5x cheaper, same values).
+        with ``contacts=False`` gets; None: by default the stage after a step or reset skips collision (restarts'
+        forward ~2.5x cheaper, same values).
         """
         kwargs = dict(pool_kwargs or {})
         contact_outputs = ("cfrc_ext",) if contacts_error else ()
@@ -80,36 +73,29 @@ class DriverEnv(PoolEnv):
         self.pool = make_pool(self.model, self.num_envs, outputs=outputs, **kwargs)
         self.timer = PhaseTimer()
         self.pool.timer = self.timer  # backend_step's sub-phases: physics, check_health
-        # Numba's host threads: as many as the pool's, on its CPUs
         self.host_thread_ids = numba_threads.configure(self.pool.nthread, self.pool.cpu_ids)
-        # domain randomization: per-env model fields, own random streams; None when every term is off
         self.randomizer = make_randomizer(self.cfg.randomization, self.pool, seed, self.control_dt, body,
                                           len(self.joint_names), self.kp, self.kd, self.action_default, self.act_joint)
         # each env's PD targets of a zero action (the default pose, shifted by joint_pos_bias)
         self.ctrl_default = (np.tile(self.action_default, (self.num_envs, 1)) if self.randomizer is None
                              else self.randomizer.ctrl_default)
-        self.stat_names = () if self.randomizer is None else self.randomizer.stat_names
+        self.stat_names = () if self.randomizer is None else tuple(self.randomizer.stats())
 
     def _allocate(self, seed: int, gathered: StateSpec, step_state: StateSpec, **dims: int) -> None:
-        """The per-env state (``gathered``'s then ``step_state``'s rows, sized by ``dims``, envs ``n``, joints
-        ``J`` and actions ``A`` given here) and the step's buffers; the observation dims are ``self.layout``'s."""
+        """The per-env state (``gathered``'s then ``step_state``'s rows, sized by ``dims`` plus ``n``, ``J``, ``A``)
+        and the step's buffers; the observation dims are ``self.layout``'s."""
         n = self.num_envs
         self.obs_dim, self.critic_obs_dim = self.layout.policy_dim, self.layout.critic_dim
         self.book = EpisodeBook(n)
-        self.auto_reset = True
-        """False: a finished env is not restarted and keeps running (evaluation rollouts)."""
-        self.split_sub_phases = False
-        """True: update_state runs its stages one region each, timed as sub-phases (benchmark; same results)."""
+        self.auto_reset = True  # False: a finished env is not restarted and keeps running (evaluation rollouts)
+        self.split_sub_phases = False  # True: one timed region per stage (sub-phases for the benchmark; same results)
         dims.update(n=n, J=len(self.joint_names), A=self.action_dim)
         self.state = SimpleNamespace(**vars(gathered.allocate(**dims)), **vars(step_state.allocate(**dims)))
         self._gathered = gathered.values(self.state)  # the gather stage's tuple
         self._obs_clip = np.inf if self.cfg.obs_clip is None else float(self.cfg.obs_clip)
         nt, nc = len(self.reward_term_names), len(self.termination_names)
-        self._terms = np.zeros((n, nt))
-        self._reward = np.zeros(n)
-        self._conds = np.zeros((n, nc), dtype=bool)
-        self._failed = np.zeros(n, dtype=bool)
-        self._done = np.zeros(n, dtype=bool)
+        self._terms, self._reward, self._conds = np.zeros((n, nt)), np.zeros(n), np.zeros((n, nc), dtype=bool)
+        self._failed, self._done = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
         self._bad = np.zeros(n, dtype=bool)  # no env bad (restarts)
         self._all_rows = np.arange(n, dtype=np.int64)
         # observation noise: one stream per env, drawn inside the parallel driver (a fill here would be serial)
@@ -149,17 +135,15 @@ class DriverEnv(PoolEnv):
         raise NotImplementedError
 
     def step(self, action: np.ndarray, out: Buffers | None = None) -> StepResult:
-        """Advance every env one policy step and auto-reset finished ones, as ``unilab.tasks.base.VecEnv.step``
-        (a failure at a time-out is both terminated and truncated: :func:`~unilab.tasks.core.kernels.settle_step`);
-        ``info["reward_terms"]`` are the unweighted terms."""
+        """``VecEnv.step``; a failure at a time-out is both terminated and truncated
+        (:func:`~unilab.tasks.core.kernels.settle_step`); ``info["reward_terms"]`` are the unweighted terms."""
         out = self.buffers() if out is None else out
         timer = self.timer
         action = np.asarray(action)
         if action.shape != (self.num_envs, self.action_dim):
             raise ValueError(f"action must have shape {(self.num_envs, self.action_dim)}, got {action.shape}")
         with timer.phase("backend_step"):
-            # action = nan_to_num(clip(action, -1, 1)); PD targets = each env's default + scale * action
-            # written straight into the pool's controls: no copy region of its own (one fork/join fewer)
+            # PD targets written straight into the pool's controls: no copy region of its own (one fork/join fewer)
             targets = self.pool.ctrl
             action_to_ctrl(action, self.action_scale, self.ctrl_default, self.state.action, targets)
             ctrl = targets if self.randomizer is None else self.randomizer.before_physics(targets)
@@ -185,9 +169,8 @@ class DriverEnv(PoolEnv):
                     self.restart_rows(ids, out)
 
         with timer.phase("reset_done"):
-            done = self._done
-            self.record_ended(done, out)
-            info = self.book.auto_reset(out, done, restart,
+            self.record_ended(self._done, out)
+            info = self.book.auto_reset(out, self._done, restart,
                                         reward_terms=dict(zip(self.reward_term_names, info[0])),
                                         termination_terms=dict(zip(self.termination_names, info[1])),
                                         finals_written=True)

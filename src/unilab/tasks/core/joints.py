@@ -10,24 +10,17 @@ import numpy as np
 
 def match_joint_values(patterns: Mapping[str, float], joint_names: list[str], default: float | None,
                        what: str) -> np.ndarray:
-    """Per-joint values from a ``{joint name or regex: value}`` map.
+    """Per-joint values from a ``{joint name or regex: value}`` map (``default_joint_pos``, ``kp``, ``kd``).
 
-    The rule (the same for ``default_joint_pos``, ``kp`` and ``kd``):
+    - a key equal to a joint's name sets that joint, whatever patterns also match it
+      (``+task.kp.left_knee_joint=120`` beats ``.*_knee_joint``);
+    - otherwise the keys that fully match the joint's name as a regex apply; two giving it different values are
+      an error naming both keys (equal values are fine);
+    - a joint no key matches gets ``default``; ``default=None`` makes that an error naming the joint;
+    - a plain-name key (no regex metacharacters) naming no joint is an error: a misspelt override must not be
+      ignored silently.
 
-    - a key equal to a joint's name sets that joint, whatever patterns also
-      match it (``+task.kp.left_knee_joint=120`` beats ``.*_knee_joint``);
-    - otherwise the keys that fully match the joint's name as a regular
-      expression apply; when two of them give it different values that is an
-      error naming both keys (give the joint its own key, or make the
-      patterns disjoint); equal values are fine;
-    - a joint no key matches gets ``default``; ``default=None`` makes that an
-      error naming the joint;
-    - a key that is a plain name (no regex metacharacters) but names no joint
-      is an error: a misspelt override must not be ignored silently.
-
-    Raises:
-        ValueError: any of the errors above, a bad regex or a non-numeric
-            value; the message starts with ``what`` and names the key.
+    Errors (these, a bad regex, a non-numeric value) are ValueErrors starting with ``what`` and naming the key.
     """
     entries = []
     for key, val in patterns.items():
@@ -48,25 +41,20 @@ def match_joint_values(patterns: Mapping[str, float], joint_names: list[str], de
     out = np.empty(len(joint_names))
     unmatched = []
     for i, name in enumerate(joint_names):
-        if name in exact:
-            out[i] = exact[name]
-            continue
-        hits = [(key, value) for key, rx, value in entries if rx.fullmatch(name)]
-        if not hits:
-            if default is None:
-                unmatched.append(name)
-            else:
-                out[i] = default
-            continue
-        first_key, first = hits[0]
-        for key, value in hits[1:]:
-            if value != first:
-                raise ValueError(
-                    f"{what}: joint {name!r} matches both {first_key!r} ({first:g}) and {key!r} ({value:g}); "
-                    f"give {what} the key {name!r} (an exact joint name beats every pattern) "
-                    "or make the patterns disjoint"
-                )
-        out[i] = first
+        hits = [(name, exact[name])] if name in exact else [(k, v) for k, rx, v in entries if rx.fullmatch(name)]
+        clash = [(key, value) for key, value in hits[1:] if value != hits[0][1]]
+        if clash:
+            (first_key, first), (key, value) = hits[0], clash[0]
+            raise ValueError(
+                f"{what}: joint {name!r} matches both {first_key!r} ({first:g}) and {key!r} ({value:g}); "
+                f"give {what} the key {name!r} (an exact joint name beats every pattern) or make the patterns disjoint"
+            )
+        if hits:
+            out[i] = hits[0][1]
+        elif default is None:
+            unmatched.append(name)
+        else:
+            out[i] = default
     if unmatched:
         raise ValueError(f"{what}: no pattern matches joint(s) {unmatched}")
     return out

@@ -1,10 +1,6 @@
-"""Per-env kernels every joint-target task shares.
-
-The action-to-PD-target kernel (:func:`action_to_ctrl`, a parallel region of its own: a NumPy pass over
-``(num_envs, ...)`` arrays would run on one core; DESIGN.md, "Scaling rule"), and the pieces of a step
-driver (:mod:`unilab.tasks.core.terms`): the weighted reward, the failure flag, the step's end (done
-semantics, last action), the info columns and the float32 observation and final-observation rows, each
-``@njit(inline="always")`` for one env ``e``, writing that env's rows only.
+"""Per-env kernels every joint-target task shares: :func:`action_to_ctrl` (a parallel region of its own: a NumPy
+pass over ``(num_envs, ...)`` arrays would run on one core; DESIGN.md, "Scaling rule"), and the pieces of a step
+driver (:mod:`unilab.tasks.core.terms`), each ``@njit(inline="always")`` for one env ``e``, writing its rows only.
 """
 
 from __future__ import annotations
@@ -21,9 +17,8 @@ from unilab.tasks.env_streams import next_symmetric
 def weighted_sum(terms, e, weights):
     """Env ``e``'s reward: its terms times their weights, added in table order.
 
-    A fixed order, so the same bits on every CPU (``terms @ weights`` was
-    OpenBLAS's dot, whose order is that of the kernel it picks for the CPU at run
-    time); two roundings per term, as Numba without fastmath does not fuse them.
+    A fixed order, so the same bits on every CPU (``terms @ weights`` was OpenBLAS's dot, whose order depends on
+    the kernel it picks for the CPU at run time); two roundings per term (Numba without fastmath does not fuse them).
     """
     out = 0.0
     for k in range(weights.shape[0]):
@@ -45,10 +40,9 @@ def settle_step(e, failed, timeout, bad, reward, returns, terms, action, last_ac
                 out_truncated):
     """The step's end for env ``e``; returns done.
 
-    Done semantics (:func:`unilab.tasks.base.settle_env`), a bad env's reward terms
-    zeroed, ``last_action = action``. A failure in the step that times out is both
-    terminated and truncated: the learner bootstraps it (``~terminated | truncated``,
-    holosoma's ``truncations | ~dones``: the time-out wins) while failure counts
+    Done semantics (:func:`unilab.tasks.base.settle_env`), a bad env's reward terms zeroed, ``last_action =
+    action``. A failure in the step that times out is both terminated and truncated: the learner bootstraps it
+    (``~terminated | truncated``, holosoma's ``truncations | ~dones``: the time-out wins) while failure counts
     (evaluation, samplers) still see it. A diverged (bad) env is terminated only.
     """
     done = settle_env(e, failed, timeout, bad, reward, returns, out_reward, out_terminated, out_truncated)
@@ -119,9 +113,8 @@ def action_to_ctrl(action_in, scale, default, action, ctrl):
     """``action = nan_to_num(clip(action_in, -1, 1))`` and ``ctrl = action * scale + default``, per env
     (``default``: ``(num_envs, nu)``, each env's default pose, which joint_pos_bias shifts).
 
-    As ``np.clip`` into ``action``, ``np.nan_to_num(nan=0)`` (a NaN stays NaN through
-    the clip), ``np.multiply`` then ``+=``: two roundings, no fused multiply-add (Numba
-    without fastmath does not contract them), so a NumPy check gives the same bits.
+    Two roundings, no fused multiply-add (Numba without fastmath does not contract them), so NumPy's ``np.clip``,
+    ``np.nan_to_num(nan=0)`` (a NaN stays NaN through the clip), ``np.multiply`` then ``+=`` give the same bits.
     """
     n = action.shape[0]
     counter = new_counter()

@@ -1,14 +1,13 @@
-"""Where each observation piece sits: slices, offsets, dims, noise and the left/right mirror, from a table of
-pieces (rows :class:`~unilab.tasks.core.terms.Term` with a ``width``).
-
-The critic observation is every piece in table order; the actor's is its first ``num_policy`` pieces (plus
-noise), so one scratch row per env fills both (:func:`unilab.tasks.core.kernels.write_obs`).
+"""Where each observation piece (a :class:`~unilab.tasks.core.terms.Term` with a ``width``) sits: slices, dims,
+noise and the left/right mirror. The critic observation is every piece in table order, the actor's its first
+``num_policy`` pieces (plus noise), so one scratch row per env fills both (:func:`.kernels.write_obs`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import accumulate
 
 import numpy as np
 
@@ -18,8 +17,8 @@ from unilab.tasks.core.terms import Term
 
 @dataclass(frozen=True)
 class PieceLayout:
-    """``pieces`` in critic order, the actor's the first ``num_policy``; ``sizes`` names the dimensions a
-    piece's ``width(J, B)`` reads (joints, bodies)."""
+    """``pieces`` in critic order, the actor's the first ``num_policy``; a piece's ``width(J, B)`` reads
+    ``num_joints`` and ``num_bodies``."""
 
     pieces: tuple[Term, ...]
     num_policy: int
@@ -30,12 +29,8 @@ class PieceLayout:
     @cached_property
     def slices(self) -> dict[str, slice]:
         """Every piece's slice of the critic observation (the policy pieces: also of the policy's)."""
-        out, i = {}, 0
-        for t in self.pieces:
-            w = t.width(self.num_joints, self.num_bodies)
-            out[t.name] = slice(i, i + w)
-            i += w
-        return out
+        bounds = list(accumulate((t.width(self.num_joints, self.num_bodies) for t in self.pieces), initial=0))
+        return {t.name: slice(a, b) for t, a, b in zip(self.pieces, bounds, bounds[1:])}
 
     @cached_property
     def offsets(self) -> np.ndarray:
@@ -64,15 +59,11 @@ class PieceLayout:
 
     def env_mirror(self, model, joint_ids: list[int], act_joint: np.ndarray, default_joint_pos: np.ndarray,
                    bodies: np.ndarray | None = None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        """The env's left/right mirror of ``obs``, ``critic_obs`` and ``action`` (``EnvSpec.mirror``) for the
-        observed joints ``joint_ids`` of ``model``, each actuator's joint ``act_joint`` (an index into them) and
-        ``bodies`` (each body piece's partner), as signed permutations ``(perm, sign)``:
-        ``mirrored[..., k] = sign[k] * x[..., perm[k]]``. Each piece maps onto itself, so the policy's is the
-        critic's first ``policy_dim`` entries.
-
-        Raises:
-            ValueError: a joint or actuator without its partner, axes that are not mirror images, or a
-                lopsided default pose.
+        """The env's left/right mirror of ``obs``, ``critic_obs`` and ``action`` (``EnvSpec.mirror``) as signed
+        permutations ``(perm, sign)``: ``mirrored[..., k] = sign[k] * x[..., perm[k]]``. ``act_joint`` indexes
+        ``joint_ids``; ``bodies``: each body piece's partner. Each piece maps onto itself, so the policy's is the
+        critic's first ``policy_dim`` entries. ValueError for a joint or actuator without its partner, axes that
+        are not mirror images, or a lopsided default pose.
         """
         joints = joint_mirror(model, joint_ids)
         actions = joint_mirror(model, [joint_ids[j] for j in act_joint])

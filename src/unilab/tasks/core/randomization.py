@@ -1,36 +1,24 @@
-"""Domain randomization: a table of terms writing ``(num_envs, ...)`` arrays (every task's; settings
-:mod:`unilab.tasks.core.randomization_config`).
+"""Domain randomization (settings: :mod:`unilab.tasks.core.randomization_config`).
 
-Each row of :data:`TERMS` is one ``task.randomization.<name>`` config key and
-up to three small functions:
+Each row of :data:`TERMS` is one ``task.randomization.<name>`` key with up to three hooks: ``setup(r, cfg, rng)``
+when the env is built, ``reset(r, cfg, rng, rows)`` at the reset of envs ``rows`` (``env._restart``) and
+``step(r, cfg, rng, ctrl)`` before each physics step (returns the ctrl to apply). When each term draws follows
+holosoma's G1 recipes (``config_values/wbt/g1``, ``config_values/loco/g1``): friction, base_com, joint_pos_bias and
+mass at setup (base_com and mass then ``set_const``), pd_gains and action_delay at resets, push on a per-env timer
+redrawn at resets.
 
-    setup(r, cfg, rng)            once, when the env is built
-    reset(r, cfg, rng, rows)      at the reset of envs ``rows`` (``env._restart``)
-    step(r, cfg, rng, ctrl)       before each physics step; returns the ctrl to apply
+Model parameters are per-env slices of the pool's ``expand(field)`` (live ``(num_envs, ...)`` arrays), written with
+NumPy: no recompile, no loop over envs; being model data, not state, they survive the pool's ``reset``.
 
-Model parameters are per-env values of the pool's ``expand(field)``
-(live ``(num_envs, ...)`` arrays of the pool's batch): the terms write NumPy
-slices of them, with no recompile and no loop over envs. Expanded fields are
-model data, not simulation state, so they survive the pool's ``reset``
-(which rewrites state rows only, or runs ``Batch.reset`` on a persistent pool).
+Every term draws from its own generator seeded from (env seed, term name), the reset-time terms from per-env streams
+seeded by it inside parallel kernels: values are reproducible, do not depend on which other terms are on, and the
+env's own generator (start frames, reset and observation noise) is untouched. :func:`make_randomizer` returns None
+when no term is on: the env then runs exactly its plain code.
 
-When each term draws (holosoma's G1 recipes, ``config_values/wbt/g1`` and ``config_values/loco/g1``; what
-it draws: its config class's docs): at setup friction, base_com, joint_pos_bias and mass (base_com and mass
-then ``set_const``); at resets pd_gains and action_delay; at steps push (a per-env timer, redrawn at resets).
-
-Every term draws from its own generator, seeded from (env seed, term name), and the terms that draw at
-resets (pd_gains, action_delay) from per-env streams seeded by it, inside parallel kernels (as their
-per-step queue): values are reproducible, do not depend on which other terms are on, and the env's own
-generator (start frames, reset and observation noise) is untouched.
-:func:`make_randomizer` returns None when no term is on: the env then runs
-exactly the code it runs without randomization.
-
-TensorBoard (``env.stats()``, means over each log interval): ``randomization/friction``
-(mean coefficient), ``base_com`` (mean offset length, m), ``joint_pos_bias``
-(mean |offset|, rad), ``push_count`` (pushes per env step, all envs),
-``push_interval_s`` (mean drawn interval), ``pd_gains_kp`` / ``pd_gains_kd``
-(mean scales), ``action_delay`` (mean delay, steps), ``mass_scale`` (mean link factor), ``added_mass``
-(mean, kg).
+TensorBoard (``env.stats()``): ``randomization/`` friction (mean coefficient), base_com (mean offset length, m),
+joint_pos_bias (mean |offset|, rad), push_count (pushes per env step, all envs), push_interval_s (mean drawn
+interval), pd_gains_kp / pd_gains_kd (mean scales), action_delay (mean steps), mass_scale (mean link factor),
+added_mass (mean, kg).
 """
 
 from __future__ import annotations
@@ -79,31 +67,24 @@ def _draw(streams, e, pair):
     return pair[0] + (pair[1] - pair[0]) * (0.5 * (next_symmetric(streams, e) + 1.0))
 
 
-# --- friction ---------------------------------------------------------------------------------
 def friction_setup(r: DomainRandomizer, cfg, rng) -> None:
     r.friction = _uniform(rng, cfg.range, r.num_envs)
     r.pool.expand("geom_friction")[:, r.contact_geoms, 0] = r.friction[:, None]
     if r.contact_pairs.size:  # explicit <pair>s (the G1's foot-floor contacts) carry their own friction
-        pairs = r.pool.expand("pair_friction")
-        for col in (0, 1):  # both sliding directions
-            pairs[:, r.contact_pairs, col] = r.friction[:, None]
+        r.pool.expand("pair_friction")[:, r.contact_pairs, :2] = r.friction[:, None, None]  # both sliding directions
 
 
-# --- base_com ---------------------------------------------------------------------------------
 def base_com_setup(r: DomainRandomizer, cfg, rng) -> None:
     r.com_offset = np.stack([_uniform(rng, getattr(cfg, a), r.num_envs) for a in ("x", "y", "z")], axis=1)
-    ipos = r.pool.expand("body_ipos")
-    ipos[:, r.com_body] = r.model.body_ipos[r.com_body] + r.com_offset
+    r.pool.expand("body_ipos")[:, r.com_body] = r.model.body_ipos[r.com_body] + r.com_offset
     r.pool.set_const()  # body_ipos is an mj_setConst input (e.g. dof_invweight0)
 
 
-# --- joint_pos_bias ---------------------------------------------------------------------------
 def joint_pos_bias_setup(r: DomainRandomizer, cfg, rng) -> None:
     r.joint_pos_bias = _uniform(rng, cfg.range, (r.num_envs, r.num_joints))
     r.ctrl_default = r.ctrl_default + r.joint_pos_bias[:, r.act_joint]  # the PD targets' default pose moves too
 
 
-# --- push -------------------------------------------------------------------------------------
 def _push_interval(r: DomainRandomizer, cfg, rng, k: int) -> tuple[np.ndarray, np.ndarray]:
     """k drawn intervals (s) and the steps they last: U[interval_s] / control_dt truncated, as holosoma's."""
     s = _uniform(rng, cfg.interval_s, k)
@@ -133,21 +114,16 @@ def push_step(r: DomainRandomizer, cfg, rng, ctrl: np.ndarray) -> np.ndarray:
         kick = rng.uniform(-1.0, 1.0, (due.size, 6)) * r.push_max
         qpos, qvel, d, q = r.pool.qpos, r.pool.qvel, r.root_dof, r.root_qpos
         # a free joint's qvel: world-frame linear, body-frame angular velocity; the kick is world-frame
-        ang_b = quat_rotate_inv(quat_normalize(qpos[due, q + 3:q + 7]), kick[:, 3:])
         qvel[due, d:d + 3] += kick[:, :3]
-        qvel[due, d + 3:d + 6] += ang_b
+        qvel[due, d + 3:d + 6] += quat_rotate_inv(quat_normalize(qpos[due, q + 3:q + 7]), kick[:, 3:])
         r.last_kick[due] = kick
-        r.push_counter[due] = 0
-        r.push_interval_s[due], r.push_steps[due] = _push_interval(r, cfg, rng, due.size)
+        push_reset(r, cfg, rng, due)
     return ctrl
 
 
-# --- pd_gains ---------------------------------------------------------------------------------
 def pd_gains_setup(r: DomainRandomizer, cfg, rng) -> None:
-    r.kp_scale = np.ones((r.num_envs, r.num_act))
-    r.kd_scale = np.ones((r.num_envs, r.num_act))
-    r.gainprm = r.pool.expand("actuator_gainprm")
-    r.biasprm = r.pool.expand("actuator_biasprm")
+    r.kp_scale, r.kd_scale = np.ones((r.num_envs, r.num_act)), np.ones((r.num_envs, r.num_act))
+    r.gainprm, r.biasprm = r.pool.expand("actuator_gainprm"), r.pool.expand("actuator_biasprm")
     r.pd_streams = _env_streams(rng, r.num_envs)
 
 
@@ -171,11 +147,9 @@ def _pd_gains_reset(rows, streams, kp_range, kd_range, kp, kd, kp_scale, kd_scal
             biasprm[e, a, 2] = -(kd[a] * kd_scale[e, a])
 
 
-# --- action_delay -----------------------------------------------------------------------------
 def action_delay_setup(r: DomainRandomizer, cfg, rng) -> None:
     r.delay = np.zeros(r.num_envs, dtype=np.int64)
-    r.ctrl_queue = np.empty((r.num_envs, int(cfg.steps[1]) + 1, r.num_act))  # [e, k]: the targets of k steps ago
-    r.ctrl_queue[...] = r.ctrl_default[:, None]
+    r.ctrl_queue = np.repeat(r.ctrl_default[:, None], int(cfg.steps[1]) + 1, axis=1)  # [e, k]: targets k steps ago
     r.delayed_ctrl = np.empty((r.num_envs, r.num_act))
     r.delay_streams = _env_streams(rng, r.num_envs)
 
@@ -213,7 +187,6 @@ def _action_delay_step(ctrl, delay, queue, out):
             out[e, a] = queue[e, delay[e], a]
 
 
-# --- mass -------------------------------------------------------------------------------------
 def mass_setup(r: DomainRandomizer, cfg, rng) -> None:
     m = r.model
     links = matching_bodies(m, m.body(r.robot_root).name, cfg.bodies, "task.randomization.mass.bodies")
@@ -251,26 +224,18 @@ TERMS = (
 
 
 class DomainRandomizer:
-    """The active terms of one env and their per-env values (see the module docs).
+    """The active terms of one env and their per-env values.
 
-    Args:
-        cfg: ``task.randomization``.
-        pool: the env's physics pool (its ``expand`` gives the per-env model fields).
-        control_dt: seconds per policy step (push intervals).
-        robot_body: a body of the robot (its root body's geoms get the friction, its free joint the pushes).
-        com_body: body id whose centre of mass ``base_com`` moves.
-        num_joints: joints in the observation (``joint_pos_bias`` width).
-        kp, kd: the actuators' nominal gains ``(nu,)``.
-        ctrl_default: the PD targets of a zero action ``(nu,)``; ``self.ctrl_default`` holds each env's
-          ``(num_envs, nu)``, shifted by ``joint_pos_bias`` (an empty delay queue holds them).
-        act_joint: each actuator's joint (index among the ``num_joints``).
+    ``robot_body``: a body of the robot (its root's geoms get the friction, its free joint the pushes);
+    ``com_body``: the body ``base_com`` moves; ``num_joints``: the observed joints (``joint_pos_bias`` width);
+    ``kp``, ``kd``, ``ctrl_default``: ``(nu,)`` nominal gains and zero-action PD targets (``self.ctrl_default``:
+    each env's ``(num_envs, nu)``, shifted by ``joint_pos_bias``; an empty delay queue holds them);
+    ``act_joint``: each actuator's joint (index among the ``num_joints``).
     """
 
     def __init__(self, cfg: RandomizationConfig, pool, seed: int, control_dt: float, robot_body: int, com_body: int,
                  num_joints: int, kp: np.ndarray, kd: np.ndarray, ctrl_default: np.ndarray, act_joint: np.ndarray):
-        self.pool = pool
-        self.model = pool.model
-        self.num_envs = pool.num_envs
+        self.pool, self.model, self.num_envs = pool, pool.model, pool.num_envs
         self.control_dt = float(control_dt)
         self.num_joints = int(num_joints)
         self.num_act = int(self.model.nu)
@@ -302,10 +267,6 @@ class DomainRandomizer:
         self._fixed_stats = self._term_stats(t for t in self.terms if t.reset is None and t.step is None)
         self._live = tuple(t for t in self.terms if t.reset is not None or t.step is not None)
 
-    @property
-    def stat_names(self) -> tuple[str, ...]:
-        return tuple(self.stats())
-
     def reset(self, rows: np.ndarray) -> None:
         """Reset-time draws for envs ``rows`` (after their state was reset)."""
         for t in self._reset:
@@ -328,10 +289,8 @@ class DomainRandomizer:
 def make_randomizer(cfg: RandomizationConfig, pool, seed: int, control_dt: float, anchor_body: str, num_joints: int,
                     kp: np.ndarray, kd: np.ndarray, ctrl_default: np.ndarray,
                     act_joint: np.ndarray) -> DomainRandomizer | None:
-    """The env's randomizer, or None when no term is on (the env then runs its plain code path).
-
-    ``anchor_body`` names a body of the robot (the task's anchor), and the ``base_com`` body by default.
-    """
+    """The env's randomizer, or None when no term is on; ``anchor_body``: a body of the robot (the task's anchor),
+    and the ``base_com`` body by default."""
     if not any(cfg.active(t.name) for t in TERMS):
         return None
     robot = mujoco.mj_name2id(pool.model, mujoco.mjtObj.mjOBJ_BODY, anchor_body)

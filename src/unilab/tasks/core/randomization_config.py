@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 
 def _check_range(value: list[float], key: str, lo: float | None = None, n: int = 2) -> None:
-    """``value`` is a list of ``n`` numbers (a [low, high] pair when n == 2), each >= ``lo``."""
+    """``value`` is ``n`` numbers (a [low, high] pair when n == 2), each >= ``lo``."""
     if len(value) != n:
         raise ValueError(f"task.randomization.{key} needs {n} numbers, got {list(value)}")
     if n == 2 and not value[0] <= value[1]:
@@ -27,13 +27,12 @@ class FrictionRandomization:
     enabled: bool = True
     """Draw one coefficient per env when the env is built."""
     range: list[float] = field(default_factory=lambda: [0.3, 1.6])
-    """[low, high] of the uniform draw; MuJoCo's contact friction (column 0 of geom_friction). MuJoCo has
-    one sliding coefficient where PhysX has a static and a dynamic one: holosoma's static range [0.3, 1.6]
-    is used (its dynamic range, [0.3, 1.2], has no counterpart). The value is written to the robot's geoms
-    and to the ground's, so that MuJoCo's max-of-the-pair rule makes it the contact's coefficient (as
-    holosoma's MuJoCo backend does: one value per env shared by all geoms), and to both sliding columns of
-    every explicit <pair> of a robot geom, whose own friction overrides the geoms' (the G1's feet touch the
-    floor only through such pairs)."""
+    """[low, high] of the uniform draw (column 0 of geom_friction). MuJoCo has one sliding coefficient where PhysX
+    has a static and a dynamic one: holosoma's static range [0.3, 1.6] is used (its dynamic [0.3, 1.2] has no
+    counterpart). Written to the robot's and the ground's geoms, so MuJoCo's max-of-the-pair rule makes it the
+    contact's (as holosoma's MuJoCo backend: one value per env for all geoms), and to both sliding columns of
+    every explicit <pair> of a robot geom, whose own friction overrides the geoms' (the G1's feet touch the floor
+    only through such pairs)."""
 
 
 @dataclass
@@ -60,9 +59,9 @@ class JointPosBiasRandomization:
     enabled: bool = True
     """Draw one offset per env and joint when the env is built."""
     range: list[float] = field(default_factory=lambda: [-0.01, 0.01])
-    """[low, high] of the offset (rad), added to the env's default joint positions, as holosoma's
-    setup_dof_pos_bias does: the observed joint_pos_rel (q - default - offset, policy and critic) and the PD
-    targets (default + offset + scale x action) both move; rewards use the true positions."""
+    """[low, high] of the offset (rad), added to the default joint positions as holosoma's setup_dof_pos_bias: the
+    observed joint_pos_rel (q - default - offset; policy and critic) and the PD targets (default + offset + scale
+    x action) both move; rewards use the true positions."""
 
 
 @dataclass
@@ -123,9 +122,8 @@ class ActionDelayRandomization:
 
 @dataclass
 class RandomizationConfig:
-    """Domain randomization (defaults: holosoma's G1 WBT recipe). Every term is drawn from its own random
-    stream derived from the env seed, so the values are reproducible and the task's other draws (start
-    frames, reset and observation noise) are the same with or without randomization."""
+    """Domain randomization (defaults: holosoma's G1 WBT recipe); each term draws from its own stream of the env
+    seed, so the task's other draws (start frames, reset and observation noise) are the same without it."""
 
     enabled: bool = True
     """false turns every term off: the task is then bit-identical to one without randomization."""

@@ -1,9 +1,6 @@
-"""Per-env state declared once, as ``(name, shape, dtype[, fill])`` rows; buffers and tuples come from the rows.
-
-A shape lists sizes and dimension names (``("n", "B", 3)``: envs x tracked bodies
-x 3); :meth:`StateSpec.allocate` looks the names up, so a task declares a buffer
-in one row and builds its arrays, the struct its kernels read and the tuple a
-kernel writes through from the same rows, in the same order.
+"""Per-env state declared once, as ``(name, shape, dtype[, fill])`` rows: a task builds its arrays, the struct its
+kernels read and the tuple a kernel writes through from the same rows, in the same order. A shape lists sizes and
+dimension names (``("n", "B", 3)``: envs x tracked bodies x 3), looked up by :meth:`StateSpec.allocate`.
 """
 
 from __future__ import annotations

@@ -1,23 +1,19 @@
-"""The left/right mirror of a robot's state and joint-space actions, derived from its MjModel.
+"""The left/right mirror of a robot's state and joint-space actions, derived from its MjModel (for symmetry
+augmentation: a mirrored transition is another valid transition of a mirror-symmetric task).
 
-The mirror is the reflection ``M = diag(1, -1, 1)`` through the world's x-z
-plane, the robot's sagittal plane at its default pose (facing +x, as MuJoCo
-robots are built). For a robot whose two sides are mirror images:
+The mirror is the reflection ``M = diag(1, -1, 1)`` through the world's x-z plane, the robot's sagittal plane at
+its default pose (facing +x, as MuJoCo robots are built). For a robot whose two sides are mirror images:
 
 - a polar vector (position, linear velocity, gravity) maps to ``M v``;
-- an axial vector (angular velocity) to ``-M w``, a rotation quaternion
-  ``(w, x, y, z)`` to ``(w, -x, y, -z)`` (``M R M`` is the rotation by the same
-  angle about ``-M a``);
-- hinge joint ``j`` maps to its partner ``p`` (the name with ``left`` and
-  ``right`` swapped; a joint on the mid-plane is its own partner) with a sign:
-  rotating ``j`` by ``q`` and mirroring is rotating ``p`` by ``s_j q``, where
-  ``s_j = a_p . (-M a_j)`` for the joints' world axes ``a`` at the default pose,
-  so ``s_j`` is +1 for pitch joints and -1 for roll and yaw joints.
+- an axial vector (angular velocity) to ``-M w``, a rotation quaternion ``(w, x, y, z)`` to ``(w, -x, y, -z)``
+  (``M R M`` is the rotation by the same angle about ``-M a``);
+- hinge joint ``j`` maps to its partner ``p`` (``left`` and ``right`` swapped in its name; a mid-plane joint is
+  its own partner) with a sign: rotating ``j`` by ``q`` and mirroring is rotating ``p`` by ``s_j q``, where
+  ``s_j = a_p . (-M a_j)`` for the joints' world axes ``a`` at the default pose (+1 for pitch joints, -1 for roll
+  and yaw joints).
 
-The map is derived, not listed, so another robot gets its own from its MJCF;
-a robot whose partner joints' axes are not mirror images is refused, naming
-the joints. Used for symmetry augmentation (a mirrored transition is another
-valid transition of a mirror-symmetric task).
+The map is derived, not listed, so another robot gets its own from its MJCF; partner joints whose axes are not
+mirror images are refused, by name.
 """
 
 from __future__ import annotations
@@ -29,17 +25,13 @@ from dataclasses import dataclass
 import mujoco
 import numpy as np
 
-REFLECT = np.array([1.0, -1.0, 1.0])
-"""``diag(M)``: the reflection through the x-z plane."""
-AXIAL = -REFLECT
-"""How an axial vector (angular velocity) maps: ``-M w``."""
-QUAT = np.array([1.0, -1.0, 1.0, -1.0])
-"""How a ``(w, x, y, z)`` rotation quaternion maps."""
+REFLECT = np.array([1.0, -1.0, 1.0])  # diag(M): the reflection through the x-z plane
+AXIAL = -REFLECT  # how an axial vector (angular velocity) maps: -M w
+QUAT = np.array([1.0, -1.0, 1.0, -1.0])  # how a (w, x, y, z) rotation quaternion maps
 ROT6 = np.array([1.0, -1.0, -1.0, 1.0, 1.0, -1.0])
 """How the first two columns of a rotation matrix map, row by row (``R00 R01 R10 R11 R20 R21``): ``M R M``
 flips the entries whose row and column differ in parity of the y axis."""
-AXIS_TOLERANCE = 1e-3
-"""Largest ``1 - |s_j|`` accepted for a joint pair (axes as MJCF files round them)."""
+AXIS_TOLERANCE = 1e-3  # largest 1 - |s_j| accepted for a joint pair (axes as MJCF files round them)
 
 _HINGE, _SLIDE = int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE)
 _SIDE = re.compile(r"(?<![a-z])(left|right|l|r)(?![a-z])", re.IGNORECASE)
@@ -62,10 +54,8 @@ class JointMirror:
     """The mirror of a vector of joint values: ``out[..., j] = sign[j] * x[..., perm[j]]``."""
 
     names: tuple[str, ...]
-    perm: np.ndarray
-    """(J,) index of each joint's partner."""
-    sign: np.ndarray
-    """(J,) +1 or -1 (see the module doc)."""
+    perm: np.ndarray  # (J,) index of each joint's partner
+    sign: np.ndarray  # (J,) +1 or -1 (see the module doc)
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         return x[..., self.perm] * self.sign
@@ -73,12 +63,8 @@ class JointMirror:
 
 def joint_mirror(model: mujoco.MjModel, joint_ids: Sequence[int]) -> JointMirror:
     """The mirror of the hinge or slide joints ``joint_ids`` (in that order) from their names and world axes at
-    ``qpos0``.
-
-    Raises:
-        ValueError: a joint that is not a hinge or slide, a partner missing from ``joint_ids``, or partner axes
-            that are not mirror images (the message names the joints and their axes).
-    """
+    ``qpos0``; ValueError for another joint type, a partner missing from ``joint_ids``, or partner axes that are
+    not mirror images (naming the joints and their axes)."""
     ids = [int(j) for j in joint_ids]
     names = tuple(model.joint(j).name for j in ids)
     for j, name in zip(ids, names, strict=True):
@@ -103,10 +89,8 @@ def joint_mirror(model: mujoco.MjModel, joint_ids: Sequence[int]) -> JointMirror
 class StateMirror:
     """The mirror of a free-floating robot's ``(qpos, qvel)`` and of its actuators' controls."""
 
-    joints: JointMirror
-    """The hinge joints after the free joint, in qpos order."""
-    actuators: JointMirror
-    """The actuators' joints, in actuator order (position targets mirror like joint positions)."""
+    joints: JointMirror  # the hinge joints after the free joint, in qpos order
+    actuators: JointMirror  # the actuators' joints, in actuator order (position targets mirror like joint positions)
 
     def qpos(self, qpos: np.ndarray) -> np.ndarray:
         out = np.empty_like(qpos)
@@ -128,11 +112,7 @@ class StateMirror:
 
 def state_mirror(model: mujoco.MjModel) -> StateMirror:
     """:class:`StateMirror` of a model whose first joint is a free joint followed by hinge joints only, each
-    actuator driving one of them.
-
-    Raises:
-        ValueError: another layout, or what :func:`joint_mirror` refuses.
-    """
+    actuator driving one of them; ValueError for another layout, or what :func:`joint_mirror` refuses."""
     if model.njnt < 2 or int(model.jnt_type[0]) != int(mujoco.mjtJoint.mjJNT_FREE) or model.nq != 7 + model.njnt - 1:
         raise ValueError("mirror: the model needs a free joint first and hinge joints after it")
     actuated = [int(model.actuator_trnid[a, 0]) for a in range(model.nu)]
@@ -144,13 +124,10 @@ def state_mirror(model: mujoco.MjModel) -> StateMirror:
 def partner_indices(names: Sequence[str], what: str) -> np.ndarray:
     """Index of each name's partner among ``names``; ValueError naming ``what`` and the name without one."""
     index = {n: k for k, n in enumerate(names)}
-    out = np.empty(len(names), np.int64)
-    for k, n in enumerate(names):
-        p = index.get(partner_name(n))
-        if p is None:
+    for n in names:
+        if partner_name(n) not in index:
             raise ValueError(f"mirror: {what} {n!r} has no partner {partner_name(n)!r} among {list(names)}")
-        out[k] = p
-    return out
+    return np.array([index[partner_name(n)] for n in names], np.int64)
 
 
 PIECE_SIGNS = {"vector": REFLECT, "axial": AXIAL, "rot6": ROT6, "planar": REFLECT[:2], "yaw": AXIAL[2:]}

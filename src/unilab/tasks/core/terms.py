@@ -1,19 +1,14 @@
 """Task terms as table rows, and the per-env drivers compiled from a template and the tables.
 
-A reward term, a termination condition and an observation piece are each one
-row of a task's table: a name, a small ``@njit(inline="always")`` per-env
-function and what the driver needs of it. Names, config keys, TensorBoard tags,
-widths and slices all derive from the rows.
+A reward term, a termination condition and an observation piece are each one row of a task's table: a name, a
+small ``@njit(inline="always")`` per-env function and what the driver needs of it; names, config keys, TensorBoard
+tags, widths and slices all derive from the rows.
 
-Why generated drivers: Numba cannot call a Python list of functions in a loop,
-and a hand-written driver that calls each term explicitly repeats the table (a
-second place to keep in order). So a driver's source is a fixed template (the
-task's, readable there) with one generated line per row of each table it runs,
-calling each term function by its table's and its own name (Numba errors name
-``rewards_body_ori``). The source is compiled from memory, never written to a file:
-:func:`driver_source` prints it, and Numba's on-disk cache keys it by a hash of
-that source and of every module whose jitted functions it reaches (found by
-walking their globals, so no list of dependencies is kept by hand).
+Why generated drivers: Numba cannot call a Python list of functions in a loop, and a hand-written driver would
+repeat the table. So a driver's source is the task's fixed template with one generated line per table row, calling
+each term by its table's and its own name (Numba errors name ``rewards_body_ori``). It is compiled from memory
+(:func:`driver_source` prints it), and Numba's on-disk cache keys it by a hash of that source and of every module
+whose jitted functions it reaches (found by walking their globals: no hand-kept dependency list).
 """
 
 from __future__ import annotations
@@ -37,21 +32,14 @@ from unilab.cache import cache_dir
 
 @dataclass(frozen=True)
 class Term:
-    """One row of a term table: ``name``, its per-env function and what the driver needs of it.
-
-    ``kind`` is free-form per table (``"exp"``/``"penalty"`` for rewards);
-    ``width(J, B)`` is an observation piece's length; ``noise`` names the
-    ``obs_noise`` config key of a policy piece (None: no noise); ``mirror`` is
-    how the left/right mirror maps the piece (a kind of
-    :func:`unilab.tasks.core.symmetry.piece_mirror`; None: the piece has none).
-    """
+    """One row of a term table: ``name``, its per-env function and what the driver needs of it."""
 
     name: str
     func: Callable
-    kind: str = ""
-    width: Callable[[int, int], int] | None = None
-    noise: str | None = None
-    mirror: str | None = None
+    kind: str = ""  # free-form per table ("exp"/"penalty" for rewards)
+    width: Callable[[int, int], int] | None = None  # width(J, B): an observation piece's length
+    noise: str | None = None  # the obs_noise config key of a policy piece (None: no noise)
+    mirror: str | None = None  # how the left/right mirror maps the piece (a symmetry.piece_mirror kind; None: none)
 
 
 # a driver's code object is named "<_FILE_PREFIX><digest>": the cache locator below recognises it
@@ -62,8 +50,8 @@ _CACHE: dict[tuple, Callable] = {}
 def driver_source(template: str, blocks: dict[str, tuple[str, Sequence[Term]]]) -> str:
     """``template`` with each ``{key}`` line replaced by one line per row of ``blocks[key]``, and its imports.
 
-    ``blocks[key] = (call, rows)``: row ``i``'s line is ``call`` with ``{i}`` its
-    index and ``{f}`` its function, imported as ``<key>_<its name>`` (``rewards_body_ori``).
+    ``blocks[key] = (call, rows)``: row ``i``'s line is ``call`` with ``{i}`` its index and ``{f}`` its function,
+    imported as ``<key>_<its name>`` (``rewards_body_ori``).
     """
     src, funcs = template, {}
     for key, (call, rows) in blocks.items():
@@ -146,8 +134,7 @@ class _DriverCacheLocator(caching._CacheLocator):  # noqa: SLF001 - Numba's docu
     """Caches a driver compiled from memory under the cache dir, fresh while its digest (its name) is."""
 
     def __init__(self, stamp: str, line: int = 0):
-        self._stamp = stamp
-        self._line = line
+        self._stamp, self._line = stamp, line
 
     def get_cache_path(self) -> str:
         return str(cache_dir() / "numba_drivers")

@@ -9,8 +9,7 @@ heights sit at or below 0 (holosoma's tiles are carved downwards):
     low_obstacles   0, with 30 square pits a tenth of the tile wide, 0.03 d / 0.9 m deep
 
 The field is centred on the world origin; the model's own floor plane moves below its lowest point, so the
-robot stands on the field (its feet collide with it through contype/conaffinity). :func:`terrain_height`
-gives the ground height under a point (bilinear in the samples), for the foot-height term and the spawn.
+robot stands on the field.
 """
 
 from __future__ import annotations
@@ -29,13 +28,10 @@ class Terrain:
     """The height samples ``heights[iy, ix]`` (m) at ``origin + (ix, iy) * resolution``, and the tiles."""
 
     heights: np.ndarray
-    origin: np.ndarray
-    """(2,) world x, y of sample (0, 0)."""
+    origin: np.ndarray  # (2,) world x, y of sample (0, 0)
     resolution: float
-    tile_centres: np.ndarray
-    """(tiles, 2) world x, y of each tile's centre."""
-    tile_kinds: np.ndarray
-    """(tiles,) index into :data:`KINDS`."""
+    tile_centres: np.ndarray  # (tiles, 2) world x, y of each tile's centre
+    tile_kinds: np.ndarray  # (tiles,) index into KINDS
 
     @property
     def lookup(self) -> tuple[np.ndarray, float, float, float]:
@@ -43,13 +39,11 @@ class Terrain:
         return self.heights, float(self.origin[0]), float(self.origin[1]), float(self.resolution)
 
 
-FLAT = (np.zeros((0, 0)), 0.0, 0.0, 1.0)
-"""The :func:`terrain_height` lookup of flat ground at z = 0."""
+FLAT = (np.zeros((0, 0)), 0.0, 0.0, 1.0)  # the terrain_height lookup of flat ground at z = 0
 
 
 def make_terrain(cfg: Any, rng: np.random.Generator) -> Terrain:
-    """The tiles of ``cfg`` (``rows``, ``cols``, ``tile_size``, ``resolution``, ``flat``/``rough``/
-    ``low_obstacles`` proportions, ``difficulties``), drawn with ``rng``."""
+    """The tiles of ``cfg`` (a terrain config), drawn with ``rng``."""
     n = int(round(cfg.tile_size / cfg.resolution))
     heights = np.zeros((cfg.rows * n, cfg.cols * n))
     p = np.array([cfg.flat, cfg.rough, cfg.low_obstacles], dtype=np.float64)
@@ -73,8 +67,7 @@ def make_terrain(cfg: Any, rng: np.random.Generator) -> Terrain:
 
 
 def add_to_spec(spec: Any, terrain: Terrain, floor: str = "floor") -> None:
-    """Add ``terrain`` to an ``mujoco.MjSpec`` as the height field geom ``terrain`` and lower the geom
-    ``floor`` (if there is one) under it."""
+    """Add ``terrain`` to an ``MjSpec`` as the height field geom ``terrain``; lower any geom ``floor`` under it."""
     import mujoco  # noqa: PLC0415 - only when a model is built
 
     h = terrain.heights
@@ -99,8 +92,7 @@ def add_to_spec(spec: Any, terrain: Terrain, floor: str = "floor") -> None:
 
 @njit(cache=True, fastmath=False, inline="always")
 def terrain_height(x, y, heights, x0, y0, res):
-    """The ground height under world ``(x, y)``: bilinear in the samples (clamped at the field's edge); 0 for
-    the empty (flat) lookup."""
+    """The ground height under world ``(x, y)``: bilinear in the samples (clamped at the edge); 0 for :data:`FLAT`."""
     ny, nx = heights.shape
     if ny == 0:
         return 0.0
