@@ -1,8 +1,5 @@
-"""Typed configuration of velocity-command locomotion (defaults: holosoma 0.0.3's G1 29-DoF FastSAC recipe).
-
-``LocomotionConfig`` is the Hydra ``task`` group's structured config when ``--task g1_locomotion``; every
-field's default and meaning live here once and ``train --help`` prints the docstrings. Sources of the
-defaults (holosoma ``config_values``): ``loco/g1/reward.py`` (``g1_29dof_loco_fast_sac``), ``command.py``,
+"""``--task g1_locomotion``'s config (``train --help`` prints the field docstrings). Defaults: holosoma 0.0.3's
+G1 29-DoF FastSAC recipe, ``config_values/loco/g1/``: ``reward.py`` (``g1_29dof_loco_fast_sac``), ``command.py``,
 ``observation.py`` (``g1_29dof_loco_single_wolinvel``), ``termination.py``, ``randomization.py``,
 ``curriculum.py`` (``g1_29dof_curriculum_fast_sac``) and ``robot.py`` (``g1_29dof``).
 """
@@ -69,10 +66,8 @@ class CloseFeetTerm(LocoTerm):
 
 @dataclass
 class RewardsConfig:
-    """Reward = control_dt x sum of weight x term (penalty-curriculum terms also x its scale).
-
-    Defaults: holosoma's g1_29dof_loco_fast_sac.
-    """
+    """Reward = control_dt x sum of weight x term (penalty-curriculum terms also x its scale); defaults:
+    holosoma's g1_29dof_loco_fast_sac."""
 
     tracking_lin_vel: LocoTerm = field(default_factory=lambda: LocoTerm(2.0, 0.25))
     """exp(-|command xy - base linear velocity xy (base frame)|^2 / sigma)."""
@@ -160,14 +155,12 @@ class TerrainConfig:
     difficulties: list[float] = field(default_factory=lambda: [0.5, 0.75, 0.9])
     """A tile's difficulty is one of these, uniformly (holosoma's randomized terrain)."""
     spawn_offset: float = 1.0
-    """A reset puts the base at its env's tile centre + uniform +-this in x and y (m); each env's tile is drawn
-    once, when the env is built."""
+    """A reset puts the base at its env's tile centre (drawn when the env is built) + uniform +-this in x, y (m)."""
 
 
 @dataclass
 class CurriculumConfig:
-    """Penalty curriculum: the terms marked ``curriculum`` are scaled by a factor that follows the average
-    episode length (holosoma's g1_29dof_curriculum_fast_sac)."""
+    """Penalty curriculum (holosoma's g1_29dof_curriculum_fast_sac)."""
 
     enabled: bool = True
     """Scale the penalty terms marked ``curriculum`` (task.rewards.*.curriculum) by a factor that starts at
@@ -185,8 +178,7 @@ class CurriculumConfig:
     degree: float = 0.001
     """Relative change of the scale per env step."""
     average_over: int = 1000
-    """The average episode length moves towards the mean of a step's ended episodes with weight
-    min(count / this, 1)."""
+    """The average episode length moves towards the mean of a step's ended episodes with weight min(count / this, 1)."""
 
 
 @dataclass
@@ -216,10 +208,9 @@ class ObsScalesConfig:
 
 
 def locomotion_randomization() -> RandomizationConfig:
-    """holosoma's g1_29dof_randomization (config_values/loco/g1/randomization.py): friction [0.5, 1.25], torso
-    centre of mass +-5 cm, PD gains x [0.9, 1.1] and an action delay of 0-1 steps at each reset, link masses x
-    [0.9, 1.2] and +[-1, 3] kg on the torso; no joint encoder offsets. Its push is ``task.push`` (it sets the
-    base velocity; ``task.randomization.push`` adds a kick, the tracking recipe's)."""
+    """holosoma's g1_29dof_randomization (config_values/loco/g1/randomization.py; PD gains and masses: the
+    core defaults). Its push is ``task.push``, which sets the base velocity (``task.randomization.push`` adds a
+    kick, the tracking recipe's)."""
     return RandomizationConfig(
         friction=FrictionRandomization(range=[0.5, 1.25]),
         base_com=BaseComRandomization(body="torso_link", x=[-0.05, 0.05], y=[-0.05, 0.05], z=[-0.05, 0.05]),
@@ -233,9 +224,8 @@ def locomotion_randomization() -> RandomizationConfig:
 
 @dataclass
 class LocomotionConfig(RobotTaskConfig):
-    """Everything the locomotion task reads (defaults: Unitree G1 29-DoF, holosoma's FastSAC recipe); the model,
-    simulation and actuation fields are :class:`~unilab.tasks.core.robot_config.RobotTaskConfig`'s (self-collisions
-    off as holosoma's g1_29dof asset)."""
+    """Everything the locomotion task reads; the model, simulation and actuation fields are
+    :class:`~unilab.tasks.core.robot_config.RobotTaskConfig`'s (self-collisions off as holosoma's g1_29dof asset)."""
 
     name: str = "g1_locomotion"
     action_scale_mode: str = "radians"

@@ -1,5 +1,5 @@
 """A step's per-env host work of G1 locomotion in one parallel region, compiled from a template and the term
-tables (:mod:`unilab.tasks.core.terms`; threads claim chunks of envs, :mod:`unilab.sim.work_claims`):
+tables (as :mod:`unilab.tasks.g1_motion_tracking.step_driver`):
 
     START      (a restart) the env's start state into the ``start_*`` rows, gait clock, command, push timer
     GATHER     its robot state (``observations.gather_env``)
@@ -10,8 +10,8 @@ tables (:mod:`unilab.tasks.core.terms`; threads claim chunks of envs, :mod:`unil
     FINALS     if it is done: its observations into the ``final_*`` rows, before its restart overwrites them
 
 A step runs GATHER..FINALS; a restart runs START, then (after the pool has taken the start state) GATHER |
-OBSERVE. The order within a step is holosoma's: the command and gait advance before rewards and
-terminations, and the observation shows the state they scored.
+OBSERVE. As in holosoma, the command and gait advance before rewards and terminations, and the observation shows
+the state they scored.
 """
 
 from __future__ import annotations

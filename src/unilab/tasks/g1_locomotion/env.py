@@ -1,12 +1,8 @@
 """G1 velocity-command locomotion on a physics pool (unilab.sim.physics), holosoma's FastSAC recipe.
 
-One ``step``:
-    backend_step  ctrl = default + scale * action (PD targets); one ``pool.step`` of ``decimation`` substeps
-    update_state  gather robot state; gait clock, command resampling and pushes; reward terms, the contact
-                  termination, time-outs; observations (one parallel driver, :mod:`.driver`)
-    reset_done    terminated | truncated | diverged envs restart upright over their spawn point with scaled
-                  joints, a new gait clock and command; the penalty curriculum follows the ended episodes
-Ground: the floor of the robot's MJCF (task.terrain.kind=flat), or a height field of tiles (mix,
+A ``step`` is one ``pool.step`` of ``decimation`` substeps (PD targets ``default + scale * action``), then one
+parallel driver (:mod:`.driver`); ended envs restart upright over their spawn point and the penalty curriculum
+follows the ended episodes. Ground: the MJCF's floor (task.terrain.kind=flat), or a height field of tiles (mix,
 :mod:`unilab.tasks.core.terrain`), each env spawning on a tile drawn when the env is built.
 """
 
@@ -42,14 +38,7 @@ def _body_ids(model: mujoco.MjModel, names: list[str], key: str) -> np.ndarray:
 
 
 class LocomotionEnv(DriverEnv):
-    """Vectorised G1 velocity-command locomotion (see ``unilab.tasks.base.VecEnv``).
-
-    Args:
-        cfg: task configuration.
-        num_envs: number of parallel envs.
-        pool_kwargs: the physics pool's options (``sim.*``).
-        seed: seed of the commands, gait clocks, pushes, start states and observation noise.
-    """
+    """Vectorised G1 velocity-command locomotion (``unilab.tasks.base.VecEnv``); ``pool_kwargs``: ``sim.*``."""
 
     step_stages, split_stages = STEP, SPLIT
     reward_term_names, termination_names = TERM_NAMES, CONDITION_NAMES

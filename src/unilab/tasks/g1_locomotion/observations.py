@@ -114,11 +114,8 @@ def obs_layout(num_joints: int) -> PieceLayout:
 
 @njit(cache=True, fastmath=False, inline="always")
 def gather_env(e, pool_state, index, gathered, terrain):
-    """Env ``e``'s robot state into its rows of ``gathered`` (the buffers of :data:`~.state.GATHERED`, in row
-    order). ``pool_state = (body_pos_w, body_quat_w, qpos, qvel, cfrc_ext)``, ``index = (qpos_adr, dof_adr,
-    feet, foot_points, termination_bodies)``, ``terrain`` the ground's height lookup
-    (:func:`unilab.tasks.core.terrain.terrain_height`); the base is the model's free joint (qpos 0:7, qvel
-    0:6)."""
+    """Env ``e``'s robot state into its rows of ``gathered`` (:data:`~.state.GATHERED`'s buffers, in row order);
+    ``terrain``: the ground's height lookup; the base is the model's free joint (qpos 0:7, qvel 0:6)."""
     xpos, xquat, qpos, qvel, cfrc_ext = pool_state
     qpos_adr, dof_adr, feet, points, term_bodies = index
     (base_pos, base_quat, base_lin_b, base_ang_b, gravity_b, joint_pos, joint_vel, feet_pos, feet_quat,

@@ -4,8 +4,6 @@
 Tracking terms (``kind="exp"``) are ``exp(-squared error / sigma)`` in [0, 1]; penalties (``kind="penalty"``) are
 positive magnitudes with negative weights. Each is ``f(s, e, p)``: ``s`` the :data:`~.state.LocoArrays`, ``p`` the
 row's parameters (``p[0] = 1 / sigma``; ``p[1]``: the swing height of feet_phase, the threshold of close_feet_xy).
-The reward is ``control_dt x sum(weight x term)``, the curriculum's terms also times its scale
-(:class:`RewardWeights`).
 """
 
 from __future__ import annotations
@@ -126,11 +124,8 @@ REWARD_TERM_CALL = "terms[e, {i}] = {f}(s, e, params[{i}])"
 
 
 class RewardWeights:
-    """The terms' parameters and the driver's weights: ``weight x control_dt``, the curriculum's terms also x
-    its scale, which follows the average episode length (holosoma's PenaltyCurriculum and
-    AverageEpisodeLengthTracker: the average moves towards the mean of each step's ended episodes with weight
-    ``min(count / average_over, 1)``, then the scale is multiplied by ``1 -+ degree`` below / above the
-    thresholds, every step, and clamped)."""
+    """The terms' parameters and the driver's weights: ``weight x control_dt``, the curriculum's terms also x its
+    scale (holosoma's PenaltyCurriculum and AverageEpisodeLengthTracker; the rule: task.curriculum's fields)."""
 
     def __init__(self, cfg: RewardsConfig, curriculum: CurriculumConfig, control_dt: float):
         rows = [getattr(cfg, t.name) for t in REWARD_TERMS]

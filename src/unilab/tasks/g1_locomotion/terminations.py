@@ -1,9 +1,4 @@
-"""Failure terminations of G1 locomotion (time-outs are truncations), one row each.
-
-Each is ``f(s, e, threshold) -> bool``:
-    contact   a termination body's net contact force exceeds ``task.termination_force`` (holosoma's
-              contact_forces_exceeded); a non-finite base state fails here too
-"""
+"""Failure terminations of G1 locomotion (time-outs are truncations), each ``f(s, e, threshold) -> bool``."""
 
 from __future__ import annotations
 
@@ -15,6 +10,8 @@ from unilab.tasks.core.terms import Term
 
 @njit(cache=True, fastmath=False, inline="always")
 def contact(s, e, p):
+    """A termination body's net contact force over ``task.termination_force`` (holosoma's contact_forces_exceeded),
+    or a non-finite base state."""
     return s.contact_force[e] > p or not (np.isfinite(s.base_pos[e, 2]) and np.isfinite(s.gravity_b[e, 2]))
 
 

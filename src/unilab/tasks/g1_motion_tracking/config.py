@@ -1,8 +1,6 @@
-"""Typed configuration of the motion-tracking task (the G1 29-DoF defaults).
-
-``MotionTrackingConfig`` is the Hydra ``task`` group's structured config: every field, its default and its meaning
-live here once (``config/task/g1_motion_tracking.yaml`` only names it), and ``train --help`` prints the docstrings
-below. The task runs any robot whose MJCF and clips fit (the tests use a two-joint robot).
+"""``--task g1_motion_tracking``'s config (``config/task/g1_motion_tracking.yaml`` only names it; ``train --help``
+prints the field docstrings). Defaults: the G1 29-DoF; any robot whose MJCF and clips fit runs (the tests use a
+two-joint robot).
 """
 
 from __future__ import annotations
@@ -56,10 +54,8 @@ class ContactTerm(TrackingTerm):
 
 @dataclass
 class RewardsConfig:
-    """Reward = sum of weight x term over these terms (x control_dt with task.reward_times_dt).
-
-    Defaults: holosoma's G1 WBT FastSAC reward (g1_29dof_wbt_fast_sac_reward).
-    """
+    """Reward = sum of weight x term (x control_dt with task.reward_times_dt); defaults: holosoma's G1 WBT
+    FastSAC reward (g1_29dof_wbt_fast_sac_reward)."""
 
     anchor_pos: TrackingTerm = field(default_factory=lambda: TrackingTerm(1.0, 0.3))
     """Anchor body position, world frame (m)."""
@@ -143,11 +139,8 @@ class ResetConfig:
 
 @dataclass
 class ObsNoiseConfig:
-    """Uniform +-noise added to the policy's observations only (0 disables; the critic sees clean values).
-
-    Defaults: holosoma's G1 WBT levels (uniform in [-n, n], as holosoma draws them). A key whose
-    piece is not in the actor set (task.policy_obs) has no effect.
-    """
+    """Uniform +-noise on the policy's observations only (0 disables; the critic sees clean values); defaults:
+    holosoma's G1 WBT levels. A key whose piece is not in the actor set (task.policy_obs) has no effect."""
 
     anchor_pos: float = 0.25
     """Noise of the anchor position relative to the reference (m; privileged set only)."""
@@ -165,20 +158,18 @@ class ObsNoiseConfig:
 
 @dataclass
 class MotionTrackingConfig(RobotTaskConfig):
-    """Everything the motion-tracking task reads (defaults: Unitree G1 29-DoF whole-body tracking); the model,
-    simulation and actuation fields are :class:`~unilab.tasks.core.robot_config.RobotTaskConfig`'s."""
+    """Everything the motion-tracking task reads; the model, simulation and actuation fields are
+    :class:`~unilab.tasks.core.robot_config.RobotTaskConfig`'s."""
 
     name: str = "g1_motion_tracking"
     self_collisions: bool = True
-    """Robot bodies collide with each other, as in holosoma's G1 WBT experiments (g1_29dof_wbt_fast_sac sets the
-    robot asset's enable_self_collisions=True; the asset's own default is False). Off: robot geoms touch the
-    environment only (holosoma's MuJoCo scene gives them conaffinity 2). With them on, the G1 MJCF's pelvis and
-    hip geoms overlap in about half of the built-in clip's frames."""
+    """Robot bodies collide with each other, as holosoma's g1_29dof_wbt_fast_sac (enable_self_collisions=True; the
+    asset's default is False). Off: robot geoms touch the environment only (holosoma's MuJoCo scene: conaffinity 2).
+    With them on, the G1 MJCF's pelvis and hip geoms overlap in about half of the built-in clip's frames."""
 
     # --- motions ---
     motion_files: Any = None
-    """npz clips (BeyondMimic layout): a list of paths, or one path (a list of one);
-    null: the built-in G1 clips."""
+    """npz clips (BeyondMimic layout): a list of paths, or one path (a list of one); null: the built-in G1 clips."""
     include_object_clips: bool = False
     """Also use the built-in clips recorded with an object (*_w_obj*); they are skipped by default."""
     include_terrain_clips: bool = False
@@ -274,8 +265,8 @@ class MotionTrackingConfig(RobotTaskConfig):
 
 
 def motion_file_list(value: Any, key: str = "task.motion_files") -> list[str] | None:
-    """``motion_files`` as a list of path strings: one path (str or PathLike) is a list of one; None stays None
-    (the built-in clips); anything else than a path or a list/tuple of paths is a ValueError naming ``key``."""
+    """``motion_files`` as a list of path strings (one path: a list of one; None stays None, the built-in clips);
+    ValueError naming ``key`` for anything else."""
     if value is None:
         return None
     if isinstance(value, (str, os.PathLike)):

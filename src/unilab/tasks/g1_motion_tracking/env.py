@@ -1,25 +1,18 @@
-"""G1 whole-body motion tracking on a physics pool (unilab.sim.physics): actions, state update, rewards, resets.
+"""G1 whole-body motion tracking on a physics pool (unilab.sim.physics).
 
 One ``step``:
     backend_step  ctrl = default + scale * action (PD targets); one ``pool.step`` of ``decimation`` substeps
-                  (the PD loop runs inside MuJoCo)
-    update_state  advance the reference clock; gather robot state; reward terms and terminations against the
-                  env's frame, time-outs; observations showing the next frame (the one the next reward scores,
-                  as holosoma)
-    reset_done    terminated | truncated | diverged envs restart at a sampled clip frame (reference state written
-                  with ``pool.reset``)
-Every per-env computation is a parallel Numba driver over envs (``prange``, whose threads claim chunks of envs as
-they come free, :mod:`unilab.sim.work_claims`; per-env writes only, so bit-identical at any thread count):
-update_state is one driver generated from the term tables (:mod:`.step_driver`), the rest kernels of their own
-(start state, :func:`unilab.tasks.core.kernels.action_to_ctrl`, the pool's); what stays in NumPy is O(1)-per-step
-bookkeeping. Numba runs as many threads as the pool, on the pool's CPUs (:mod:`unilab.sim.numba_threads`).
+    update_state  advance the reference clock, then one driver (:mod:`.step_driver`): robot state, rewards and
+                  terminations against the env's frame, time-outs, observations showing the next frame
+    reset_done    terminated | truncated | diverged envs restart at a sampled clip frame (:mod:`.resets`)
+Per-env work runs in parallel Numba drivers over envs writing per-env rows only, so results are bit-identical at any
+thread count; what stays in NumPy is O(1)-per-step bookkeeping.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import mujoco
 import numpy as np
 
 from unilab.sim.spec import FINAL
@@ -29,10 +22,11 @@ from unilab.tasks.core.contacts import require_contact_forces
 from unilab.tasks.core.driver_env import DriverEnv
 from unilab.tasks.core.model import load_task_model
 from unilab.tasks.core.randomization import observed_joint_pos_bias
+from unilab.tasks.core.symmetry import partner_indices, partner_name
 from unilab.tasks.env_streams import env_streams
 from unilab.tasks.g1_motion_tracking.config import MotionTrackingConfig, motion_file_list
 from unilab.tasks.g1_motion_tracking.motion import MotionLibrary
-from unilab.tasks.g1_motion_tracking.observations import obs_layout, observation_mirror
+from unilab.tasks.g1_motion_tracking.observations import obs_layout
 from unilab.tasks.g1_motion_tracking.resets import StartFrameSampler, start_state
 from unilab.tasks.g1_motion_tracking.rewards import TERM_NAMES, RewardComputer
 from unilab.tasks.g1_motion_tracking.step_driver import RESTART, SPLIT, STEP, step_driver
@@ -51,30 +45,9 @@ def task_motion_files(cfg: MotionTrackingConfig) -> list[Path]:
                            include_terrain_clips=cfg.include_terrain_clips)
 
 
-def undesired_contact_bodies(model: mujoco.MjModel, cfg: MotionTrackingConfig) -> np.ndarray:
-    """Body ids of the undesired_contacts term: the robot's bodies matching its regex; empty when its weight is 0.
-
-    The robot = the bodies under the anchor body's root. The term reads the bodies' net contact force from
-    cfrc_ext, which MuJoCo computes in a step only for a model with an acceleration-stage sensor
-    (accelerometer, force, torque, frame linear/angular acceleration; the G1 MJCF has an accelerometer).
-    """
-    term = cfg.rewards.undesired_contacts
-    if term.weight == 0:
-        return np.zeros(0, dtype=np.int64)
-    require_contact_forces(model, "task.rewards.undesired_contacts (or set its weight to 0)")
-    return matching_bodies(model, cfg.anchor_body, term.bodies, "task.rewards.undesired_contacts.bodies", full=False)
-
-
 class MotionTrackingEnv(DriverEnv):
-    """Vectorised motion-tracking env (see ``unilab.tasks.base.VecEnv``).
-
-    Args:
-        cfg: task configuration.
-        num_envs: number of parallel envs.
-        pool_kwargs: the physics pool's options (``sim.*``: ``backend``, ``nthread``, ``cpu_ids``, ``persistent``;
-          ``contacts`` unless given: on only for the undesired_contacts term, the one term reading contacts).
-        seed: seed of the start-frame sampling, reset noise and observation noise.
-    """
+    """Vectorised motion-tracking env (``unilab.tasks.base.VecEnv``); ``pool_kwargs``: the physics pool's options
+    (``sim.*``; ``contacts`` unless given: on only for the undesired_contacts term, the one reading contacts)."""
 
     step_stages, split_stages = STEP, SPLIT
     reward_term_names, termination_names = TERM_NAMES, CONDITION_NAMES
@@ -87,15 +60,22 @@ class MotionTrackingEnv(DriverEnv):
             disable_self_collisions(base, cfg.anchor_body)
 
         # the motion library only needs kinematics, so it can use the model before the actuator change
-        self.motion = MotionLibrary(base, task_motion_files(cfg), self.control_dt, cfg.tracked_bodies, cfg.anchor_body)
-        lib = self.motion
+        self.motion = lib = MotionLibrary(base, task_motion_files(cfg), self.control_dt, cfg.tracked_bodies,
+                                          cfg.anchor_body)
         act = self._actuate(base, lib.joint_names)
         nj = len(self.joint_names)
         self.soft_lo, self.soft_hi = act.limits(cfg.soft_joint_limit_factor)
         # reset joint noise is clipped to holosoma's simulator soft limits (robot soft_dof_pos_limit)
         self.reset_lo, self.reset_hi = act.limits(cfg.reset.noise.joint_pos_limit_factor)
 
-        self.contact_bodies = undesired_contact_bodies(self.model, cfg)
+        # the undesired_contacts bodies (under the anchor's root); their net contact force, cfrc_ext, is computed in a
+        # step only for a model with an acceleration-stage sensor (the G1 MJCF has an accelerometer)
+        contacts_cfg = cfg.rewards.undesired_contacts
+        self.contact_bodies = np.zeros(0, dtype=np.int64)
+        if contacts_cfg.weight != 0:
+            require_contact_forces(self.model, "task.rewards.undesired_contacts (or set its weight to 0)")
+            self.contact_bodies = matching_bodies(self.model, cfg.anchor_body, contacts_cfg.bodies,
+                                                  "task.rewards.undesired_contacts.bodies", full=False)
         self._make_pool(pool_kwargs, seed, cfg.anchor_body,
                         ("task.rewards.undesired_contacts needs the pool's contacts; set its weight to 0 or drop "
                          "contacts=False") if self.contact_bodies.size else None)
@@ -112,9 +92,12 @@ class MotionTrackingEnv(DriverEnv):
         self.layout = obs_layout(nj, len(cfg.tracked_bodies), cfg.policy_obs)  # the actor set picks the driver
         self.noise_scale = self.layout.noise_scale(cfg.obs_noise)
         try:
-            self.mirror = observation_mirror(base, self.joint_names, self.act_joint, cfg.tracked_bodies,
-                                             cfg.anchor_body, cfg.end_effector_bodies, self.default_joint_pos,
-                                             self.layout)
+            bodies = partner_indices(cfg.tracked_bodies, "tracked body")
+            partner_indices(cfg.end_effector_bodies, "end-effector body")
+            if partner_name(cfg.anchor_body) != cfg.anchor_body:
+                raise ValueError(f"mirror: the anchor body {cfg.anchor_body!r} is not on the mid-plane")
+            self.mirror = self.layout.env_mirror(base, [int(base.joint(n).id) for n in self.joint_names],
+                                                 self.act_joint, self.default_joint_pos, bodies)
         except ValueError as err:  # a task without a mirror trains as before; algo.use_symmetry refuses it
             self.mirror, self.mirror_error = None, str(err)
         self.max_episode_steps = (np.inf if cfg.max_episode_length_s is None
@@ -124,7 +107,6 @@ class MotionTrackingEnv(DriverEnv):
         self.clip, self.frame = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
         # per-env state (rows: .terms): buffers, the terms' struct and the gather stage's tuple
         self._allocate(seed, GATHERED, STEP_STATE, B=len(self.body_ids), K=self.contact_bodies.size)
-        contacts_cfg = cfg.rewards.undesired_contacts
         self._contacts = (getattr(self.pool, "cfrc_ext", np.zeros((n, 0, 6))), self.contact_bodies,
                           float(contacts_cfg.threshold), self.state.contact_age)
         self.reset_noise_streams = env_streams(seed, n, tag=2)  # reset noise, drawn in the start-state driver
@@ -141,11 +123,8 @@ class MotionTrackingEnv(DriverEnv):
     # ------------------------------------------------------------------
     def run_stages(self, stages: int, rows: np.ndarray, out: Buffers, bad: np.ndarray | None = None,
                    info: tuple[np.ndarray, np.ndarray] | None = None) -> None:
-        """The step driver's ``stages`` (:mod:`.step_driver`) for envs ``rows``, writing into ``out``.
-
-        ``bad``: the pool's bad-env mask (TERMINATE); ``info``: the ``(terms, conds)``
-        rows of this step's info (TERMINATE); ``out`` needs ``final_*`` for FINALS.
-        """
+        """The step driver's ``stages`` (:mod:`.step_driver`) for envs ``rows``, writing into ``out`` (``final_*``
+        for FINALS); for TERMINATE, ``bad`` the pool's bad-env mask and ``info`` this step's ``(terms, conds)``."""
         p, lib = self.pool, self.motion
         terms_info, conds_info = self._no_info if info is None else info
         policy, critic = out["obs"], out["critic_obs"]
@@ -163,11 +142,8 @@ class MotionTrackingEnv(DriverEnv):
 
     # ------------------------------------------------------------------
     def start_at(self, clips: np.ndarray, frames: np.ndarray, out: Buffers | None = None) -> Obs:
-        """Put env ``e`` exactly at frame ``frames[e]`` of clip ``clips[e]``; write and return the observations.
-
-        The start state is the reference state itself (no reset noise), for evaluation rollouts; with
-        ``auto_reset = False`` the envs then follow their clips to the end whatever happens.
-        """
+        """Put env ``e`` exactly at frame ``frames[e]`` of clip ``clips[e]``, without reset noise (evaluation rollouts;
+        with ``auto_reset = False`` the envs then follow their clips to the end); return the observations."""
         out = self.buffers() if out is None else out
         clips = np.asarray(clips, dtype=np.int64)
         frames = np.asarray(frames, dtype=np.int64)

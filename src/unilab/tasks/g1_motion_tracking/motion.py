@@ -4,9 +4,7 @@ A clip npz holds ``fps`` (1,), ``joint_pos`` (T, 7 + J) = root position, root qu
 angles, ``joint_vel`` (T, 6 + J) = root linear and angular velocity (both world frame) and J joint rates, and
 ``joint_names`` (J,). Its ``body_*`` arrays describe the recording robot's body set, which differs from ours, so
 reference body poses and velocities are recomputed by forward kinematics of ``joint_pos`` on the task's MjModel.
-
-All clips are stored as flat concatenated ``(total_frames, ...)`` arrays with per-clip offsets;
-``lookup(clip_ids, frame_ids)`` is pure index arithmetic.
+All clips are stored concatenated, ``(total_frames, ...)`` arrays with per-clip offsets.
 """
 
 from __future__ import annotations
@@ -52,10 +50,7 @@ class MotionFrames:
 
 
 def model_joint_layout(model: mujoco.MjModel) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """Names, qpos addresses and dof addresses of the model's non-root (hinge/slide) joints.
-
-    The model must have exactly one free joint, as its first joint (the floating base).
-    """
+    """Names, qpos addresses and dof addresses of the model's hinge/slide joints (after the free base joint)."""
     types = np.asarray(model.jnt_type).astype(np.int64)
     free = np.flatnonzero(types == int(mujoco.mjtJoint.mjJNT_FREE))
     if free.size != 1 or free[0] != 0 or model.jnt_qposadr[0] != 0:
@@ -148,11 +143,8 @@ def _check_joint_ranges(path: Path, joints: np.ndarray, model: mujoco.MjModel, n
 
 
 def resample_indices(num_frames: int, fps: float, control_dt: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Source frame pairs and weights for sampling a clip every ``control_dt`` seconds.
-
-    Returns ``(i0, i1, alpha)``: output frame k interpolates source frames i0[k]
-    and i1[k] with weight alpha[k] on i1; the clip's last frame is never passed.
-    """
+    """``(i0, i1, alpha)``: output frame k, at ``k * control_dt`` s, interpolates source frames i0[k] and i1[k] with
+    weight alpha[k] on i1; the clip's last frame is never passed."""
     duration = (num_frames - 1) / fps
     n_out = int(np.floor(duration / control_dt + 1e-9)) + 1
     phase = np.arange(n_out) * (control_dt * fps)
@@ -165,11 +157,9 @@ def resample_indices(num_frames: int, fps: float, control_dt: float) -> tuple[np
 
 def clip_frame_counts(files: Sequence[str | os.PathLike], control_dt: float) -> np.ndarray:
     """Frames of each clip sampled every ``control_dt`` (what :class:`MotionLibrary` holds), without building it."""
-    counts = []
-    for path in files:
-        data = _load_npz(Path(path))
-        counts.append(resample_indices(data["joint_pos"].shape[0], float(data["fps"]), control_dt)[0].size)
-    return np.array(counts, dtype=np.int64)
+    clips = (_load_npz(Path(path)) for path in files)
+    return np.array([resample_indices(d["joint_pos"].shape[0], float(d["fps"]), control_dt)[0].size for d in clips],
+                    dtype=np.int64)
 
 
 def _resample(data: dict[str, np.ndarray], perm: np.ndarray, control_dt: float, model: mujoco.MjModel,
@@ -194,12 +184,8 @@ def _resample(data: dict[str, np.ndarray], perm: np.ndarray, control_dt: float, 
 
 def forward_kinematics(model: mujoco.MjModel, qpos: np.ndarray, qvel: np.ndarray, body_ids: np.ndarray
                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """World pose and origin velocity of ``body_ids`` for each (qpos, qvel) row: the physics pool's body state
-    (:data:`unilab.sim.physics.BODY_STATE`) after ``forward``, so the reference and the simulated robot are
-    measured by the same code.
-
-    Returns ``(pos (n,B,3), quat (n,B,4), lin_vel (n,B,3), ang_vel (n,B,3))``.
-    """
+    """World ``(pos, quat, lin_vel, ang_vel)`` of ``body_ids`` (origin velocity) for each (qpos, qvel) row: the
+    physics pool's body state after ``forward``, so the reference and the simulated robot are measured alike."""
     n = qpos.shape[0]
     outs = tuple(np.empty((n, len(body_ids), k)) for k in (3, 4, 3, 3))
     for start in range(0, n, _FK_CHUNK):
@@ -217,15 +203,8 @@ def forward_kinematics(model: mujoco.MjModel, qpos: np.ndarray, qvel: np.ndarray
 
 
 class MotionLibrary:
-    """Reference motions for a model, at the control rate, with batched lookups.
-
-    Args:
-        model: the MjModel the task simulates (a free-joint floating base plus hinge joints).
-        files: one or many npz clip paths.
-        control_dt: policy step in seconds; clips are resampled to it.
-        tracked_bodies: model body names whose reference poses/velocities are served.
-        anchor_body: the body anchoring the reference (must be one of ``tracked_bodies``).
-    """
+    """Reference motions of ``files`` on ``model`` (the task's MjModel), resampled to the policy step
+    ``control_dt`` (s), with the poses and velocities of ``tracked_bodies``; batched lookups."""
 
     def __init__(self, model: mujoco.MjModel, files: Sequence[str | os.PathLike] | str | os.PathLike,
                  control_dt: float, tracked_bodies: Sequence[str], anchor_body: str = "torso_link"):
@@ -269,7 +248,6 @@ class MotionLibrary:
 
     @property
     def num_clips(self) -> int:
-        """Number of loaded clips."""
         return int(self.num_frames.size)
 
     def flat_index(self, clip_ids: np.ndarray, frame_ids: np.ndarray) -> np.ndarray:

@@ -1,27 +1,20 @@
-"""Robot state read-out and the policy / critic observations, laid out by tables of pieces.
+"""Robot state read-out and the observation pieces, each ``f(s, e, r, row, o)`` writing ``row[o:o + width]``.
 
-:data:`POLICY_OBS` lists every piece an actor may observe (J joints, B tracked bodies):
+Actor-capable pieces (:data:`POLICY_OBS`; J joints, B tracked bodies):
     ref_joint_pos J | ref_joint_vel J | anchor_pos_b 3 | anchor_ori_b 6 |
     base_lin_vel 3 | base_ang_vel 3 | joint_pos_rel J | joint_vel J | last_action J
-:data:`POLICY_PRESETS` names the actor sets (``task.policy_obs``), each a tuple of piece names in order:
-``deployable`` (the default; what a real robot computes from its IMU, encoders and the reference clip, holosoma's
-WBT actor) drops anchor_pos_b and base_lin_vel; ``privileged`` is every piece above. The critic observation is
-the preset's pieces without noise, then the other POLICY_OBS pieces, then :data:`CRITIC_OBS`:
-    body_pos_b 3B | body_ori_b 6B   (robot bodies in the robot anchor frame)
-so it holds every piece whatever the preset, and the policy observation is its first ``policy_dim`` entries (plus
-noise). ``*_b`` is expressed in the robot's anchor frame; orientations are the first two columns of the rotation
-matrix (6 numbers, continuous, unlike quaternions). Widths, dims and slices (:func:`obs_layout`) derive from the
-tables; a piece is ``f(s, e, r, row, o)`` writing its values into ``row[o:o + width]``.
+An actor set (:data:`POLICY_PRESETS`, ``task.policy_obs``) picks some in order. The critic sees the set's pieces
+without noise, the other POLICY_OBS pieces, then :data:`CRITIC_OBS` (body_pos_b 3B | body_ori_b 6B), so the policy
+observation is its first ``policy_dim`` entries plus noise. ``*_b``: in the robot's anchor frame; orientations: the
+first two columns of the rotation matrix (6 numbers, continuous, unlike quaternions).
 """
 
 from __future__ import annotations
 
-import numpy as np
 from numba import njit
 
 from unilab.sim.quat import qmul, qrot
 from unilab.tasks.core.observations import PieceLayout
-from unilab.tasks.core.symmetry import partner_indices, partner_name
 from unilab.tasks.core.terms import Term
 from unilab.tasks.g1_motion_tracking.motion import library_row
 
@@ -154,7 +147,6 @@ POLICY_PRESETS: dict[str, tuple[str, ...]] = {
     # every piece, the actor before the deployable set (for comparison runs)
     "privileged": tuple(t.name for t in POLICY_OBS),
 }
-DEFAULT_PRESET = "deployable"
 
 
 def check_preset(name: str) -> tuple[str, ...]:
@@ -165,33 +157,15 @@ def check_preset(name: str) -> tuple[str, ...]:
         raise ValueError(f"task.policy_obs must be one of {', '.join(POLICY_PRESETS)}, got {name!r}") from None
 
 
-def obs_layout(num_joints: int, num_bodies: int, preset: str = DEFAULT_PRESET) -> PieceLayout:
-    """Where each piece sits, for ``num_joints`` joints, ``num_bodies`` tracked bodies and an actor ``preset``:
-    the preset's pieces, the other actor-capable ones, the critic's own."""
+def obs_layout(num_joints: int, num_bodies: int, preset: str = "deployable") -> PieceLayout:
+    """The layout: the ``preset``'s pieces, the other actor-capable ones, the critic's own."""
     by_name = {t.name: t for t in POLICY_OBS}
     mine = tuple(by_name[n] for n in check_preset(preset))
     pieces = mine + tuple(t for t in POLICY_OBS if t not in mine) + CRITIC_OBS
     return PieceLayout(pieces, len(mine), num_joints, num_bodies)
 
 
-def observation_mirror(model, joint_names: list[str], act_joint: np.ndarray, tracked_bodies: list[str],
-                       anchor_body: str, end_effectors: list[str], default_joint_pos: np.ndarray, layout: PieceLayout
-                       ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """The env's left/right mirror of ``obs``, ``critic_obs`` and ``action`` (``EnvSpec.mirror``).
-
-    Raises:
-        ValueError: the task is not mirror-symmetric (a joint, actuator, tracked body or end effector without
-            its partner, axes that are not mirror images, an anchor off the mid-plane, a lopsided default pose).
-    """
-    bodies = partner_indices(tracked_bodies, "tracked body")
-    partner_indices(end_effectors, "end-effector body")
-    if partner_name(anchor_body) != anchor_body:
-        raise ValueError(f"mirror: the anchor body {anchor_body!r} is not on the mid-plane")
-    return layout.env_mirror(model, [int(model.joint(n).id) for n in joint_names], act_joint, default_joint_pos,
-                             bodies)
-
-
-def policy_obs_slices(num_joints: int, preset: str = DEFAULT_PRESET) -> dict[str, slice]:
+def policy_obs_slices(num_joints: int, preset: str = "deployable") -> dict[str, slice]:
     """Where each named piece sits in the policy observation."""
     return obs_layout(num_joints, 0, preset).policy_slices
 
@@ -203,14 +177,8 @@ OBS_PIECE_CALL = "{f}(s, e, ro, row, offs[{i}])"
 
 @njit(cache=True, fastmath=False, inline="always")
 def gather_env(e, clip, frame, clip_offsets, num_frames, pool_state, index, gathered):
-    """Env ``e``'s reference row and robot state, into its rows of ``gathered``.
-
-    ``pool_state = (body_pos_w, body_quat_w, body_lin_vel_w, body_ang_vel_w, qpos, qvel)`` (the pool's arrays,
-    :data:`unilab.sim.physics.BODY_STATE`), ``index = (body_ids, qpos_adr, dof_adr)``, ``gathered`` the buffers
-    of :data:`~.terms.GATHERED`, in its row order. ``ref_index[e]`` = the motion library row of (``clip[e]``,
-    ``frame[e]``) (:func:`~.motion.library_row`). Then the tracked bodies' world pose and velocity (of the body
-    origin) and the joint state.
-    """
+    """Env ``e``'s motion library row of (``clip[e]``, ``frame[e]``) and robot state into its rows of ``gathered``
+    (:data:`~.terms.GATHERED`'s buffers, in its row order)."""
     xpos, xquat, lin_w, ang_w, qpos, qvel = pool_state
     body_ids, qpos_adr, dof_adr = index
     ref_index, body_pos, body_quat, body_lin, body_ang, joint_pos, joint_vel, base_lin_b, base_ang_b = gathered

@@ -13,22 +13,16 @@ from unilab.tasks.g1_motion_tracking.motion import MotionLibrary, library_row
 
 
 class StartFrameSampler:
-    """Samples (clip, frame) start points over all clips' frames.
+    """Samples (clip, frame) start points: ``uniform`` over every startable frame (all but a clip's last, so longer
+    clips are sampled more), or ``adaptive`` (holosoma's ``AdaptiveTimestepsSampler``, its G1 WBT default).
 
-    ``uniform``: every startable frame (all but a clip's last) equally likely, so longer clips are sampled more.
-
-    ``adaptive`` (holosoma's ``AdaptiveTimestepsSampler``, its G1 WBT default): the ``T`` frames of all clips,
-    concatenated in clip order, form one global axis split into ``B = T // fps + 1`` equal bins,
-    ``fps = int(1 / control_dt)`` (so a bin is a little under a second, and a bin may straddle two clips, as in
-    holosoma's multi-clip loader). An episode that fails (terminated; a time-out or clip end alone does not count)
-    at global frame ``t`` counts once in bin ``min(t * B // T, B - 1)``. Every policy step the EMA folds in the
-    previous step's counts, ``ema = a * counts + (1 - a) * ema`` (``a = adaptive_ema``), so the starts drawn in a
-    step see the failures up to the step before, as holosoma's restarts do. Bin weights
-    ``w = ema + adaptive_uniform_count / B`` are smoothed by the kernel ``decay^k / sum(decay^k)``,
-    ``k < adaptive_kernel_size``, looking ahead (``w[i + k]``, the last bin repeated past the end) and normalised.
-    A start draws a bin ``b`` from them and ``u`` in [0, 1), takes global frame ``g = floor((b + u) / B * T)``,
-    the clip holding ``g`` and ``g``'s frame in it; a clip's last frame becomes its second-to-last (a start there
-    would end at once).
+    Adaptive: the ``T`` frames of all clips, concatenated, are split into ``B = T // int(1 / control_dt) + 1``
+    equal bins (a little under a second; one may straddle two clips, as in holosoma's multi-clip loader). A failed
+    episode (terminated, not timed out) ending at global frame ``t`` counts in bin ``min(t * B // T, B - 1)``; each
+    policy step folds the previous step's counts into ``ema = a * counts + (1 - a) * ema``, so a step's starts see
+    the failures up to the step before, as holosoma's restarts do. The bin weights (the config's kernel over
+    ``ema + adaptive_uniform_count / B``) pick a bin ``b``; with ``u`` in [0, 1), the start is global frame
+    ``floor((b + u) / B * T)``, a clip's last frame becoming its second-to-last (a start there would end at once).
     """
 
     def __init__(self, library: MotionLibrary, cfg: ResetConfig):
@@ -104,18 +98,13 @@ def start_state(library: MotionLibrary, rows: np.ndarray, starts: tuple[np.ndarr
                 episode: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], noise: ResetNoiseConfig,
                 streams: np.ndarray, joint_qposadr: np.ndarray, joint_lo: np.ndarray, joint_hi: np.ndarray
                 ) -> tuple[np.ndarray, np.ndarray]:
-    """Put envs ``rows`` at their start frames; return their reference (qpos, qvel) with uniform noise.
+    """Put envs ``rows`` at their ``starts = (clips, frames)``; return their reference (qpos, qvel) plus uniform noise.
 
-    ``starts = (clips, frames)``: row ``k``'s start (as the sampler draws them). ``episode = (clip, frame,
-    ref_index, last_action)``: the env's per-env arrays; env ``e = rows[k]`` gets ``clip[e]``, ``frame[e]``, its
-    library row ``ref_index[e]`` (``MotionLibrary.flat_index``) and ``last_action[e] = 0``, in the same parallel
-    region as its start state (one region, not four passes).
-
-    Noise on the root pose/velocity and joints; root linear and angular velocity noise are drawn in the world
-    frame; noisy joint angles are clipped into ``[joint_lo, joint_hi]``. Env ``e``'s draws come from its own stream
-    ``streams[e]`` (:mod:`unilab.tasks.env_streams`), inside the parallel driver: per env, in this order, 3 root
-    position, 3 roll-pitch-yaw, 3 root linear velocity, 3 root angular velocity and one per joint, all drawn
-    whatever the scales (so the stream's use does not depend on them).
+    Env ``e = rows[k]`` also gets its ``episode = (clip, frame, ref_index, last_action)`` entries (last_action 0)
+    in the same parallel region (one region, not four passes). Root velocity noise is drawn in the world frame;
+    noisy joints are clipped into ``[joint_lo, joint_hi]``. Env ``e``'s draws come from ``streams[e]``, in this
+    order: 3 root position, 3 roll-pitch-yaw, 3 root linear velocity, 3 root angular velocity, one per joint, all
+    drawn whatever the scales (so the stream's use does not depend on them).
     """
     n = rows.shape[0]
     qpos = np.empty((n, library.qpos.shape[1]))
@@ -135,13 +124,12 @@ def start_state(library: MotionLibrary, rows: np.ndarray, starts: tuple[np.ndarr
 @njit(cache=True, parallel=True, fastmath=False)
 def _start_state_driver(rows, starts, episode, clip_offsets, num_frames, lib_qpos, lib_qvel, streams, scales, qadr,
                         lo, hi, qpos, qvel):
-    """Row ``k``: env ``e = rows[k]`` placed at ``starts[.][k]`` (clip, frame, library row, last_action = 0),
-    then its library frame plus its noise, into ``qpos[k]``/``qvel[k]``.
+    """:func:`start_state`'s driver: row ``k`` into ``qpos[k]``/``qvel[k]``; ``scales``: the half-widths in draw order.
 
-    ``scales`` are the half-widths in draw order (see :func:`start_state`). A group whose scales are all 0 adds
-    exactly 0 (and the roll-pitch-yaw and angular-velocity groups then skip their rotation, joints their clip).
-    Each expression keeps the order of the array helpers (quat_mul, quat_normalize with ``np.linalg.norm``'s
-    sequential sum of four squares, quat_rotate_inv, np.clip), so a check written with them gives the same bits.
+    A group whose scales are all 0 adds exactly 0 (roll-pitch-yaw and angular velocity then skip their rotation,
+    joints their clip). Each expression keeps the order of the array helpers (quat_mul, quat_normalize with
+    ``np.linalg.norm``'s sequential sum of four squares, quat_rotate_inv, np.clip), so a check written with them
+    gives the same bits.
     """
     nj = qadr.shape[0]
     use = np.empty(5, dtype=np.bool_)  # root_pos, root_rpy, root_lin_vel, root_ang_vel, joint_pos

@@ -1,21 +1,11 @@
-"""Reward terms, one row each in :data:`REWARD_TERMS`; the reward is ``sum(weight x term)``.
+"""Reward terms ``f(s, e, r, p)`` (:mod:`.terms`), one row each in :data:`REWARD_TERMS`; the reward is
+``sum(weight x term)``, weight and sigma from ``cfg.rewards.<name>``.
 
-Tracking terms (``kind="exp"``) are ``exp(-error / sigma^2)`` in [0, 1] (1 exactly on the reference):
-    anchor_pos     squared distance of the robot anchor to the reference anchor (world)
-    anchor_ori     squared rotation angle between the anchors
-    body_pos       mean over tracked bodies of the squared distance to the reference body re-anchored on the
-                   robot (robot anchor x/y and heading, reference height), so a global drift is not punished twice
-    body_ori       mean squared angle to the re-anchored reference orientation
-    body_lin_vel   mean squared world linear-velocity error
-    body_ang_vel   mean squared world angular-velocity error
-Penalties (``kind="penalty"``; positive magnitudes, the configured weights are negative):
-    action_rate    sum of squared action changes, in the recipe's units (action x action_bound)
-    joint_limit    sum of joint excursions beyond the soft joint range
-    undesired_contacts  number of the configured bodies with a net contact force over the threshold in one of
-                   the last ``history_steps`` policy steps
-
-Each term is ``f(s, e, r, p)`` (see :mod:`.terms`): ``p`` is ``1 / sigma^2`` of a tracking term (unused by a
-penalty); weight and sigma come from ``cfg.rewards.<name>``.
+Tracking terms (``kind="exp"``, ``p = 1 / sigma^2``) are ``exp(-error * p)`` in [0, 1], 1 on the reference; the
+error is the anchors' squared distance or angle, or the mean over tracked bodies of a squared (world) error.
+body_pos and body_ori compare with the reference re-anchored on the robot (its anchor x/y and heading, the
+reference's height), so a global drift is not punished twice. Penalties (``kind="penalty"``) are positive
+magnitudes with negative weights.
 """
 
 from __future__ import annotations
@@ -159,11 +149,8 @@ assert TRACKING_TERMS == tracking_term_names(), "a term's kind and its config de
 
 @njit(cache=True, fastmath=False, inline="always")
 def update_contact_age(e, cfrc_ext, body_ids, threshold, contact_age):
-    """Env ``e``'s contact ages after a step: 0 for a body whose net contact force norm exceeds ``threshold``.
-
-    ``cfrc_ext[e, b, 3:6]`` is body ``b``'s net external (here: contact) force of the step's last
-    substep, the force holosoma's MuJoCo backend samples after a policy step; the age saturates.
-    """
+    """Env ``e``'s contact ages after a step: 0 for a body whose net contact force norm exceeds ``threshold``
+    (``cfrc_ext[e, b, 3:6]``: of the step's last substep, as holosoma's MuJoCo backend samples it); saturating."""
     for k in range(body_ids.shape[0]):
         b = body_ids[k]
         f = cfrc_ext[e, b, 3] * cfrc_ext[e, b, 3] + cfrc_ext[e, b, 4] * cfrc_ext[e, b, 4] \
@@ -186,8 +173,7 @@ REWARD_TERM_CALL = "terms[e, {i}] = {f}(s, e, r, params[{i}])"
 
 
 class RewardComputer:
-    """Weights (x ``weight_scale``) and parameters of :data:`REWARD_TERMS` from the config (the step driver's
-    inputs)."""
+    """The step driver's weights (x ``weight_scale``) and parameters of :data:`REWARD_TERMS`."""
 
     def __init__(self, cfg: RewardsConfig, weight_scale: float = 1.0):
         self.names = TERM_NAMES

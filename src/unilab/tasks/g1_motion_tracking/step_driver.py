@@ -1,8 +1,7 @@
 """A step's per-env host work in one parallel region, compiled from a template and the term tables.
 
 No env's step depends on another env's, so one ``prange`` region over envs runs every stage of an env's step back
-to back (its data stays in cache), selected by the ``stages`` bit mask; threads claim chunks of envs as they come
-free (:mod:`unilab.sim.work_claims`: a late worker takes fewer, none waits for it):
+to back (its data stays in cache), selected by the ``stages`` bit mask:
 
     GATHER     its reference row and robot state (``observations.gather_env``)
     CLEAR      (a restart) its contact history emptied
@@ -13,19 +12,16 @@ free (:mod:`unilab.sim.work_claims`: a late worker takes fewer, none waits for i
     OBSERVE    its observation pieces (the layout's), noise, clip, float32 rows
     FINALS     if it is done: its observations into the ``final_*`` rows, before its restart overwrites them
 
-``update_state`` runs every stage but CLEAR in one region; a restart runs GATHER | CLEAR | OBSERVE on the
-restarted rows.
+``update_state`` runs every stage but CLEAR; a restart runs GATHER | CLEAR | OBSERVE on the restarted rows.
 
-Which reference frame: rewards and terminations score the robot against the env's frame (``ref_index``), the
-observation shows the next one (``ro``, clamped to the clip's last frame): the frame the next step's reward
-scores, as holosoma's motion command advances its clock after the reward and before the observation.
+Rewards and terminations score the robot against the env's frame (``ref_index``), the observation shows the next
+(``ro``, clamped into the clip): the frame the next step's reward scores, as holosoma's motion command advances its
+clock after the reward and before the observation.
 
-Why one region: each parallel region wakes the sleeping workers (passive OpenMP, :mod:`unilab.sim.numba_threads`)
-and ends waiting for the slowest, and every region between two physics steps is a fork/join whose cost grows with
-the thread count while the work per thread shrinks; the separate gather, rewards, terminations/tail,
-observations, info-column and two final-observation regions of a step are one here. Running the stages one at a
-time (the benchmark's sub-phase breakdown) is the same code on the same arrays, so it gives the same results bit
-for bit (tests/test_g1_parallel.py).
+Why one region: each region wakes the sleeping workers (passive OpenMP, :mod:`unilab.sim.numba_threads`) and waits
+for the slowest, a fork/join whose cost grows with the thread count while the work per thread shrinks. Running the
+stages one at a time (the benchmark's sub-phases) is the same code on the same arrays, so bit-identical
+(tests/test_g1_parallel.py).
 
 The driver reads through the ``TaskArrays`` namedtuple ``s`` but writes only through explicit arguments or plain
 tuples: Numba 0.68's parfor silently drops writes through a namedtuple's array members inside ``prange`` (plain

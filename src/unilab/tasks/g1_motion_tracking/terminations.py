@@ -1,10 +1,5 @@
-"""Failure terminations (distinct from time-outs, which the env reports as truncation), one row each.
-
-An env terminates when any condition of :data:`TERMINATIONS` holds; each is ``f(s, e, r, threshold) -> bool``
-with the threshold ``cfg.terminations.<name>``:
-    anchor_height        |reference anchor z - robot anchor z|  (a non-finite robot state fails here too)
-    anchor_orientation   |difference of the anchors' projected-gravity z| (0 upright match .. 2 upside down)
-    end_effector_height  max over end effectors of |reference z - robot z|
+"""Failure terminations (time-outs are truncations): an env terminates when any condition of :data:`TERMINATIONS`
+holds, each ``f(s, e, r, threshold) -> bool`` with the threshold ``cfg.terminations.<name>`` (its meaning there).
 """
 
 from __future__ import annotations

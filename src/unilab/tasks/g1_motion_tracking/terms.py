@@ -1,12 +1,9 @@
 """The per-env state of G1 tracking and the arrays every term function reads.
 
-Term functions share one signature: ``f(s, e, r, p)`` with ``s`` the :class:`TaskArrays` of the env, ``e`` the env,
-``r`` its flat reference frame (a row of the motion library's arrays) and ``p`` the row's parameter (the rows and
-the drivers: :mod:`unilab.tasks.core.terms`).
-
-State that a new term needs: a row in :data:`GATHERED` and its line in the gather stage
-(:func:`~.observations.gather_env`, which fills the rows in this order); the env's buffers, ``TaskArrays`` and the
-gather tuple follow.
+Term functions share one signature ``f(s, e, r, p)``: ``s`` the env's :class:`TaskArrays`, ``e`` the env, ``r`` its
+reference frame (a motion library row), ``p`` the row's parameter (:mod:`unilab.tasks.core.terms`). State a new term
+needs: a row in :data:`GATHERED` and its line in :func:`~.observations.gather_env` (which fills the rows in this
+order); the buffers, ``TaskArrays`` and the gather tuple follow.
 """
 
 from __future__ import annotations
