@@ -1,14 +1,9 @@
 """Hydra composition of the train/play config and its validation into typed dataclasses.
 
-The dataclasses are the single source of every key, its type, its default and
-its meaning: SACConfig (``algo``), the task's config (``task``), SimConfig
-(``sim``) and TrainingConfig (``training``) are registered with Hydra's
-ConfigStore as structured configs (``base_sac``, ``base_<task>``,
-``base_mujoco``, ``base_training``), and the YAML files under
-``unilab/config`` are presets that name one and list only what they change.
-OmegaConf type-checks every override while composing (``algo.gamma=abc`` is an
-error) and refuses unknown keys; ``RunSpec.from_raw`` then runs each config's
-own range checks, once, before anything starts. Every error is a ConfigError
+The dataclasses (SACConfig, the task's config, SimConfig, TrainingConfig) are the single source of every key, type,
+default and meaning, registered with Hydra's ConfigStore as structured configs; the YAML files under ``unilab/config``
+are presets that name one and list only what they change. OmegaConf type-checks every override and refuses unknown
+keys; ``RunSpec.from_raw`` then runs each config's range checks before anything starts. Every error is a ConfigError
 naming the key, the refused value and what is allowed.
 """
 
@@ -16,10 +11,13 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import importlib.util
 import inspect
+import sys
 import textwrap
 from collections.abc import Sequence
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from unilab.algo.sac.config import SACConfig
@@ -60,10 +58,8 @@ def split_argv(argv: Sequence[str]) -> tuple[list[str], dict[str, bool]]:
         elif tok.startswith("--"):
             name, eq, value = tok[2:].partition("=")
             if name not in GROUP_FLAGS:
-                raise ConfigError(
-                    f"unknown option {tok!r}; options are --algo, --task, --sim, --cfg, --help, "
-                    "and key=value overrides such as algo.num_envs=4096"
-                )
+                raise ConfigError(f"unknown option {tok!r}; options are --algo, --task, --sim, --cfg, --help, "
+                                  "and key=value overrides such as algo.num_envs=4096")
             if not eq:
                 value = next(it, None)
                 if value is None or value.startswith("-") or "=" in value:  # an override, not a name
@@ -78,10 +74,7 @@ def split_argv(argv: Sequence[str]) -> tuple[list[str], dict[str, bool]]:
 
 
 def explicit_algo_keys(overrides: Sequence[str]) -> tuple[str, ...] | None:
-    """The ``algo.<key>`` names set by overrides; None when an algo preset was chosen (``--algo``).
-
-    A resumed run takes every other algo key from its checkpoint.
-    """
+    """The ``algo.<key>`` names overrides set (a resumed run takes the others from its checkpoint); None with --algo."""
     names = [ov.split("=", 1)[0].lstrip("+~") for ov in overrides]
     if "algo" in names:
         return None
@@ -94,12 +87,9 @@ GPU_RECIPE, CPU_RECIPE = "sac", "sac_cpu"
 def choose_recipe(overrides: Sequence[str], cuda: bool | None = None) -> tuple[list[str], str]:
     """The overrides with the algo recipe made explicit, and a banner line saying which and why.
 
-    An algo preset the user named (``--algo NAME``) is kept; otherwise the task's GPU
-    recipe where a CUDA device exists, else its CPU-sized one (``registry.RECIPES``: ``sac`` /
-    ``sac_cpu`` for motion tracking, ``sac_loco`` / ``sac_cpu_loco`` for locomotion).
-    ``cuda``: the probe's answer (None: ask :func:`cuda_available`, which
-    imports no torch). The user's own overrides still decide
-    :func:`explicit_algo_keys` (a resumed run takes the checkpoint's algo).
+    A named ``--algo`` is kept; otherwise the task's GPU recipe (``registry.RECIPES``) where a CUDA device exists
+    (``cuda``; None: :func:`cuda_available`, which imports no torch), else its CPU-sized one. The user's own
+    overrides still decide :func:`explicit_algo_keys`.
     """
     named = _override_value(overrides, "algo", None)
     if named is not None:
@@ -120,19 +110,11 @@ def cuda_available() -> bool:
 
 
 def cuda_device_count() -> int:
-    """How many CUDA devices torch would find, decided without importing torch where that is possible.
-
-    Importing torch takes seconds; ``--help``, ``--cfg`` and a config error
-    must not pay for it. A torch built without CUDA (``torch/version.py`` says
-    ``cuda = None``) or no NVIDIA driver library means no; otherwise the
-    driver is asked for its device count (``cuInit`` / ``cuDeviceGetCount``,
-    which honour ``CUDA_VISIBLE_DEVICES`` as torch does). A ROCm build, whose
-    driver is not NVIDIA's, asks torch itself.
-    """
+    """How many CUDA devices torch would find, without importing torch (seconds that ``--help``, ``--cfg`` and a config
+    error must not pay) where possible: a torch built without CUDA (``torch/version.py``) or no NVIDIA driver library
+    means 0, else the driver's ``cuDeviceGetCount`` (which honours ``CUDA_VISIBLE_DEVICES`` as torch does); a ROCm build
+    asks torch itself."""
     import ctypes  # only when the recipe is chosen
-    import importlib.util  # only when the recipe is chosen
-    import sys  # only when the recipe is chosen
-    from pathlib import Path  # only when the recipe is chosen
 
     spec = importlib.util.find_spec("torch")
     if spec is None or not spec.submodule_search_locations:
@@ -162,12 +144,8 @@ def cuda_device_count() -> int:
 
 
 def check_device(device: str, count: int | None = None) -> None:
-    """A cuda ``algo.device`` names a device this machine has (ConfigError otherwise).
-
-    Asked before anything starts, not when the learner builds its networks
-    after the collector's env is up. ``count``: the CUDA devices (None: ask
-    :func:`cuda_device_count`, which imports no torch).
-    """
+    """A cuda ``algo.device`` names a device this machine has (ConfigError otherwise), checked before anything starts
+    rather than after the collector's env is up; ``count``: the CUDA devices (None: :func:`cuda_device_count`)."""
     if not device.startswith("cuda"):
         return
     count = cuda_device_count() if count is None else count
@@ -197,9 +175,8 @@ def compose_config(overrides: Sequence[str], config_name: str = "train") -> Any:
         raise ConfigError(f"unknown {group} {bad!r}; available: {', '.join(group_options(group))}") from None
     except (HydraException, OmegaConfBaseException) as err:
         cause = err.__cause__ if isinstance(err.__cause__, OmegaConfBaseException) else err
-        if isinstance(cause, OmegaConfBaseException) and (
-            getattr(cause, "object_type", None) not in (None, dict, list) or "Value '" in str(cause)
-        ):
+        if isinstance(cause, OmegaConfBaseException) and (getattr(cause, "object_type", None) not in (None, dict, list)
+                                                          or "Value '" in str(cause)):
             key = str(getattr(cause, "full_key", ""))
             # Hydra names the override it failed on: the first bad one of a key given twice, not the last
             failed = str(err).removeprefix("Error merging override ")
@@ -211,11 +188,8 @@ def compose_config(overrides: Sequence[str], config_name: str = "train") -> Any:
 
 
 def _quoting_hint(overrides: Sequence[str]) -> str:
-    """For the first override Hydra's grammar refuses: how to write its value quoted (empty if none).
-
-    A path with a space, quote or parenthesis (``training.resume=/runs/my run (2)``) is not an
-    unquoted Hydra value; quoted, it is taken as it is.
-    """
+    """For the first override Hydra's grammar refuses (a path with a space, quote or parenthesis such as
+    ``training.resume=/runs/my run (2)``): how to write its value quoted (empty if none)."""
     import shlex  # only on this error path
 
     from hydra.core.override_parser.overrides_parser import OverridesParser  # lazy: hydra
@@ -246,8 +220,7 @@ def _override_value(overrides: Sequence[str], key: str, default: Any = NO_VALUE)
 
 def _check_bool_overrides(cfg: Any, overrides: Sequence[str]) -> None:
     """A bool key takes only true or false: OmegaConf alone would read ``no``, ``off`` or ``0`` as false."""
-    # lazy: hydra only to compose
-    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.overrides_parser import OverridesParser  # lazy: hydra only to compose
     from omegaconf import BooleanNode, OmegaConf  # lazy: hydra only to compose
 
     for ov in OverridesParser.create().parse_overrides(list(overrides)):
@@ -260,18 +233,13 @@ def _check_bool_overrides(cfg: Any, overrides: Sequence[str]) -> None:
                 break
         value = ov.value()
         if isinstance(node, BooleanNode) and not (isinstance(value, bool) or value is None and node._is_optional()):  # noqa: SLF001
-            raise ConfigError(
-                f"invalid value for {ov.key_or_group}: {ov.get_value_element_as_str()!r} (expected true or false)")
+            raise ConfigError(f"invalid value for {ov.key_or_group}: {ov.get_value_element_as_str()!r} "
+                              "(expected true or false)")
 
 
 def to_run_spec(cfg: Any, explicit_algo_keys: tuple[str, ...] | None = None, check_paths: bool = True) -> RunSpec:
-    """Validate a composed config into typed configs, once (errors name the key).
-
-    ``check_paths``: also require the files the run reads (training.resume, the
-    task's model and clips) to exist and a cuda ``algo.device`` to be present,
-    so a wrong path or device fails before any process starts or any run
-    directory is made.
-    """
+    """Validate a composed config into typed configs (errors name the key); ``check_paths``: also require the files
+    the run reads and a cuda ``algo.device`` to exist, before any process starts or run directory is made."""
     try:
         spec = RunSpec.from_raw(cfg, explicit_algo_keys)
         if check_paths:
@@ -307,10 +275,8 @@ def field_docs(cls: type) -> dict[str, str]:
 
 
 def help_text(cfg: Any, prog: str = "train", values_from: str = "") -> str:
-    """``--help``: usage, then every key of every group with its value and meaning.
-
-    ``values_from``: the line saying which recipe the listed values are (:func:`choose_recipe`'s banner).
-    """
+    """``--help``: usage, then every key of every group with its value and meaning; ``values_from``:
+    :func:`choose_recipe`'s banner, saying which recipe the values are."""
     lines = [
         f"usage: {prog} [--algo sac] [--task NAME] [--sim mujoco] [--cfg] [--help] [key=value ...]",
         "",
@@ -338,12 +304,9 @@ def help_text(cfg: Any, prog: str = "train", values_from: str = "") -> str:
 
 
 def help_entries(node: Any, prefix: str, prefix_doc: str = "") -> list[tuple[str, str, str]]:
-    """``(dotted key, value as text, description)`` of every leaf key under a structured config node.
-
-    Nested dataclass fields are walked (``task.reset.noise.root_lin_vel``); when
-    several fields of a config share one dataclass type or its subclasses (the reward terms), a
-    leaf's description starts with its parent field's.
-    """
+    """``(dotted key, value as text, description)`` of every leaf under a structured config node, nested dataclasses
+    walked; where several fields share one dataclass type or its subclasses (the reward terms), a leaf's description
+    starts with its parent field's."""
     from omegaconf import OmegaConf  # lazy: hydra only to compose
 
     cls = OmegaConf.get_type(node)

@@ -142,8 +142,7 @@ def _main(args: argparse.Namespace) -> int:
         print(f"unilab-eval: error: {err}", file=sys.stderr)
         return 2
     # the report path fails now, not after a rollout of many minutes
-    json_path = (Path(args.json) if args.json
-                 else report.default_json_path(ckpt, args.policy, args.starts, args.task))
+    json_path = Path(args.json) if args.json else report.default_json_path(ckpt, args.policy, args.starts, args.task)
     try:
         check_writable(json_path, "report")
     except OSError as err:

@@ -1,13 +1,8 @@
-"""Evaluation of a velocity-command locomotion policy: one fixed command per bin, every env one episode.
-
-Bins (``speed`` m/s or rad/s): standing (0, 0, 0), forward (speed, 0, 0), lateral (0, speed, 0), turning (0, 0,
-speed). Every env runs its bin's command in the task's evaluation mode (mean gait frequency, legs starting at
-phases 0 and -pi; :meth:`LocomotionEnv.evaluate`) for one episode of the task's length, pushes on or off, domain
-randomization off unless kept, observation noise off. Per bin: the fraction of episodes that survive to the
-time-out, the mean episode length (s), falls, the forward / lateral velocity and yaw-rate tracking errors (mean
-absolute error over the steps before a fall, base frame), and the mean of the tracking reward terms over those
-steps (holosoma's nightly metrics are those terms' episode means).
-"""
+"""Evaluation of a velocity-command locomotion policy: one fixed command per bin (:func:`bin_commands`), every env one
+episode of the task's length in its evaluation mode (:meth:`LocomotionEnv.evaluate`), observation noise off. Per bin:
+the fraction surviving to the time-out, mean episode length (s), falls, the forward / lateral velocity and yaw-rate
+errors (mean absolute error over the steps before a fall, base frame) and the mean of the tracking reward terms over
+those steps (holosoma's nightly metrics are those terms' episode means)."""
 
 from __future__ import annotations
 
@@ -26,7 +21,7 @@ BINS = ("standing", "forward", "lateral", "turning")
 
 
 def bin_commands(speed: float) -> dict[str, tuple[float, float, float]]:
-    """Each bin's command (forward, lateral m/s, yaw rad/s)."""
+    """Each bin's command (forward, lateral m/s, yaw rad/s) at ``speed``."""
     return {"standing": (0.0, 0.0, 0.0), "forward": (speed, 0.0, 0.0), "lateral": (0.0, speed, 0.0),
             "turning": (0.0, 0.0, speed)}
 
@@ -42,7 +37,8 @@ def evaluate_locomotion(env: Any, policy, speed: float = 0.5, envs_per_bin: int 
     order) for one episode each; the per-bin metrics of the module doc and their mean over bins."""
     if env.num_envs != len(BINS) * envs_per_bin:
         raise ValueError(f"the env needs {len(BINS)} x {envs_per_bin} envs, has {env.num_envs}")
-    commands = np.repeat(np.array([bin_commands(speed)[b] for b in BINS]), envs_per_bin, axis=0)
+    by_bin = bin_commands(speed)
+    commands = np.repeat(np.array([by_bin[b] for b in BINS]), envs_per_bin, axis=0)
     env.evaluate(commands)
     env.auto_reset = False
     n, steps, dt = env.num_envs, int(env.max_episode_steps), float(env.control_dt)
@@ -74,7 +70,7 @@ def evaluate_locomotion(env: Any, policy, speed: float = 0.5, envs_per_bin: int 
         rows = slice(b * envs_per_bin, (b + 1) * envs_per_bin)
         e, t = err[rows] / per[rows], track[rows] / per[rows]
         out["bins"][name] = {
-            "command": list(bin_commands(speed)[name]),
+            "command": list(by_bin[name]),
             "survived": float(alive[rows].mean()),
             "falls": int((~alive[rows]).sum()),
             "episode_length_s": float(length[rows].mean() * dt),

@@ -1,26 +1,21 @@
 """Tracking metrics of motion-tracking rollouts: pure NumPy, batched over envs.
 
-The definitions (shared with ``scripts/deploy/sim2sim.py``, which recomputes
-them without unilab; keep both in step):
+The definitions (shared with ``scripts/deploy/sim2sim.py``, which recomputes them without unilab; keep both in step):
 
-- a clip of ``T`` frames is measured at frames ``t = 0 .. T-1``: frame 0 is the
-  start state (the reference at frame 0), frame ``t >= 1`` the state after the
-  ``t``-th control step, each compared with the reference at the same frame;
-- ``mpjpe_mm``: mean over frames and tracked bodies of ``||p_robot - p_ref||``
-  (world frame), x1000;
-- ``mpjpe_local_mm``: the same after expressing every body position in its own
-  anchor body's frame, ``R_anchor^T (p_body - p_anchor)`` (robot and reference
-  each with their own anchor), x1000;
-- ``anchor_pos_err`` (m): mean ``||anchor_robot - anchor_ref||``;
-  ``anchor_ori_err`` (rad): mean ``2 acos(|<q_robot, q_ref>|)`` (unit quaternions);
-- ``joint_pos_err`` (rad) / ``joint_vel_err`` (rad/s): mean over frames and
-  joints of ``|q - q_ref|`` / ``|qd - qd_ref|``;
-- ``success_rate``: 1 for an env on which no termination condition fired at any
-  frame, else 0 (the rollout goes on after a failure: the errors above cover
-  every frame); per clip the mean over its envs, overall the mean over clips.
+- a clip of ``T`` frames is measured at frames ``t = 0 .. T-1``: frame 0 is the start state (the reference at frame
+  0), frame ``t >= 1`` the state after the ``t``-th control step, each compared with the reference at the same frame;
+- ``mpjpe_mm``: mean over frames and tracked bodies of ``||p_robot - p_ref||`` (world frame), x1000;
+- ``mpjpe_local_mm``: the same after expressing every body position in its own anchor body's frame,
+  ``R_anchor^T (p_body - p_anchor)`` (robot and reference each with their own anchor), x1000;
+- ``anchor_pos_err`` (m): mean ``||anchor_robot - anchor_ref||``; ``anchor_ori_err`` (rad): mean
+  ``2 acos(|<q_robot, q_ref>|)`` (unit quaternions);
+- ``joint_pos_err`` (rad) / ``joint_vel_err`` (rad/s): mean over frames and joints of ``|q - q_ref|`` /
+  ``|qd - qd_ref|``;
+- ``success_rate``: 1 for an env on which no termination condition fired at any frame, else 0 (the rollout goes on
+  after a failure: the errors above cover every frame).
 
-Every other metric's overall value is the mean of the per-clip values (each
-clip weighs the same, whatever its length).
+Per clip a metric is the mean over its envs; overall, the mean of the per-clip values (each clip weighs the same,
+whatever its length).
 """
 
 from __future__ import annotations
@@ -49,15 +44,9 @@ def rotate_inv(q: np.ndarray, v: np.ndarray) -> np.ndarray:
 def frame_errors(body_pos: np.ndarray, body_quat: np.ndarray, joint_pos: np.ndarray, joint_vel: np.ndarray,
                  ref_body_pos: np.ndarray, ref_body_quat: np.ndarray, ref_joint_pos: np.ndarray,
                  ref_joint_vel: np.ndarray, anchor: int) -> dict[str, np.ndarray]:
-    """One frame's errors of ``n`` envs: ``{name: (n,)}`` for every name of :data:`ERROR_NAMES`.
-
-    Args:
-        body_pos, ref_body_pos: ``(n, B, 3)`` tracked body positions, world frame (m).
-        body_quat, ref_body_quat: ``(n, B, 4)`` tracked body orientations (wxyz); only the anchor's is used.
-        joint_pos, ref_joint_pos: ``(n, J)`` joint angles (rad).
-        joint_vel, ref_joint_vel: ``(n, J)`` joint rates (rad/s).
-        anchor: index of the anchor body among the B tracked bodies.
-    """
+    """One frame's errors of ``n`` envs, ``{name: (n,)}`` for :data:`ERROR_NAMES`, from ``(n, B, 3)`` world-frame
+    positions (m) and ``(n, B, 4)`` wxyz orientations of the ``B`` tracked bodies (only the ``anchor``-th one's is
+    used) and ``(n, J)`` joint angles (rad) and rates (rad/s)."""
     q, q_ref = body_quat[:, anchor], ref_body_quat[:, anchor]
     a, a_ref = body_pos[:, anchor], ref_body_pos[:, anchor]
     local = rotate_inv(q[:, None, :], body_pos - a[:, None, :])
@@ -74,10 +63,8 @@ def frame_errors(body_pos: np.ndarray, body_quat: np.ndarray, joint_pos: np.ndar
 
 
 class TrackingAccumulator:
-    """Per-frame errors and first failures of ``n`` envs; env ``e`` is measured at frames ``0 .. frames[e]-1``.
-
-    ``add`` the frames in order (t = 0, 1, ...); rows past their env's last frame are ignored.
-    """
+    """Per-frame errors and first failures of ``n`` envs, env ``e`` measured at frames ``0 .. frames[e]-1``; ``add``
+    the frames in order, rows past their env's last frame ignored."""
 
     def __init__(self, frames: Sequence[int] | np.ndarray):
         self.frames = np.asarray(frames, dtype=np.int64)
@@ -120,10 +107,8 @@ class TrackingAccumulator:
 
 def summarize(per_env: Mapping[str, np.ndarray], env_clip: np.ndarray, clip_names: Sequence[str],
               clip_frames: Sequence[int]) -> dict[str, dict]:
-    """``{"overall": {metric: v}, "clips": {name: {metric: v, "frames": T}}}`` from :meth:`TrackingAccumulator.per_env`.
-
-    A clip's values are the means over its envs; the overall values the means over clips.
-    """
+    """``{"overall": {metric: v}, "clips": {name: {metric: v, "frames": T}}}`` from :meth:`TrackingAccumulator.per_env`:
+    a clip's values the means over its envs, the overall values the means over clips."""
     env_clip = np.asarray(env_clip)
     clips: dict[str, dict] = {}
     for c, name in enumerate(clip_names):

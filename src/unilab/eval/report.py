@@ -16,13 +16,9 @@ from unilab.eval.rollout import EvalResult
 
 def default_json_path(checkpoint: Path | None, policy: str = "checkpoint", starts: str = "clip",
                       task: str = "g1_motion_tracking") -> Path:
-    """``<run dir>/eval/eval_<iteration>.json`` (the run dir holds the checkpoint; the iteration of a
-    ``model_<iter>.pt`` name, else the file's stem).
-
-    A baseline's name is ``eval_<policy>`` instead of ``eval_<iteration>``, in
-    ``./eval`` when there is no checkpoint; random starts append ``_random``.
-    ``g1_locomotion``: ``eval_locomotion_<iteration>``, without a checkpoint ``eval_locomotion_<policy>``.
-    """
+    """``<run dir>/eval/eval_<iteration>.json`` (the iteration of a ``model_<iter>.pt`` name, else the file's stem);
+    a baseline's ``eval_<policy>``, in ``./eval`` without a checkpoint; random starts append ``_random``;
+    ``g1_locomotion``: ``eval_locomotion_<iteration>``, without a checkpoint ``eval_locomotion_<policy>``."""
     folder, iteration = Path("eval"), None
     if checkpoint is not None:
         match = re.fullmatch(r"model_(\d+)\.pt", checkpoint.name)
@@ -81,11 +77,8 @@ def write_json(path: str | os.PathLike, report: dict) -> Path:
 
 
 def plot_errors(result: EvalResult, json_path: str | os.PathLike) -> list[Path]:
-    """One PNG per clip next to ``json_path`` (``<stem>_<clip>.png``): each error over the clip's frames.
-
-    The envs that start at frame 0 are drawn (a start sweep's later starts are in the JSON); several of one clip
-    as thin lines around their mean; a dashed red line marks the first frame a termination fired.
-    """
+    """One PNG per clip next to ``json_path`` (``<stem>_<clip>.png``): each error over the clip's frames of the envs
+    starting at frame 0 (several as thin lines around their mean), a dashed red line at the first termination."""
     import matplotlib  # noqa: PLC0415 - lazy: only plotting needs it
 
     matplotlib.use("Agg")

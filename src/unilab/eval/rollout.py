@@ -1,12 +1,10 @@
-"""Deterministic evaluation rollouts of a policy on its motion-tracking task (``unilab-eval``, whose ``--help``
-describes the start modes and metrics at length).
+"""Deterministic evaluation rollouts of a policy on its motion-tracking task (``unilab-eval --help`` describes the
+start modes and metrics).
 
-The env is rebuilt from the checkpoint's stored config (as ``play`` does) with no observation noise and, unless asked
-for, no domain randomization. The policy is the checkpoint's mean action or a baseline (:func:`baseline_policy`).
-Start modes: ``clip`` (:func:`evaluate`): every env starts exactly at frame 0 of its clip (with ``start_stride`` also at
-later frames, so that one clip segment the policy has not learned does not decide the whole measurement) and follows
-it to the clip's end with auto-reset off, so a failure stays recorded (metrics: :mod:`unilab.eval.metrics`);
-``random`` (:func:`random_start_metrics`): what training measures, sampled starts with the start noise and auto-reset.
+The env is rebuilt from the checkpoint's stored config (as ``play`` does) without observation noise and, unless asked
+for, domain randomization. ``clip`` starts follow each clip to its end with auto-reset off, so a failure stays
+recorded (``start_stride`` adds later starts: one unlearned segment does not decide the whole measurement);
+``random`` starts (:func:`random_start_metrics`) measure what training measures.
 """
 
 from __future__ import annotations
@@ -145,18 +143,10 @@ class EvalResult:
                                            if self.first_failure[e] >= 0 else None for e in rows]
             entry["file"] = self.clip_files[c]
             clips[name] = entry
-        return {
-            "checkpoint": None if self.checkpoint is None else str(self.checkpoint),
-            "iteration": self.iteration,
-            "task": self.task,
-            "policy": self.options.policy,
-            "starts": self.options.starts,
-            "overall": self.summary["overall"],
-            "clips": clips,
-            "eval": dataclasses.asdict(self.options),
-            "control_dt": self.control_dt,
-            "config": self.config,
-        }
+        opts = self.options
+        return {"checkpoint": None if self.checkpoint is None else str(self.checkpoint), "iteration": self.iteration,
+                "task": self.task, "policy": opts.policy, "starts": opts.starts, "overall": self.summary["overall"],
+                "clips": clips, "eval": dataclasses.asdict(opts), "control_dt": self.control_dt, "config": self.config}
 
 
 def clip_names(files: list[Path]) -> list[str]:
@@ -216,8 +206,7 @@ def disable_randomization(cfg: Any) -> Any:
 
 
 def without_noise(cfg: Any, randomization: bool, **changes: Any) -> Any:
-    """Task config ``cfg`` for evaluation: observation noise off, domain randomization off unless kept, ``changes``
-    applied."""
+    """``cfg`` for evaluation: observation noise off, domain randomization off unless kept, ``changes`` applied."""
     changes["obs_noise"] = _zero_numbers(cfg.obs_noise)
     if not randomization:
         changes["randomization"] = disable_randomization(cfg.randomization)
@@ -225,11 +214,8 @@ def without_noise(cfg: Any, randomization: bool, **changes: Any) -> Any:
 
 
 def eval_task_config(task_raw: dict[str, Any], randomization: bool, start_noise: bool = False) -> Any:
-    """The checkpoint's motion-tracking config for evaluation (:func:`without_noise`).
-
-    ``start_noise``: keep the reset noise (random starts measure what training
-    measures); otherwise envs start exactly on the reference.
-    """
+    """The checkpoint's motion-tracking config for evaluation (:func:`without_noise`); without ``start_noise`` the
+    reset noise is off too, so envs start exactly on the reference."""
     name = task_raw.get("name")
     cfg = task_config(name, task_raw)
     if not hasattr(cfg, "tracked_bodies"):
@@ -243,11 +229,8 @@ def eval_task_config(task_raw: dict[str, Any], randomization: bool, start_noise:
 
 def load_policy_config(checkpoint: str | Path | None, policy: str, overrides: dict[str, Any] | None,
                        task: str = DEFAULT_TASK) -> tuple[dict[str, Any], dict[str, Any] | None, Path | None]:
-    """``(run config, checkpoint payload or None, checkpoint path or None)`` of an evaluation.
-
-    The checkpoint policy needs a checkpoint; a baseline takes the checkpoint's
-    config when one is given, else ``task``'s defaults (both with ``overrides``).
-    """
+    """``(run config, checkpoint payload or None, checkpoint path or None)`` of an evaluation; a baseline without a
+    checkpoint takes ``task``'s defaults (both with ``overrides``)."""
     if checkpoint is not None:
         payload, path = load_checkpoint(checkpoint)
         return stored_run_config(payload, path, overrides), payload, path
@@ -260,11 +243,8 @@ def load_policy_config(checkpoint: str | Path | None, policy: str, overrides: di
 @contextmanager
 def eval_env(raw: dict[str, Any], payload: dict[str, Any] | None, policy: str, cfg: Any, num_envs: int,
              device: str, threads: int | None, seed: int) -> Iterator[tuple[Any, PolicyFn]]:
-    """The env of an evaluation (closed on exit) and its policy, ``payload``'s mean action or baseline ``policy``.
-
-    The physics pool takes the run config ``raw``'s ``sim`` settings, the default thread sizing (``threads``: that
-    many) and no pinning; torch gets ``threads`` (default 1) threads.
-    """
+    """The env of an evaluation (closed on exit) and its policy, ``payload``'s mean action or baseline ``policy``;
+    physics takes ``raw``'s ``sim`` settings, torch ``threads`` (default 1) threads."""
     kw = build_dataclass(SimConfig, raw.get("sim", {}), "sim").pool_kwargs()
     kw["cpu_ids"] = None  # a few envs: the default sizing rule, no pinning
     kw["nthread"] = threads
@@ -279,11 +259,8 @@ def eval_env(raw: dict[str, Any], payload: dict[str, Any] | None, policy: str, c
 
 
 def evaluate(checkpoint: str | Path | None, options: EvalOptions | None = None, **changes: Any) -> EvalResult:
-    """Roll out a policy on the task of ``checkpoint`` (file or run dir; None: a baseline on the defaults).
-
-    ``options.policy`` picks the checkpoint's mean action or a baseline,
-    ``options.starts`` every clip from frame 0 or training's random starts; see module docs.
-    """
+    """Roll out ``options.policy`` on the task of ``checkpoint`` (file or run dir; None: a baseline on the defaults)
+    from ``options.starts``."""
     opts = dataclasses.replace(options or EvalOptions(), **changes)
     raw, payload, path = load_policy_config(checkpoint, opts.policy, opts.task_overrides)
     random_starts = opts.starts == "random"
@@ -348,21 +325,14 @@ def scored_rows(env: Any) -> np.ndarray:
 
 
 def next_scored_rows(env: Any) -> np.ndarray:
-    """Motion-library rows of the frames the next step's reward will score.
-
-    ``step`` advances each env's frame by one before it scores the new state,
-    so an action applied now is judged against the frame after the last scored
-    one (clamped at the clip's end, where the env truncates anyway). The frame
-    the observation shows is not used: it may lead the scored one.
-    """
+    """Motion-library rows of the frames the next step's reward will score: ``step`` advances each env's frame by one
+    before scoring (clamped at the clip's end). Not the observation's frame: it may lead the scored one."""
     return env.motion.flat_index(env.clip, env.frame + 1)
 
 
 def reference_action(env: Any) -> np.ndarray:
-    """Actions whose PD targets are the reference joint positions the next step is scored against.
-
-    ``default + action_scale * a = q_ref`` per actuator, clipped to [-1, 1] (the env clips too).
-    """
+    """Actions whose PD targets (``default + action_scale * a``) are the reference joint positions the next step is
+    scored against, clipped to [-1, 1]."""
     target = env.motion.joint_pos[next_scored_rows(env)][:, env.act_joint]
     return np.clip((target - env.action_default) / env.action_scale, -1.0, 1.0)
 
@@ -388,28 +358,18 @@ def baseline_policy(env: Any, kind: str, seed: int = 0) -> PolicyFn:
 
 def random_start_metrics(env: Any, policy: PolicyFn, episodes: int, progress: bool = False,
                          desc: str = "random starts") -> dict[str, float]:
-    """Episode statistics of ``policy`` on ``env`` from training's random starts (auto-reset on).
+    """Episode statistics of ``policy`` on ``env`` from training's random starts (start noise, auto-reset on).
 
-    ``env.reset()`` samples every env's start frame (with the config's start
-    noise); each ended episode (terminated or truncated) restarts through the
-    env's own auto-reset. The ``episodes`` measured episodes are fixed per env
-    before the rollout (env ``e`` contributes its first ``ceil`` or ``floor(episodes /
-    num_envs)`` ones), so short episodes are not over-counted as they would be by
-    stopping at the first ``episodes`` endings; the rollout ends when every env
-    has finished its share. A step that ends an episode is not in the errors:
-    the auto-reset replaces its state before it can be read.
+    Each env's share of the ``episodes`` (its first ``ceil`` or ``floor(episodes / num_envs)``) is fixed before the
+    rollout, so short episodes are not over-counted as they would be by stopping at the first ``episodes`` endings.
+    A step that ends an episode is not in the errors: the auto-reset replaces its state before it can be read.
 
-    Returns :data:`RANDOM_START_KEYS`: ``episodes``; ``episode_length_mean`` /
-    ``_std`` (steps, the ending step included, as training's ``length_mean``);
-    ``failure_rate`` (terminated / ended); ``total_steps`` (env steps
-    simulated); ``measured_steps`` (the steps the errors average over) and the
-    mean of each of :data:`unilab.eval.metrics.ERROR_NAMES` over them;
-    ``action_abs_mean`` (mean |action| over the joints and every step of the
-    measured episodes, [-1, 1] units) and ``action_change_rms`` (RMS over the
-    joints of the change from the episode's previous action): a policy that
-    holds a posture away from the default pose shows a large first and a small
-    second, a jittering one a large second.
-    The env's ``auto_reset`` is restored afterwards; the env is not closed.
+    Returns :data:`RANDOM_START_KEYS`: ``episode_length_mean`` / ``_std`` in steps (the ending step included, as
+    training's ``length_mean``); ``failure_rate`` = terminated / ended; ``total_steps`` simulated;
+    ``measured_steps``, the steps each error of :data:`ERROR_NAMES` is averaged over; ``action_abs_mean`` (mean
+    |action|, [-1, 1] units) and ``action_change_rms`` (RMS change from the episode's previous action): a posture
+    held away from the default pose shows a large first and a small second, jitter a large second.
+    ``env.auto_reset`` is restored afterwards; the env is not closed.
     """
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")

@@ -1,25 +1,15 @@
 """Offscreen rendering of MuJoCo states to mp4 on headless machines.
 
-MuJoCo's Python package picks its OpenGL layer from ``MUJOCO_GL`` once, when
-``mujoco`` is first imported; a missing library can even make that import
-fail. So this module never imports ``mujoco`` at import time, and
-``select_gl_backend`` probes each candidate in a short-lived subprocess
-(about a second) rather than in this process. ``render_states`` then renders
-in this process when its OpenGL layer already is the selected backend (the
-caller set ``MUJOCO_GL`` before importing mujoco), and otherwise in a fresh
-Python subprocess started with that backend, the model passed as MJB.
+MuJoCo picks its OpenGL layer from ``MUJOCO_GL`` once, at its first import, and a missing library can make that
+import fail: so this module never imports ``mujoco`` at import time, backends are probed in short-lived subprocesses
+(about a second each), and ``render_states`` renders in a fresh subprocess (model passed as MJB) unless this
+process's layer already is the selected backend.
 
-Each frame can carry a translucent ghost of a second pose (play: the
-reference motion the robot tracks) and a few lines of text. The ghost is not
-a second render pass: the reference pose's geoms are appended to the frame's
-scene (``mjv_addGeoms``), shadowless. It draws the model's primitive
-(non-mesh) geoms of every group, for the G1 its collision capsules: its
-visual meshes hold ~440k triangles, and drawing them twice doubles the CPU
-(Mesa llvmpipe) render time; a model without primitive geoms gets its
-visible meshes. The text is rasterised onto the pixels with Pillow.
-
-The mp4 is encoded by the ffmpeg binary bundled in the imageio-ffmpeg wheel
-(or the one ``IMAGEIO_FFMPEG_EXE`` names), never a separate system download.
+The ghost of a second pose (play: the reference motion) is not a second render pass: its geoms are appended to the
+frame's scene (``mjv_addGeoms``), shadowless, and only the primitive (non-mesh) ones, for the G1 its collision
+capsules: its visual meshes hold ~440k triangles, and drawing them twice doubles the CPU (Mesa llvmpipe) render time.
+A model without primitive geoms gets its visible meshes. Text is rasterised onto the pixels with Pillow; the mp4 is
+encoded by the imageio-ffmpeg wheel's ffmpeg (or ``IMAGEIO_FFMPEG_EXE``'s), never a separate system download.
 """
 
 from __future__ import annotations
@@ -42,14 +32,13 @@ from unilab.gl_env import user_mujoco_gl
 if TYPE_CHECKING:
     import mujoco
 
-# tried in this order when MUJOCO_GL is unset: EGL is the fast path on GPUs
-# and also runs on CPU through Mesa (libEGL_mesa + llvmpipe); OSMesa is the
-# pure-software fallback
+# tried in this order: EGL is the fast path on GPUs and also runs on CPU through Mesa (libEGL_mesa + llvmpipe);
+# OSMesa is the pure-software fallback
 HEADLESS_BACKENDS = ("egl", "osmesa")
 DEFAULT_TRACK_BODY = "pelvis"
 GHOST_MODES = ("overlay", "side", "off")
-"""overlay: the ghost where the reference is (on the robot when it tracks well);
-side: shifted sideways by ``GHOST_SIDE_OFFSET_M`` (view centred between both); off: none."""
+"""overlay: where the reference is (on the robot when it tracks well); side: shifted sideways by
+``GHOST_SIDE_OFFSET_M`` (view centred between both); off: none."""
 GHOST_RGBA = (0.3, 0.75, 1.0, 0.45)
 GHOST_SIDE_OFFSET_M = 1.0
 ARROW_COLORS = ((0.15, 0.85, 0.15, 1.0), (0.15, 0.45, 1.0, 1.0), (1.0, 0.6, 0.1, 1.0))
@@ -110,21 +99,10 @@ def probe_gl_backend(backend: str, timeout: float = _PROBE_TIMEOUT_S) -> str | N
 
 
 def select_gl_backend() -> str:
-    """The OpenGL backend for offscreen rendering, exported as ``MUJOCO_GL``.
-
-    The user's ``MUJOCO_GL`` (see ``unilab.gl_env.user_mujoco_gl``: the value
-    from before the entry point disabled OpenGL, else the environment's) is
-    probed first; if it cannot create a renderer here (``glfw`` without a
-    display, ``osmesa`` without libOSMesa, a name mujoco does not know) a
-    one-line notice goes to stderr and ``egl`` then ``osmesa`` are probed.
-    Probes run in subprocesses. The first backend that creates a
-    ``mujoco.Renderer`` is written to ``os.environ["MUJOCO_GL"]`` (which takes
-    effect in this process only if mujoco has not been imported yet, and in
-    every subprocess) and returned.
-
-    Raises:
-        RenderUnavailable: no candidate works; the message says what to install.
-    """
+    """The first backend, of the user's ``MUJOCO_GL`` (``unilab.gl_env.user_mujoco_gl``) then ``egl`` and ``osmesa``,
+    that creates a ``mujoco.Renderer`` in a subprocess, exported as ``os.environ["MUJOCO_GL"]`` (effective in this
+    process only if mujoco is not imported yet). A user's backend that fails (``glfw`` without a display, a name mujoco
+    does not know) gets a one-line notice on stderr; RenderUnavailable, saying what to install, if none works."""
     user = user_mujoco_gl()
     candidates = ([user] if user else []) + [b for b in HEADLESS_BACKENDS if b != user]
     errors = {}
@@ -147,8 +125,7 @@ def _loaded_gl_backend() -> str | None:
         return None
     import mujoco  # mujoco picks its GL layer at first import (see above)
 
-    # mujoco exports the context class of the backend it loaded, e.g.
-    # mujoco.egl.GLContext; a placeholder lives in gl_context when it failed
+    # mujoco exports the context class of the backend it loaded (mujoco.egl.GLContext; gl_context's placeholder if none)
     module = getattr(getattr(mujoco, "GLContext", None), "__module__", "") or ""
     name = module.rsplit(".", 1)[-1]
     return name if name in ("egl", "osmesa", "glfw", "cgl", "wgl") else ""
@@ -240,8 +217,7 @@ def _ghost_model(model: mujoco.MjModel) -> mujoco.MjModel:
     moving = np.asarray(model.body_weldid)[np.asarray(model.geom_bodyid)] != 0
     chosen = moving & (np.asarray(model.geom_type) != int(mujoco.mjtGeom.mjGEOM_MESH))  # primitive geoms
     if not chosen.any():
-        # mjvOption draws groups 0-2 by default
-        chosen = moving & (np.asarray(model.geom_group) < 3)
+        chosen = moving & (np.asarray(model.geom_group) < 3)  # mjvOption draws groups 0-2 by default
     gm.geom_group[:] = np.where(chosen, 0, _HIDDEN_GROUP)
     gm.geom_rgba[chosen] = GHOST_RGBA
     gm.geom_matid[chosen] = -1  # the flat ghost colour, not the robot's material
@@ -334,9 +310,7 @@ def _render_here(model: mujoco.MjModel, qpos: np.ndarray, path: Path, fps: float
     else:
         cam.type = mujoco.mjtCamera.mjCAMERA_TRACKING
         cam.trackbodyid = body_id
-        cam.distance = camera_distance
-        cam.azimuth = camera_azimuth
-        cam.elevation = camera_elevation
+        cam.distance, cam.azimuth, cam.elevation = camera_distance, camera_azimuth, camera_elevation
 
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.stem}.{os.getpid()}.partial.mp4")
@@ -367,8 +341,7 @@ def _render_here(model: mujoco.MjModel, qpos: np.ndarray, path: Path, fps: float
         tmp.unlink(missing_ok=True)
         raise
     finally:
-        # explicit close: left to the garbage collector at interpreter
-        # shutdown, the GL context's teardown prints a ctypes traceback
+        # explicit close: left to the garbage collector at shutdown, the GL context's teardown prints a ctypes traceback
         renderer.close()
     return path
 
@@ -415,28 +388,15 @@ def render_states(model: mujoco.MjModel, qpos: np.ndarray, path: str | Path, fps
                   camera_azimuth: float = 90.0, camera_elevation: float = -15.0, ghost_qpos: np.ndarray | None = None,
                   ghost: str = "overlay", labels: Sequence[str] | None = None, arrows: np.ndarray | None = None
                   ) -> Path:
-    """Render each row of ``qpos`` (T, nq) and write an mp4 to ``path``.
+    """Render each row of ``qpos`` (T, nq) from a camera tracking ``track_body`` (the default falls back to the first
+    body; None: MuJoCo's free camera) into an mp4 at ``path``, written under a temporary name and renamed.
 
-    Each frame sets ``qpos`` into an MjData, runs ``mj_forward`` and renders
-    from a tracking camera that follows ``track_body`` (``"pelvis"`` by
-    default, falling back to the first body when the model has no pelvis;
-    None: MuJoCo's default free camera). The file is written to a temporary
-    name and renamed, so ``path`` is either complete or absent.
+    ``ghost_qpos`` (T, nq): a translucent ghost placed by ``ghost`` (:data:`GHOST_MODES`); ``labels``: one text per
+    frame (newlines split lines; empty: none) in the top-left corner; ``arrows`` (T, k, 2, 3): ``k`` world-frame
+    (start, end) arrows per frame, coloured :data:`ARROW_COLORS` in order (locomotion: command and base velocity).
 
-    ``ghost_qpos`` (T, nq), if given, is drawn into the same frames as a
-    translucent ghost of the model (see the module notes), placed by
-    ``ghost`` (one of ``GHOST_MODES``: "overlay" where it is, "side" shifted
-    to the robot's right on screen, "off" not at all). ``labels`` (one text
-    per frame, lines split by newlines; empty: none) is written in the
-    top-left corner. ``arrows`` (T, k, 2, 3), if given, draws ``k`` arrows per
-    frame from world-frame start to end points, coloured :data:`ARROW_COLORS`
-    in order (the locomotion task: its command and its base velocity).
-
-    Raises:
-        ValueError: bad shapes, sizes, path suffix or body name.
-        RenderUnavailable: no offscreen OpenGL backend works (see
-            ``select_gl_backend``).
-        RuntimeError: rendering in a subprocess failed (its stderr is included).
+    Raises ValueError (bad shapes, sizes, path suffix or body name), RenderUnavailable (no offscreen OpenGL backend
+    works) or RuntimeError (a rendering subprocess failed; its stderr is included).
     """
     path = Path(path)
     qpos, ghost_qpos, labels, arrows = _check_inputs(model, qpos, path, fps, width, height, ghost_qpos, ghost, labels,

@@ -1,8 +1,5 @@
-"""FastSAC: off-policy soft actor-critic for massively parallel envs.
-
-The names below are imported on first use, so that ``unilab.algo.sac.config``
-(SACConfig: what ``train --help`` and config validation need) loads without torch.
-"""
+"""FastSAC: off-policy soft actor-critic for massively parallel envs. The names below are imported on first use, so
+that ``unilab.algo.sac.config`` (what ``train --help`` and config validation need) loads without torch."""
 
 from importlib import import_module
 from typing import Any

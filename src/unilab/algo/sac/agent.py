@@ -1,12 +1,9 @@
 """FastSAC learner: acting, one gradient step, checkpoints.
 
-One :meth:`FastSAC.update` = one critic step and one temperature step (every call), an actor step every
-``policy_frequency``-th call, and a soft target update, in holosoma's order. The trainer calls it ``num_updates``
-times per iteration on batches from :class:`~unilab.algo.sac.replay.ReplayBuffer`.
-
-The actor acts in [-1, 1] (the env maps that to PD targets), but log-probs, the entropy target and the critic's action
-input live in the recipe's action space ``b_j * a_j`` (``action_bound``): holosoma's FastSAC acts with
-``tanh(u) * b_j``, so its log-prob carries ``-sum_j log b_j`` and its entropy target ``-0.5 * action_dim`` means
+One :meth:`FastSAC.update` = a critic step and a temperature step, an actor step every ``policy_frequency``-th call
+and a soft target update, in holosoma's order. The actor acts in [-1, 1], but log-probs, the entropy target and the
+critic's action input live in the recipe's action space ``b_j * a_j`` (``action_bound``): holosoma's FastSAC acts
+with ``tanh(u) * b_j``, so its log-prob carries ``-sum_j log b_j`` and its entropy target ``-0.5 * action_dim`` means
 "0.5 nats below a unit box" there.
 """
 
@@ -33,8 +30,7 @@ MIRRORED_KEYS = {"obs": "obs", "next_obs": "obs", "critic_obs": "critic_obs", "n
 """Batch keys that symmetry augmentation mirrors, and the mirror each uses (the others are repeated)."""
 OPTIMIZER_SETTINGS = ("lr", "betas", "weight_decay")
 """Optimiser settings a loaded state does not override (they are the config's)."""
-# counters of nonfinite_counts(): updates with any skipped step, steps skipped per optimiser,
-# and the current run of consecutive updates with a skipped step
+# nonfinite_counts(): updates with any skipped step, steps skipped per optimiser, current run of such updates
 NONFINITE_KEYS = ("updates", "critic", "actor", "alpha", "streak")
 _MODULES = ("actor", "critic", "critic_target", "obs_normalizer", "critic_obs_normalizer")
 _OPTIMIZERS = ("actor_optimizer", "critic_optimizer", "alpha_optimizer")
@@ -43,22 +39,14 @@ _OPTIMIZERS = ("actor_optimizer", "critic_optimizer", "alpha_optimizer")
 class FastSAC:
     """Soft actor-critic with the FastSAC recipe (see :class:`SACConfig`).
 
-    Args:
-        cfg: hyperparameters.
-        obs_dim: actor observation width (``obs["obs"]``).
-        critic_obs_dim: critic observation width (``obs["critic_obs"]``).
-        action_dim: action width; actions are in [-1, 1].
-        device: overrides ``cfg.device`` when given ("auto", "cpu", "cuda", ...).
-        action_bound: per action dim, the factor ``b_j`` from [-1, 1] to the recipe's action space
-            (``EnvSpec.action_bound``); None: all ones.
-        mirror: the task's left/right mirror of ``obs``, ``critic_obs`` and ``action`` as signed permutations
-            (``EnvSpec.mirror``), used when ``cfg.use_symmetry``; ``mirror_error``: why the task has none.
+    ``device`` overrides ``cfg.device``; ``action_bound``: per action dim the factor ``b_j`` from [-1, 1] to the
+    recipe's action space (``EnvSpec.action_bound``; None: ones); ``mirror``: the task's left/right mirror of
+    ``obs``, ``critic_obs`` and ``action`` as signed permutations (``EnvSpec.mirror``, used when
+    ``cfg.use_symmetry``), ``mirror_error``: why the task has none.
 
-    ``grad_sync`` (default None) may be set to a callable taking a list of parameters; it runs after every backward
-    pass, before clipping and the optimiser step (e.g. an all-reduce average for multi-process training).
-    ``stats_sync`` (default None) may be set to an in-place all-reduce SUM of a tensor
-    (``torch.distributed.all_reduce``); the observation normalisers then merge the batches of all ranks and stay
-    identical across them.
+    ``grad_sync`` may be set to a callable on a list of parameters, run after every backward pass before clipping
+    and the optimiser step (e.g. an all-reduce average); ``stats_sync`` to an in-place all-reduce SUM of a tensor,
+    so the observation normalisers merge the batches of all ranks and stay identical across them.
     """
 
     def __init__(self, cfg: SACConfig, obs_dim: int, critic_obs_dim: int, action_dim: int,
@@ -82,24 +70,21 @@ class FastSAC:
         if len(bound) != self.action_dim or not all(math.isfinite(b) and b > 0 for b in bound):
             raise ValueError(f"action_bound needs {self.action_dim} finite positive factors, got {bound}")
         self.action_bound = torch.tensor(bound, dtype=torch.float32, device=self.device)
-        # log|det| of a -> b * a: subtracted from every [-1, 1] log-density (a constant per robot; -55.06 nats
-        # for the G1 29-DoF bounds)
+        # log|det| of a -> b * a, subtracted from every [-1, 1] log-density (-55.06 nats for the G1 29-DoF bounds)
         self.log_bound_sum = float(sum(math.log(b) for b in bound))
         self.mirror = self._mirror_tensors(mirror, mirror_error) if cfg.use_symmetry else None
 
         torch.manual_seed(cfg.seed)
-        self.actor = Actor(
-            self.obs_dim, self.action_dim, cfg.actor_hidden_dims, layer_norm=cfg.layer_norm,
-            activation=cfg.activation, log_std_min=cfg.log_std_min, log_std_max=cfg.log_std_max,
-        ).to(self.device)
+        self.actor = Actor(self.obs_dim, self.action_dim, cfg.actor_hidden_dims, layer_norm=cfg.layer_norm,
+                           activation=cfg.activation, log_std_min=cfg.log_std_min, log_std_max=cfg.log_std_max)
+        self.actor.to(self.device)
         if cfg.init_log_std_at_target:
             per_dim = self.target_entropy / self.action_dim - 0.5 * math.log(2.0 * math.pi * math.e)
             self.actor.set_initial_log_std([per_dim - math.log(b) for b in bound])
-        self.critic = CriticEnsemble(
-            self.critic_obs_dim, self.action_dim, cfg.critic_hidden_dims, num_q=cfg.num_q,
-            layer_norm=cfg.layer_norm, activation=cfg.activation, distributional=cfg.distributional,
-            v_min=cfg.v_min, v_max=cfg.v_max, num_atoms=cfg.num_atoms,
-        ).to(self.device)
+        self.critic = CriticEnsemble(self.critic_obs_dim, self.action_dim, cfg.critic_hidden_dims, num_q=cfg.num_q,
+                                     layer_norm=cfg.layer_norm, activation=cfg.activation,
+                                     distributional=cfg.distributional, v_min=cfg.v_min, v_max=cfg.v_max,
+                                     num_atoms=cfg.num_atoms).to(self.device)
         self.critic_target = copy.deepcopy(self.critic)
         self.critic_target.requires_grad_(False)
         self.obs_normalizer, self.critic_obs_normalizer = (
@@ -147,11 +132,8 @@ class FastSAC:
 
     @torch.no_grad()
     def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
-        """Actions in [-1, 1] for policy observations ``(N, obs_dim)``.
-
-        Runs on the learner device and returns float32 actions on the device ``obs`` came from (so a CPU shared-memory
-        tensor gets CPU actions back). The normaliser is not updated here.
-        """
+        """Float32 actions in [-1, 1] for ``(N, obs_dim)`` observations, on the device ``obs`` came from (a CPU
+        shared-memory tensor gets CPU actions back); the normaliser is not updated."""
         obs = torch.as_tensor(obs)
         if obs.ndim != 2 or obs.shape[1] != self.obs_dim:
             raise ValueError(f"FastSAC.act expects obs of shape (N, {self.obs_dim}), got {tuple(obs.shape)}")
@@ -171,11 +153,8 @@ class FastSAC:
                      next_obs: torch.Tensor, next_obs_c: torch.Tensor, bootstrap: torch.Tensor,
                      discount: torch.Tensor, alpha: torch.Tensor
                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Critic loss, mean online Q, mean target value and mean next-state log-prob for one batch.
-
-        Each ensemble member regresses onto its own target member's soft target (clipped double-Q: all onto the member
-        with the lowest expected value).
-        """
+        """Critic loss, mean online Q, mean target value and mean next-state log-prob; each member regresses onto its
+        own target member's soft target (clipped double-Q: all onto the one with the lowest expected value)."""
         bound = self.action_bound
         with torch.no_grad(), self._autocast():
             next_actions, next_log_prob, _ = self.sample_action(next_obs)
@@ -210,8 +189,7 @@ class FastSAC:
 
     def _actor_loss(self, obs: torch.Tensor, obs_c: torch.Tensor, alpha: torch.Tensor,
                     replayed: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Actor loss, per-sample log-probs (recipe space, detached) and mean log-std; ``replayed``: the
-        batch's actions, for algo.bc_weight."""
+        """Actor loss, detached per-sample log-probs (recipe space), mean log-std; ``replayed``: for bc_weight."""
         with self._autocast():
             params = self.actor.distribution_params(obs)  # one forward for the sample and the pull's mean
             actions, log_prob, log_std = self.sample_action(obs, params)
@@ -225,11 +203,8 @@ class FastSAC:
 
     def _step(self, optimizer: torch.optim.Optimizer, loss: torch.Tensor, params: list[nn.Parameter],
               clip: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
-        """Backward, sync, clip and step; returns the gradient norm and a 0/1 "skipped" flag.
-
-        The step is skipped (parameters and optimiser state untouched) when the
-        loss or the gradient norm is not finite; the decision stays on the device.
-        """
+        """Backward, sync, clip and step; returns the gradient norm and a 0/1 flag, 1 when the step was skipped
+        (parameters and optimiser state untouched) for a non-finite loss or gradient, decided on the device."""
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if self.grad_sync is not None:
@@ -284,11 +259,10 @@ class FastSAC:
     def update(self, batch: dict[str, torch.Tensor], *, return_metrics: bool = True) -> dict[str, float]:
         """One FastSAC gradient step on a batch from ``ReplayBuffer.sample``.
 
-        Updates the observation normalisers from the batch's observations first, then uses those (frozen) statistics
-        for every forward pass of this step, targets included. Returns float metrics (``critic_loss, q_mean,
-        q_target_mean, critic_grad_norm, actor_loss, alpha_loss, alpha, entropy, log_std_mean, actor_grad_norm``;
-        actor-side values are from the latest actor step; ``entropy_next``: of the next-state actions the temperature
-        step used). With ``return_metrics=False`` it skips the device->host sync and returns an empty dict.
+        The normalisers are updated from the batch first; every forward pass of this step, targets included, then uses
+        those frozen statistics. Returns float metrics (actor-side ones from the latest actor step; ``entropy_next``:
+        of the next-state actions the temperature step used), or ``{}`` with no device->host sync when
+        ``return_metrics`` is false.
         """
         missing = [k for k in BATCH_KEYS if k not in batch]
         if missing:
@@ -315,17 +289,14 @@ class FastSAC:
         alpha_loss = -(self.log_alpha.exp() * (next_log_prob.detach() + self.target_entropy))
         if self.cfg.autotune_alpha:
             _, alpha_skipped = self._step(self.alpha_optimizer, alpha_loss, [self.log_alpha], clip=False)
-        metrics = {
-            "critic_loss": critic_loss.detach(), "q_mean": q_mean, "q_target_mean": q_target_mean,
-            "critic_grad_norm": critic_grad_norm.detach(), "alpha_loss": alpha_loss.detach(),
-            "entropy_next": -next_log_prob.detach(),
-        }
+        metrics = {"critic_loss": critic_loss.detach(), "q_mean": q_mean, "q_target_mean": q_target_mean,
+                   "critic_grad_norm": critic_grad_norm.detach(), "alpha_loss": alpha_loss.detach(),
+                   "entropy_next": -next_log_prob.detach()}
 
         # the actor steps on the 2nd, 4th, ... critic step of a run of policy_frequency (holosoma: i % 2 == 1)
         if self.num_updates_done % self.cfg.policy_frequency == self.cfg.policy_frequency - 1:
-            # the actor's gradient needs dQ/da only: with the critic's weights frozen for the forward pass, the
-            # backward pass skips their gradients (per critic layer one of its three matmuls in this step), and
-            # the actor's gradient is the same
+            # the actor needs dQ/da only: with the critic's weights frozen, backward skips their gradients (one of
+            # three matmuls per critic layer in this step) and the actor's gradient is the same
             self.critic.requires_grad_(False)
             try:
                 actor_loss, log_prob, log_std_mean = self._actor_loss_fn(
@@ -333,20 +304,17 @@ class FastSAC:
             finally:
                 self.critic.requires_grad_(True)
             actor_grad_norm, actor_skipped = self._step(self.actor_optimizer, actor_loss, list(self.actor.parameters()))
-            self._last_actor_metrics = {
-                "actor_loss": actor_loss.detach(), "entropy": -log_prob.mean(), "log_std_mean": log_std_mean,
-                "actor_grad_norm": actor_grad_norm.detach(),
-            }
+            self._last_actor_metrics = {"actor_loss": actor_loss.detach(), "entropy": -log_prob.mean(),
+                                        "log_std_mean": log_std_mean, "actor_grad_norm": actor_grad_norm.detach()}
 
-        self.soft_update_target()
+        with torch.no_grad():  # Polyak average of the online critic into the target
+            torch._foreach_lerp_(list(self.critic_target.parameters()), list(self.critic.parameters()), self.cfg.tau)
         self.num_updates_done += 1
         self._count_nonfinite(critic_skipped, actor_skipped, alpha_skipped)
         if not return_metrics:
             return {}
         metrics.update(self._last_actor_metrics)
-        out = {k: float(v) for k, v in metrics.items()}
-        out["alpha"] = self.alpha
-        return out
+        return {**{k: float(v) for k, v in metrics.items()}, "alpha": self.alpha}
 
     @torch.no_grad()
     def _count_nonfinite(self, critic: torch.Tensor, actor: torch.Tensor, alpha: torch.Tensor) -> None:
@@ -368,12 +336,6 @@ class FastSAC:
                 tensors[f"{prefix}.{name}"] = t
         return [name for name, t in tensors.items() if t.is_floating_point() and not bool(torch.isfinite(t).all())]
 
-    @torch.no_grad()
-    def soft_update_target(self, tau: float | None = None) -> None:
-        """Polyak-average online critic weights into the target critic."""
-        tau = self.cfg.tau if tau is None else float(tau)
-        torch._foreach_lerp_(list(self.critic_target.parameters()), list(self.critic.parameters()), tau)
-
     # ------------------------------------------------------------- checkpoints
     def _dims(self) -> dict[str, Any]:
         """The constructor's shape arguments, as plain data (the mirror only when symmetry is on)."""
@@ -385,14 +347,11 @@ class FastSAC:
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to resume learning: networks, optimisers, normalisers, temperature."""
-        return {
-            "dims": self._dims(),
-            "config": self.cfg.to_dict(),
-            **{key: getattr(self, key).state_dict() for key in _MODULES},
-            "log_alpha": self.log_alpha.detach().clone(),
-            **{key: getattr(self, key).state_dict() for key in _OPTIMIZERS},
-            "num_updates_done": self.num_updates_done,
-        }
+        return {"dims": self._dims(), "config": self.cfg.to_dict(),
+                **{key: getattr(self, key).state_dict() for key in _MODULES},
+                "log_alpha": self.log_alpha.detach().clone(),
+                **{key: getattr(self, key).state_dict() for key in _OPTIMIZERS},
+                "num_updates_done": self.num_updates_done}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a :meth:`state_dict` (from any device); dims must match."""

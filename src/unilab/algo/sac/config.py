@@ -1,12 +1,6 @@
-"""FastSAC hyperparameters.
-
-Every knob of the algorithm and its default lives here, once: the dataclass is the Hydra ``algo`` group's structured
-config (``config/algo/sac.yaml`` only names it, presets such as ``sac_cpu.yaml`` list just what they change), so an
-override such as ``algo.num_envs=4096`` is type-checked against it. Defaults are holosoma's published G1
-whole-body-tracking FastSAC recipe (``g1_29dof_wbt_fast_sac``: 4096 envs, distributional critic with 501 atoms on
-[-20, 20], gamma 0.99, tau 0.05, 4 updates per iteration, actor every 2nd, entropy target -0.5 x action_dim, LayerNorm
-SiLU MLPs); ``sac.yaml`` lists where unilab differs and why.
-"""
+"""FastSAC hyperparameters: the Hydra ``algo`` group's structured config (presets such as ``sac_cpu.yaml`` list only
+what they change). Defaults are holosoma's published G1 whole-body-tracking FastSAC recipe (``g1_29dof_wbt_fast_sac``);
+``config/algo/sac.yaml`` lists where unilab differs and why."""
 
 from __future__ import annotations
 
@@ -41,9 +35,8 @@ class SACConfig:
     batch_size: int = 8192
     """Transitions per gradient step."""
     learning_starts: int = 10
-    """Steps per env in the replay before the first gradient step: iterations of collection at the start, and
-    again after a resume without its replay (the policy acts from the first step: a fresh actor holds the
-    default pose with a small spread, as holosoma's)."""
+    """Steps per env in the replay before the first gradient step, at the start and after a resume without its replay
+    (the policy acts from the first step: a fresh actor holds the default pose with a small spread, as holosoma's)."""
     n_steps: int = 1
     """Length of the n-step return window (cut at the first episode end)."""
     obs_normalization: bool = True
@@ -71,9 +64,8 @@ class SACConfig:
     critic_lr: float = 3e-4
     """AdamW learning rate of the critic ensemble."""
     early_lr: float | None = None
-    """AdamW learning rate of actor and critic for the first early_lr_env_steps env steps, in place of actor_lr
-    and critic_lr, which apply after; null: actor_lr / critic_lr from the start (holosoma). The banner says
-    which."""
+    """AdamW learning rate of actor and critic for the first early_lr_env_steps env steps, actor_lr / critic_lr
+    after; null: those from the start (holosoma). The banner says which."""
     early_lr_env_steps: int = 0
     """Env steps (iterations x num_envs, per rank) that early_lr lasts."""
     alpha_lr: float = 3e-4
@@ -138,8 +130,7 @@ class SACConfig:
     """Entropy target in the recipe's action space (b_j x the [-1, 1] action, see EnvSpec.action_bound);
     None means -action_dim * target_entropy_scale."""
     target_entropy_scale: float = 0.5
-    """Default entropy target per action dimension (target = -action_dim * scale, holosoma's
-    target_entropy_ratio)."""
+    """Default entropy target per action dimension (target = -action_dim * scale, holosoma's target_entropy_ratio)."""
 
     # --- performance (CUDA only; ignored on CPU) ---
     compile: bool = True

@@ -6,11 +6,8 @@ import torch
 
 
 def resolve_device(spec: str | torch.device | None = "auto") -> torch.device:
-    """Turn a device spec into a torch.device.
-
-    "auto" (or None) picks CUDA when ``torch.cuda.is_available()``, else CPU. Explicit CUDA specs fail loudly when no
-    GPU is present instead of silently training on the CPU.
-    """
+    """A torch.device: "auto" (or None) is CUDA when available, else CPU; an explicit CUDA spec without a GPU is a
+    ValueError, not silent training on the CPU."""
     if spec is None or spec == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:

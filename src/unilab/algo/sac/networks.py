@@ -23,21 +23,17 @@ def _hidden_layers(in_dim: int, hidden_dims: Sequence[int], layer_norm: bool, ac
     if activation not in _ACTIVATIONS:
         raise ValueError(f"unknown activation {activation!r}; choose from {sorted(_ACTIVATIONS)}")
     layers: list[nn.Module] = []
-    prev = in_dim
-    for width in hidden_dims:
+    for prev, width in zip([in_dim, *hidden_dims], hidden_dims):
         layers.append(linear(prev, width))
         if layer_norm:
             layers.append(norm(width))
         layers.append(_ACTIVATIONS[activation]())
-        prev = width
     return layers
 
 
 def _squashed_log_prob(z: torch.Tensor, log_std: torch.Tensor, pre_tanh: torch.Tensor) -> torch.Tensor:
-    """Log-density of ``tanh(pre_tanh)``, ``z`` the standardised Gaussian sample, summed over the last dim.
-
-    ``log(1 - tanh(u)^2)`` as ``2 * (log 2 - u - softplus(-2u))``: stable for large ``|u|``.
-    """
+    """Log-density of ``tanh(pre_tanh)``, ``z`` the standardised Gaussian sample, summed over the last dim;
+    ``log(1 - tanh(u)^2)`` as ``2 * (log 2 - u - softplus(-2u))``, stable for large ``|u|``."""
     gaussian_log_prob = (-0.5 * z.square() - log_std - 0.5 * math.log(2.0 * math.pi)).sum(dim=-1)
     return gaussian_log_prob - (2.0 * (_LOG2 - pre_tanh - F.softplus(-2.0 * pre_tanh))).sum(dim=-1)
 
@@ -86,9 +82,7 @@ class Actor(nn.Module):
     def forward(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
         """Actions in [-1, 1]: tanh of the mean if deterministic, else of a sample."""
         mean, log_std = self.distribution_params(obs)
-        if deterministic:
-            return torch.tanh(mean)
-        return torch.tanh(mean + log_std.exp() * torch.randn_like(mean))
+        return torch.tanh(mean if deterministic else mean + log_std.exp() * torch.randn_like(mean))
 
     def sample(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Reparameterised sample: (action, log_prob of the squashed action, log_std)."""
@@ -109,11 +103,8 @@ class Actor(nn.Module):
 
 
 class EnsembleLinear(nn.Module):
-    """``num_members`` independent Linear layers applied as one batched matmul.
-
-    Input ``(num_members, batch, in_dim)`` -> output ``(num_members, batch, out_dim)``.
-    Initialised like ``nn.Linear`` (uniform in +-1/sqrt(in_dim)) per member.
-    """
+    """``num_members`` independent Linear layers as one batched matmul on ``(num_members, batch, in_dim)``, each
+    initialised like ``nn.Linear`` (uniform in +-1/sqrt(in_dim))."""
 
     def __init__(self, num_members: int, in_dim: int, out_dim: int) -> None:
         super().__init__()
@@ -140,11 +131,7 @@ class EnsembleLayerNorm(nn.Module):
 
 
 class CriticEnsemble(nn.Module):
-    """``num_q`` Q-networks on (critic_obs, action), evaluated together.
-
-    Scalar mode outputs ``(num_q, batch)`` Q-values; distributional mode outputs
-    ``(num_q, batch, num_atoms)`` logits over a fixed support ``[v_min, v_max]``.
-    """
+    """``num_q`` Q-networks on (critic_obs, action), evaluated together; distributional: logits on [v_min, v_max]."""
 
     def __init__(self, critic_obs_dim: int, action_dim: int, hidden_dims: Sequence[int], *,
                  num_q: int = 2, layer_norm: bool = True, activation: str = "silu",
@@ -178,13 +165,9 @@ class CriticEnsemble(nn.Module):
 
 def project_distribution(probs: torch.Tensor, rewards: torch.Tensor, discounts: torch.Tensor,
                          support: torch.Tensor) -> torch.Tensor:
-    """C51 projection of ``rewards + discounts * support`` onto ``support``.
-
-    ``probs`` ``(..., B, num_atoms)`` are next-state atom probabilities; ``rewards`` and ``discounts`` ``(B,)``
-    (discount already holds the bootstrap mask and gamma^k, plus any entropy shift is folded into ``rewards``/support
-    by the caller). Returns projected probabilities of the same shape; each row keeps its total mass, values beyond
-    the support land on the edge atoms.
-    """
+    """C51 projection of ``rewards + discounts * support`` onto ``support`` for next-state atom probabilities
+    ``probs`` ``(..., B, num_atoms)``; ``discounts`` ``(B,)`` hold the bootstrap mask and gamma^k, ``rewards`` any
+    entropy shift. Each row keeps its mass; values beyond the support land on the edge atoms."""
     num_atoms = support.shape[0]
     v_min, v_max = support[0], support[-1]
     delta = (v_max - v_min) / (num_atoms - 1)

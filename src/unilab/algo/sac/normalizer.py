@@ -9,12 +9,11 @@ from torch import nn
 
 
 class RunningNormalizer(nn.Module):
-    """Normalise ``(batch, dim)`` observations by a running mean and variance.
+    """Normalise ``(batch, dim)`` observations by a running mean and variance (``eps`` added to the std, so
+    near-constant inputs are not blown up; ``enabled=False``: the identity, with the same state_dict keys).
 
     Statistics change only in :meth:`update` (batch moments merged Chan-style in float64, so counts in the billions
-    stay exact); :meth:`forward` never touches them, which keeps a whole gradient step — including its bootstrap
-    targets — on one frozen set of statistics. With ``enabled=False`` the module is the identity but keeps the same
-    state_dict keys. ``eps`` is added to the standard deviation so near-constant inputs are not blown up.
+    stay exact), which keeps a whole gradient step, its bootstrap targets included, on one frozen set of statistics.
     """
 
     def __init__(self, dim: int, *, enabled: bool = True, eps: float = 1e-2,
@@ -31,12 +30,8 @@ class RunningNormalizer(nn.Module):
 
     @torch.no_grad()
     def update(self, x: torch.Tensor, all_reduce: Callable[[torch.Tensor], None] | None = None) -> None:
-        """Merge the population mean/var of a ``(batch, dim)`` batch into the stats.
-
-        ``all_reduce`` (optional) sums a float64 tensor in place across processes (e.g.
-        ``torch.distributed.all_reduce``) so every rank merges the moments of the union of all ranks' batches and the
-        stats stay equal.
-        """
+        """Merge the population mean/var of a ``(batch, dim)`` batch into the stats; ``all_reduce``: an in-place sum
+        across processes, so every rank merges the moments of all ranks' batches and the stats stay equal."""
         if not self.enabled:
             return
         if x.ndim != 2 or x.shape[1] != self.dim:

@@ -1,9 +1,8 @@
 """Replay buffer on the learner device with n-step sampling.
 
-Storage is ``(num_envs, capacity, ...)``: every env writes one transition per iteration at a shared ring position, so
-each env row is that env's own time series and n-step windows are read along it. ``next_obs`` is stored explicitly
-(for done steps it is the true final observation from before the autoreset), which makes truncated windows bootstrap
-from the right state.
+Storage is ``(num_envs, capacity, ...)``, every env writing at a shared ring position, so each env row is its own
+time series and n-step windows are read along it. ``next_obs`` is stored explicitly (for done steps the final
+observation from before the autoreset), so truncated windows bootstrap from the right state.
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ import torch
 
 from unilab.sim.spec import FINAL, NEXT, Field
 
-# what ``sample`` returns; the agent trains on these
 BATCH_KEYS = ("obs", "critic_obs", "action", "rewards", "next_obs", "next_critic_obs", "bootstrap", "discount")
 
 
@@ -42,15 +40,10 @@ def available_memory_bytes(device: torch.device) -> int:
 class ReplayBuffer:
     """Ring buffer of per-env transitions; samples n-step transitions.
 
-    A sampled transition starting at step ``t`` of env ``e`` covers steps
-    ``t .. t+k-1`` where ``k <= n_steps`` is cut at the first done step
-    (terminated or truncated) and at the newest stored step. It carries:
-
-    - ``rewards``: ``sum_{j<k} gamma^j r_{t+j}``
-    - ``next_obs`` / ``next_critic_obs``: the next observation of step ``t+k-1``
-    - ``bootstrap``: 0.0 only if step ``t+k-1`` TERMINATED and was not also
-      truncated (truncation bootstraps from its final observation), else 1.0
-    - ``discount``: ``gamma^k`` (multiply with ``bootstrap`` for the target)
+    A transition sampled at step ``t`` covers steps ``t .. t+k-1``, ``k <= n_steps`` cut at the first done step
+    (terminated or truncated) and at the newest stored step. It carries ``rewards`` = ``sum_{j<k} gamma^j r_{t+j}``,
+    ``next_obs`` / ``next_critic_obs`` of step ``t+k-1``, ``bootstrap`` = 0.0 only if step ``t+k-1`` terminated
+    and was not also truncated (truncation bootstraps from its final observation), and ``discount`` = ``gamma^k``.
     """
 
     def __init__(self, num_envs: int, capacity: int, record: Sequence[Field], *, n_steps: int = 1,
@@ -70,11 +63,9 @@ class ReplayBuffer:
         need = self.num_envs * self.capacity * transition_nbytes(self.record)
         free = available_memory_bytes(self.device)
         if need > free:
-            raise MemoryError(
-                f"replay buffer needs {need / 2**30:.1f} GiB on {self.device} for num_envs={num_envs} x "
-                f"buffer_size={capacity} transitions but only {free / 2**30:.1f} GiB is free; "
-                "lower algo.buffer_size (transitions per env) or algo.num_envs"
-            )
+            raise MemoryError(f"replay buffer needs {need / 2**30:.1f} GiB on {self.device} for num_envs={num_envs} x "
+                              f"buffer_size={capacity} transitions but only {free / 2**30:.1f} GiB is free; "
+                              "lower algo.buffer_size (transitions per env) or algo.num_envs")
         self.storage: dict[str, torch.Tensor] = {
             # float32 -> torch.float32, bool -> torch.bool, ...
             f.name: torch.zeros(self.num_envs, self.capacity, *f.shape, dtype=getattr(torch, np.dtype(f.dtype).name),
@@ -137,15 +128,9 @@ class ReplayBuffer:
 
     @torch.no_grad()
     def sample(self, batch_size: int) -> dict[str, torch.Tensor]:
-        """Sample ``batch_size`` n-step transitions, the same number from every env (as holosoma's buffer).
-
-        With ``batch_size >= num_envs`` every env gives ``batch_size // num_envs`` uniform start slots (so the batch
-        holds that many times ``num_envs`` transitions; the remainder is dropped, as holosoma's global batch is); a
-        smaller batch takes uniform envs.
-
-        Returns a dict of tensors on the buffer device: ``obs, critic_obs, action, rewards, next_obs,
-        next_critic_obs, bootstrap, discount`` (see the class docstring), plus ``n`` (window lengths, int64).
-        """
+        """``batch_size`` n-step transitions (:data:`BATCH_KEYS` and ``n``, the window lengths): with ``batch_size >=
+        num_envs`` ``batch_size // num_envs`` uniform start slots from every env (the remainder dropped, as holosoma's
+        global batch is), else uniform envs."""
         if self.size == 0:
             raise ValueError("ReplayBuffer.sample called on an empty buffer")
         if batch_size < 1:
@@ -174,12 +159,11 @@ class ReplayBuffer:
         return self._gather(env, start)
 
     def _gather(self, env: torch.Tensor, start: torch.Tensor) -> dict[str, torch.Tensor]:
-        batch_size = env.shape[0]
         # steps from start to the newest slot (ptr - 1), inclusive; windows never cross the write pointer
         available = (self.ptr - 1 - start) % self.capacity + 1
-        returns = torch.zeros(batch_size, dtype=torch.float32, device=self.device)
-        length = torch.zeros(batch_size, dtype=torch.long, device=self.device)
-        alive = torch.ones(batch_size, dtype=torch.bool, device=self.device)
+        returns = torch.zeros_like(start, dtype=torch.float32)
+        length = torch.zeros_like(start)
+        alive = torch.ones_like(start, dtype=torch.bool)
         last = start.clone()
         for j in range(self.n_steps):  # loop over the window, vectorised over the batch
             idx = (start + j) % self.capacity
@@ -208,11 +192,8 @@ class ReplayBuffer:
         self._generator.manual_seed(seed)
 
     def load_state_dict(self, state: dict) -> None:
-        """Restore contents saved by :meth:`state_dict` (shapes must match; on error nothing is changed).
-
-        The newest stored step of every env that did not fail is marked truncated: the envs restart after a
-        resume, so an n-step window must end there (it bootstraps from the stored next observation).
-        """
+        """Restore a :meth:`state_dict` (shapes must match; on error nothing is changed). The newest step of every env
+        that did not fail is marked truncated: the envs restart after a resume, so an n-step window must end there."""
         for name, dst in self.storage.items():
             if name not in state:
                 raise ValueError(f"replay state has no {name!r} (it holds {sorted(state)})")
