@@ -9,6 +9,8 @@ field accepts.
 from __future__ import annotations
 
 import dataclasses
+import math
+import operator
 import re
 import types
 import typing
@@ -104,10 +106,15 @@ def check_strict_bools(cls: type, data: Mapping[str, Any], where: str) -> None:
 
 def check_fields(cfg: Any, prefix: str, rules: Iterable[tuple[Sequence[str], Callable[[Any], Any], str]]) -> None:
     """Range checks of a config dataclass's fields (each layer's ``validate`` / ``__post_init__``). ``rules``: ``(field
-    names, test, what is allowed)``; the first failing field raises ValueError ``<prefix><name> must be <allowed>, got
-    <value>``."""
+    names, test, what is allowed)``, a name may be dotted (``push.interval_s``: a nested dataclass's field); the first
+    failing field raises ValueError ``<prefix><name> must be <allowed>, got <value>``."""
     for names, ok, allowed in rules:
         for name in names:
-            value = getattr(cfg, name)
+            value = operator.attrgetter(name)(cfg)
             if not ok(value):
                 raise ValueError(f"{prefix}{name} must be {allowed}, got {value!r}")
+
+
+def is_low_high(value: Sequence[float], lo: float = -math.inf) -> bool:
+    """``value`` is a [low, high] pair with lo <= low <= high (NaN fails)."""
+    return len(value) == 2 and lo <= value[0] <= value[1]

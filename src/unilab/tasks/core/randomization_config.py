@@ -9,15 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-
-def _check_range(value: list[float], key: str, lo: float | None = None, n: int = 2) -> None:
-    """``value`` is ``n`` numbers (a [low, high] pair when n == 2), each >= ``lo``."""
-    if len(value) != n:
-        raise ValueError(f"task.randomization.{key} needs {n} numbers, got {list(value)}")
-    if n == 2 and not value[0] <= value[1]:
-        raise ValueError(f"task.randomization.{key} must be [low, high] with low <= high, got {list(value)}")
-    if lo is not None and min(value) < lo:
-        raise ValueError(f"task.randomization.{key} must be >= {lo:g}, got {list(value)}")
+from unilab.dataclass_config import check_fields, is_low_high
 
 
 @dataclass
@@ -148,17 +140,12 @@ class RandomizationConfig:
 
     def validate(self) -> None:
         """Raise ValueError naming the first invalid key."""
-        _check_range(self.friction.range, "friction.range", lo=0.0)
-        for axis in ("x", "y", "z"):
-            _check_range(getattr(self.base_com, axis), f"base_com.{axis}")
-        _check_range(self.joint_pos_bias.range, "joint_pos_bias.range")
-        _check_range(self.push.interval_s, "push.interval_s")
-        if not self.push.interval_s[0] > 0:
-            raise ValueError(f"task.randomization.push.interval_s must be > 0, got {list(self.push.interval_s)}")
-        _check_range(self.push.max_lin_vel, "push.max_lin_vel", lo=0.0, n=3)
-        _check_range(self.push.max_ang_vel, "push.max_ang_vel", lo=0.0, n=3)
-        _check_range(self.pd_gains.kp_scale, "pd_gains.kp_scale", lo=0.0)
-        _check_range(self.pd_gains.kd_scale, "pd_gains.kd_scale", lo=0.0)
-        _check_range(self.action_delay.steps, "action_delay.steps", lo=0)
-        _check_range(self.mass.scale, "mass.scale", lo=0.0)
-        _check_range(self.mass.added, "mass.added")
+        check_fields(self, "task.randomization.", (
+            (("friction.range", "pd_gains.kp_scale", "pd_gains.kd_scale", "action_delay.steps", "mass.scale"),
+             lambda v: is_low_high(v, 0), "[low, high] with 0 <= low <= high"),
+            (("base_com.x", "base_com.y", "base_com.z", "joint_pos_bias.range", "mass.added"), is_low_high,
+             "[low, high] with low <= high"),
+            (("push.interval_s",), lambda v: is_low_high(v) and v[0] > 0, "[low, high] with 0 < low <= high"),
+            (("push.max_lin_vel", "push.max_ang_vel"), lambda v: len(v) == 3 and all(x >= 0 for x in v),
+             "3 numbers >= 0"),
+        ))

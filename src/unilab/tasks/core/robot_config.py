@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from unilab.assets import g1_actuation
-from unilab.dataclass_config import build_dataclass
+from unilab.dataclass_config import build_dataclass, check_fields
 from unilab.tasks.core.model import INTEGRATORS
 
 ACTION_SCALE_MODES = ("effort_over_kp", "radians")
@@ -71,19 +71,13 @@ class RobotTaskConfig:
 
     def validate(self) -> None:
         """Raise ValueError naming the first invalid shared field (a task's ``validate`` calls this first)."""
-        if not self.sim_dt > 0:
-            raise ValueError(f"task.sim_dt must be > 0, got {self.sim_dt}")
-        if int(self.decimation) != self.decimation or self.decimation < 1:
-            raise ValueError(f"task.decimation must be an int >= 1, got {self.decimation}")
-        if self.integrator is not None and self.integrator not in INTEGRATORS:
-            raise ValueError(f"task.integrator must be {'|'.join(INTEGRATORS)}|null, got {self.integrator!r}")
-        if self.action_scale_mode not in ACTION_SCALE_MODES:
-            raise ValueError(f"task.action_scale_mode must be {'|'.join(ACTION_SCALE_MODES)}, "
-                             f"got {self.action_scale_mode!r}")
-        if not self.action_scale > 0:
-            raise ValueError(f"task.action_scale must be > 0, got {self.action_scale}")
-        if self.obs_clip is not None and not self.obs_clip > 0:
-            raise ValueError(f"task.obs_clip must be > 0 or null, got {self.obs_clip}")
+        check_fields(self, "task.", (
+            (("sim_dt", "action_scale"), lambda v: v > 0, "> 0"),
+            (("decimation",), lambda v: int(v) == v and v >= 1, "an int >= 1"),
+            (("integrator",), lambda v: v is None or v in INTEGRATORS, f"{'|'.join(INTEGRATORS)}|null"),
+            (("action_scale_mode",), lambda v: v in ACTION_SCALE_MODES, "|".join(ACTION_SCALE_MODES)),
+            (("obs_clip",), lambda v: v is None or v > 0, "> 0 or null"),
+        ))
 
     def check_paths(self) -> None:
         """The user's model exists (checked before training starts anything)."""

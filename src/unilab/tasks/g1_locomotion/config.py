@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from unilab.dataclass_config import check_fields, is_low_high
 from unilab.tasks.core.randomization_config import (
     ActionDelayRandomization,
     BaseComRandomization,
@@ -280,48 +281,34 @@ class LocomotionConfig(RobotTaskConfig):
     def validate(self) -> None:
         """Raise ValueError naming the first invalid field."""
         super().validate()
-        if not self.max_episode_length_s > 0:
-            raise ValueError(f"task.max_episode_length_s must be > 0, got {self.max_episode_length_s}")
-        if len(self.feet) != 2 or len(self.foot_points) != 2:
-            raise ValueError(f"task.feet and task.foot_points need a left and a right body, got {self.feet} and "
-                             f"{self.foot_points}")
+        tracking = ("tracking_lin_vel", "tracking_ang_vel", "feet_phase")
+        check_fields(self, "task.", (
+            (("max_episode_length_s", "commands.resampling_time_s"), lambda v: v > 0, "> 0"),
+            (("feet", "foot_points"), lambda v: len(v) == 2, "[left, right] body names"),
+            (("reset_joint_scale", "commands.lin_vel_x", "commands.lin_vel_y", "commands.ang_vel_yaw"), is_low_high,
+             "[low, high] with low <= high"),
+            (("commands.stand_prob",), lambda v: 0 <= v <= 1, "in [0, 1]"),
+            (("push.interval_s",), lambda v: is_low_high(v) and v[0] > 0, "[low, high] with 0 < low <= high"),
+            (("push.max_vel",), lambda v: len(v) == 2 and all(x >= 0 for x in v), "2 numbers >= 0"),
+            (("curriculum.average_over",), lambda v: v >= 1, ">= 1"),
+            ([f"rewards.{name}.sigma" for name in tracking], lambda v: v is not None and v > 0, "> 0"),
+            ([f"rewards.{name}.sigma" for name in RewardsConfig.__dataclass_fields__ if name not in tracking],
+             lambda v: v is None or v > 0, "> 0 or null"),
+            (("terrain.kind",), lambda v: v in ("flat", "mix"), "flat|mix"),
+        ))
         try:
             re.compile(self.termination_bodies)
         except re.error as exc:
             raise ValueError(f"task.termination_bodies: bad regex {self.termination_bodies!r}: {exc}") from exc
-        _pair(self.reset_joint_scale, "task.reset_joint_scale")
-        c = self.commands
-        for key in ("lin_vel_x", "lin_vel_y", "ang_vel_yaw"):
-            _pair(getattr(c, key), f"task.commands.{key}")
-        if not 0 <= c.stand_prob <= 1:
-            raise ValueError(f"task.commands.stand_prob must be in [0, 1], got {c.stand_prob}")
-        if not c.resampling_time_s > 0:
-            raise ValueError(f"task.commands.resampling_time_s must be > 0, got {c.resampling_time_s}")
         g = self.gait
         if not g.period_s > 0 or not 0 <= g.frequency_width < 1 / g.period_s:
             raise ValueError(f"task.gait needs period_s > 0 and 0 <= frequency_width < 1 / period_s, got "
                              f"{g.period_s} and {g.frequency_width}")
-        _pair(self.push.interval_s, "task.push.interval_s")
-        if not self.push.interval_s[0] > 0:
-            raise ValueError(f"task.push.interval_s must be > 0, got {list(self.push.interval_s)}")
-        if len(self.push.max_vel) != 2 or min(self.push.max_vel) < 0:
-            raise ValueError(f"task.push.max_vel needs two numbers >= 0, got {list(self.push.max_vel)}")
         cur = self.curriculum
         if not 0 <= cur.min_scale <= cur.initial_scale <= cur.max_scale:
             raise ValueError("task.curriculum needs 0 <= min_scale <= initial_scale <= max_scale, got "
                              f"{cur.min_scale}, {cur.initial_scale}, {cur.max_scale}")
-        if cur.average_over < 1:
-            raise ValueError(f"task.curriculum.average_over must be >= 1, got {cur.average_over}")
-        for name in RewardsConfig.__dataclass_fields__:
-            term = getattr(self.rewards, name)
-            if term.sigma is not None and not term.sigma > 0:
-                raise ValueError(f"task.rewards.{name}.sigma must be > 0 or null, got {term.sigma}")
-        for name in ("tracking_lin_vel", "tracking_ang_vel", "feet_phase"):
-            if getattr(self.rewards, name).sigma is None:
-                raise ValueError(f"task.rewards.{name}.sigma must be > 0, got null")
         t = self.terrain
-        if t.kind not in ("flat", "mix"):
-            raise ValueError(f"task.terrain.kind must be flat|mix, got {t.kind!r}")
         if min(t.rows, t.cols) < 1 or not 0 < 2 * t.resolution <= t.tile_size:
             raise ValueError("task.terrain needs rows, cols >= 1 and 0 < 2 x resolution <= tile_size, got "
                              f"{t.rows}, {t.cols}, {t.resolution}, {t.tile_size}")
@@ -333,8 +320,3 @@ class LocomotionConfig(RobotTaskConfig):
                           ("push", "its push is task.push, which sets the base velocity")):
             if self.randomization.active(term):
                 raise ValueError(f"task.randomization.{term}: not used by g1_locomotion ({why}); leave it off")
-
-
-def _pair(value: list[float], key: str) -> None:
-    if len(value) != 2 or not value[0] <= value[1]:
-        raise ValueError(f"{key} must be [low, high] with low <= high, got {list(value)}")

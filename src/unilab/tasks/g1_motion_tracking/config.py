@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from unilab.dataclass_config import check_fields
 from unilab.tasks.core.randomization_config import RandomizationConfig
 from unilab.tasks.core.robot_config import RobotTaskConfig
 
@@ -217,42 +218,27 @@ class MotionTrackingConfig(RobotTaskConfig):
         from unilab.tasks.g1_motion_tracking.observations import check_preset  # noqa: PLC0415 - it imports numba
 
         check_preset(self.policy_obs)
-        r = self.reset
-        if r.sampling not in ("uniform", "adaptive"):
-            raise ValueError(f"task.reset.sampling must be uniform|adaptive, got {r.sampling!r}")
-        if not 0 < r.adaptive_ema <= 1:
-            raise ValueError(f"task.reset.adaptive_ema must be in (0, 1], got {r.adaptive_ema}")
-        if not r.adaptive_uniform_count > 0:
-            raise ValueError(f"task.reset.adaptive_uniform_count must be > 0, got {r.adaptive_uniform_count}")
-        if int(r.adaptive_kernel_size) != r.adaptive_kernel_size or r.adaptive_kernel_size < 1:
-            raise ValueError(f"task.reset.adaptive_kernel_size must be an int >= 1, got {r.adaptive_kernel_size}")
-        if not r.adaptive_kernel_decay > 0:
-            raise ValueError(f"task.reset.adaptive_kernel_decay must be > 0, got {r.adaptive_kernel_decay}")
+        check_fields(self, "task.", (
+            (("reset.sampling",), lambda v: v in ("uniform", "adaptive"), "uniform|adaptive"),
+            (("reset.adaptive_ema", "reset.noise.joint_pos_limit_factor", "soft_joint_limit_factor"),
+             lambda v: 0 < v <= 1, "in (0, 1]"),
+            (("reset.adaptive_uniform_count", "reset.adaptive_kernel_decay"), lambda v: v > 0, "> 0"),
+            (("reset.adaptive_kernel_size", "rewards.undesired_contacts.history_steps"),
+             lambda v: int(v) == v and v >= 1, "an int >= 1"),
+            ([f"rewards.{name}.sigma" for name in tracking_term_names()], lambda v: v is not None and v > 0, "> 0"),
+            (("rewards.undesired_contacts.threshold",), lambda v: v >= 0, ">= 0"),
+            (("max_episode_length_s",), lambda v: v is None or v > 0, "> 0 or null"),
+        ))
         if self.anchor_body not in self.tracked_bodies:
             raise ValueError(f"task.anchor_body {self.anchor_body!r} must be one of tracked_bodies")
         missing = [b for b in self.end_effector_bodies if b not in self.tracked_bodies]
         if missing:
             raise ValueError(f"task.end_effector_bodies must be tracked bodies; not tracked: {missing}")
-        for name in tracking_term_names():
-            term = getattr(self.rewards, name)
-            if term.sigma is None or not term.sigma > 0:
-                raise ValueError(f"task.rewards.{name}.sigma must be > 0, got {term.sigma}")
-        contacts = self.rewards.undesired_contacts
-        if not contacts.threshold >= 0 or int(contacts.history_steps) != contacts.history_steps \
-                or contacts.history_steps < 1:
-            raise ValueError("task.rewards.undesired_contacts needs threshold >= 0 and history_steps an int >= 1, "
-                             f"got {contacts.threshold} and {contacts.history_steps}")
+        bodies = self.rewards.undesired_contacts.bodies
         try:
-            re.compile(contacts.bodies)
+            re.compile(bodies)
         except re.error as exc:
-            raise ValueError(f"task.rewards.undesired_contacts.bodies: bad regex {contacts.bodies!r}: {exc}") from exc
-        if not 0 < r.noise.joint_pos_limit_factor <= 1:
-            raise ValueError("task.reset.noise.joint_pos_limit_factor must be in (0, 1], "
-                             f"got {r.noise.joint_pos_limit_factor}")
-        if not 0 < self.soft_joint_limit_factor <= 1:
-            raise ValueError(f"task.soft_joint_limit_factor must be in (0, 1], got {self.soft_joint_limit_factor}")
-        if self.max_episode_length_s is not None and not self.max_episode_length_s > 0:
-            raise ValueError(f"task.max_episode_length_s must be > 0 or null, got {self.max_episode_length_s}")
+            raise ValueError(f"task.rewards.undesired_contacts.bodies: bad regex {bodies!r}: {exc}") from exc
         self.randomization.validate()
 
     def check_paths(self) -> None:
