@@ -1,7 +1,9 @@
-"""Output paths checked before long work, so a bad path fails in a second, not after a rollout."""
+"""Output files: paths checked before long work (a bad path fails in a second, not after a rollout), JSON written
+atomically. Light on purpose: benchmarks import it without torch."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -18,4 +20,14 @@ def check_writable(path: str | os.PathLike, what: str = "output") -> Path:
         probe.unlink()
     except OSError as err:
         raise OSError(f"cannot write the {what} to {path} ({type(err).__name__}: {err.strerror or err})") from err
+    return path
+
+
+def write_json(path: str | os.PathLike, doc: dict) -> Path:
+    """Write ``doc`` to ``path`` atomically (parents created)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(doc, indent=2))
+    os.replace(tmp, path)
     return path

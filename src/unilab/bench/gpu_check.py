@@ -62,17 +62,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def train_command(args: argparse.Namespace, tiny: bool) -> list[str]:
-    cmd = [sys.executable, "-m", "unilab.cli.train", "--algo", "sac", "--task", args.task,
-           f"training.time_limit_s={args.minutes * 60:g}", "training.no_play=true",
-           f"training.log_root={args.log_root}", "training.experiment_name=gpu_check"]
-    if tiny:
-        cmd += [*TINY_OVERRIDES, f"algo.max_iterations={args.iterations}"]
-    else:
-        cmd += [f"algo.num_envs={args.num_envs}", "algo.max_iterations=10000000"]  # the time limit ends the run
-    return cmd + list(args.overrides)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     error = learn.usage_error(args, (("--minutes", args.minutes, 0, True), ("--num-envs", args.num_envs, 1, False),
@@ -91,7 +80,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     episodes = min(args.random_episodes, 8) if tiny else args.random_episodes
     out = Path(args.out or Path(args.log_root) / f"gpu_check{'_tiny' if tiny else ''}.json")
 
-    cmd = train_command(args, tiny)
+    sizes = ([*TINY_OVERRIDES, f"algo.max_iterations={args.iterations}"] if tiny  # else the time limit ends the run
+             else [f"algo.num_envs={args.num_envs}", "algo.max_iterations=10000000"])
+    cmd = learn.train_command(args, "sac", "gpu_check", sizes)
     print("unilab-bench gpu: " + " ".join(cmd), flush=True)
     rc, run_dir, checkpoint, wall_s = learn.run_training(cmd)
     import torch  # heavy, only here

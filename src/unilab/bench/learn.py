@@ -2,12 +2,13 @@
 
 Runs ``train`` (default: ``--algo sac_cpu`` for 20 minutes, ``training.time_limit_s``) as a subprocess, then
 ``unilab-eval``, and writes one JSON with keys fixed across commits: the learning-curve summary read back from the
-run's TensorBoard scalars and the final tracking metrics. Compare commits with the same flags on the same machine.
+run's TensorBoard scalars (episode return and length, steps/s, iterations, env steps, wall time) and the final tracking
+metrics. Compare commits with the same flags on the same machine.
 
-Recipe comparison (``--arm``, ``--seeds``, ``--env-steps``, ``--parallel``): every arm x seed trains to the same
-env steps (``--minutes`` stays a wall-time cap), optionally side by side on disjoint CPU sets, then is evaluated; one
-JSON holds every run (curves at common env-step checkpoints, final metrics, speed), one PNG shows episode length vs
-env steps of every run.
+Recipe comparison (``--arm``, ``--seeds``, ``--env-steps``, ``--parallel``): every arm x seed trains to the same env
+steps (``algo.max_iterations`` = env steps / num_envs; ``--minutes`` stays a wall-time cap), optionally side by side on
+disjoint CPU sets, then is evaluated; one JSON holds every run (curves at common env-step checkpoints, final metrics,
+speed), one PNG shows episode length vs env steps of every run.
 """
 
 from __future__ import annotations
@@ -94,15 +95,15 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def train_command(args: argparse.Namespace) -> list[str]:
-    """The ``train`` command line of the benchmark run."""
-    cmd = [sys.executable, "-m", "unilab.cli.train", "--algo", recipe(args), "--task", args.task,
-           f"training.time_limit_s={args.minutes * 60:g}", "training.no_play=true",
-           f"training.log_root={args.log_root}", "training.experiment_name=bench_learn",
-           "algo.max_iterations=10000000"]  # the time limit ends the run
-    if args.num_envs is not None:
-        cmd.append(f"algo.num_envs={args.num_envs}")
-    return cmd + list(args.overrides)
+def train_command(args: argparse.Namespace, algo: str | None = None, name: str = "bench_learn",
+                  sizes: Sequence[str] | None = None) -> list[str]:
+    """The ``train`` command line of a benchmark run (also ``unilab-bench gpu``'s); ``sizes``: the overrides before
+    ``args.overrides``, by default a time-limited run with ``--num-envs`` if given."""
+    if sizes is None:  # the time limit ends the run
+        sizes = ["algo.max_iterations=10000000", *([] if args.num_envs is None else [f"algo.num_envs={args.num_envs}"])]
+    return [sys.executable, "-m", "unilab.cli.train", "--algo", algo or recipe(args), "--task", args.task,
+            f"training.time_limit_s={args.minutes * 60:g}", "training.no_play=true",
+            f"training.log_root={args.log_root}", f"training.experiment_name={name}", *sizes, *args.overrides]
 
 
 def pinned(cmd: list[str], cpus: Sequence[int] | None) -> list[str]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import subprocess
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import mujoco
 
+from unilab import paths
 from unilab.sim.cpu import usable_cpus
 from unilab.sim.mujoco.autotune import cpu_model_name
 
@@ -45,12 +45,5 @@ def environment() -> dict:
 
 
 def write_json(path: str | os.PathLike | None, payload: dict) -> Path | None:
-    """Write ``payload`` plus the environment facts to ``path`` atomically."""
-    if not path:
-        return None
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps({"environment": environment(), **payload}, indent=2))
-    os.replace(tmp, path)
-    return path
+    """Write ``payload`` plus the environment facts to ``path`` atomically; nothing without a path."""
+    return paths.write_json(path, {"environment": environment(), **payload}) if path else None

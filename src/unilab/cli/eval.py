@@ -121,7 +121,7 @@ def _main(args: argparse.Namespace) -> int:
     from unilab.eval import report
     from unilab.eval.locomotion import format_locomotion, run
     from unilab.eval.rollout import EvalOptions, evaluate
-    from unilab.paths import check_writable
+    from unilab.paths import check_writable, write_json
     from unilab.runtime.checkpoint import resolve_checkpoint
 
     loco = args.task == "g1_locomotion"
@@ -162,7 +162,7 @@ def _main(args: argparse.Namespace) -> int:
         print(f"unilab-eval: g1_locomotion, policy {args.policy}, pushes {args.pushes}, {result['episode_s']:.0f} s "
               f"episodes, {args.envs_per_bin} per bin")
         print(format_locomotion(result), flush=True)
-        print(f"unilab-eval: JSON written to {report.write_json(json_path, result)}")
+        print(f"unilab-eval: JSON written to {write_json(json_path, result)}")
         return 0
     source = "defaults" if result.checkpoint is None else f"{result.checkpoint} (iteration {result.iteration})"
     out = result.to_json()
@@ -176,7 +176,7 @@ def _main(args: argparse.Namespace) -> int:
         print(report.format_table(result.summary), flush=True)
         if args.start_stride:
             print(report.format_start_failures(out["clips"]), flush=True)
-    path = report.write_json(json_path, out)
+    path = write_json(json_path, out)
     print(f"unilab-eval: JSON written to {path}")
     if not args.no_plot and args.starts == "clip":
         for png in report.plot_errors(result, path):

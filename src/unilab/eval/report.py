@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Mapping
@@ -64,16 +63,6 @@ def format_start_failures(clips: Mapping[str, dict]) -> str:
 
 def _num(v: float) -> str:
     return f"{v:.4g}" if abs(v) < 1000 else f"{v:.1f}"
-
-
-def write_json(path: str | os.PathLike, report: dict) -> Path:
-    """Write ``report`` to ``path`` atomically (parents created)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(report, indent=2))
-    os.replace(tmp, path)
-    return path
 
 
 def plot_errors(result: EvalResult, json_path: str | os.PathLike) -> list[Path]:
