@@ -5,6 +5,7 @@ noise and the left/right mirror. The critic observation is every piece in table 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import accumulate
@@ -13,6 +14,15 @@ import numpy as np
 
 from unilab.tasks.core.symmetry import joint_mirror, piece_mirror
 from unilab.tasks.core.terms import Term
+
+
+def fixed_width(w: int) -> Callable[[int, int], int]:
+    """A piece's ``Term.width`` for ``w`` entries; :func:`joints_width`: one per joint."""
+    return lambda nj, nb: w
+
+
+def joints_width(nj: int, nb: int) -> int:
+    return nj
 
 
 @dataclass(frozen=True)

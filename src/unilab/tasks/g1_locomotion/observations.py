@@ -15,7 +15,7 @@ import numpy as np
 from numba import njit
 
 from unilab.sim.quat import qrot
-from unilab.tasks.core.observations import PieceLayout
+from unilab.tasks.core.observations import PieceLayout, fixed_width, joints_width
 from unilab.tasks.core.terms import Term
 from unilab.tasks.core.terrain import terrain_height
 
@@ -80,26 +80,18 @@ def base_lin_vel(s, e, row, o):
         row[o + c] = s.base_lin_b[e, c] * s.lin_vel_scale
 
 
-def _fixed(w: int):
-    return lambda nj, nb: w
-
-
-def _joints(nj: int, nb: int) -> int:
-    return nj
-
-
 # critic order; the first NUM_POLICY are the actor's (noise: the obs_noise key; mirror: symmetry.piece_mirror)
 OBS_PIECES = (
-    Term("base_ang_vel", base_ang_vel, width=_fixed(3), noise="base_ang_vel", mirror="axial"),
-    Term("projected_gravity", projected_gravity, width=_fixed(3), noise="projected_gravity", mirror="vector"),
-    Term("command_lin_vel", command_lin_vel, width=_fixed(2), mirror="planar"),
-    Term("command_ang_vel", command_ang_vel, width=_fixed(1), mirror="yaw"),
-    Term("joint_pos", joint_pos, width=_joints, noise="joint_pos", mirror="joints"),
-    Term("joint_vel", joint_vel, width=_joints, noise="joint_vel", mirror="joints"),
-    Term("actions", actions, width=_joints, mirror="actions"),
-    Term("sin_phase", sin_phase, width=_fixed(2), mirror="sides"),
-    Term("cos_phase", cos_phase, width=_fixed(2), mirror="sides"),
-    Term("base_lin_vel", base_lin_vel, width=_fixed(3), mirror="vector"),
+    Term("base_ang_vel", base_ang_vel, width=fixed_width(3), noise="base_ang_vel", mirror="axial"),
+    Term("projected_gravity", projected_gravity, width=fixed_width(3), noise="projected_gravity", mirror="vector"),
+    Term("command_lin_vel", command_lin_vel, width=fixed_width(2), mirror="planar"),
+    Term("command_ang_vel", command_ang_vel, width=fixed_width(1), mirror="yaw"),
+    Term("joint_pos", joint_pos, width=joints_width, noise="joint_pos", mirror="joints"),
+    Term("joint_vel", joint_vel, width=joints_width, noise="joint_vel", mirror="joints"),
+    Term("actions", actions, width=joints_width, mirror="actions"),
+    Term("sin_phase", sin_phase, width=fixed_width(2), mirror="sides"),
+    Term("cos_phase", cos_phase, width=fixed_width(2), mirror="sides"),
+    Term("base_lin_vel", base_lin_vel, width=fixed_width(3), mirror="vector"),
 )
 NUM_POLICY = len(OBS_PIECES) - 1
 

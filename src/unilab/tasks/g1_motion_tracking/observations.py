@@ -14,7 +14,7 @@ from __future__ import annotations
 from numba import njit
 
 from unilab.sim.quat import qmul, qrot
-from unilab.tasks.core.observations import PieceLayout
+from unilab.tasks.core.observations import PieceLayout, fixed_width, joints_width
 from unilab.tasks.core.terms import Term
 from unilab.tasks.g1_motion_tracking.motion import library_row
 
@@ -117,21 +117,17 @@ def body_ori_b(s, e, r, row, o):
         _rot6(t[0], t[1], t[2], t[3], row, o + 6 * b)
 
 
-def _joints(nj: int, nb: int) -> int:
-    return nj
-
-
 # every piece an actor may observe, in privileged order (noise: the obs_noise config key of the piece)
 POLICY_OBS = (
-    Term("ref_joint_pos", ref_joint_pos, width=_joints, mirror="joints"),
-    Term("ref_joint_vel", ref_joint_vel, width=_joints, mirror="joints"),
-    Term("anchor_pos_b", anchor_pos_b, width=lambda nj, nb: 3, noise="anchor_pos", mirror="vector"),
-    Term("anchor_ori_b", anchor_ori_b, width=lambda nj, nb: 6, noise="anchor_ori", mirror="rot6"),
-    Term("base_lin_vel", base_lin_vel, width=lambda nj, nb: 3, noise="base_lin_vel", mirror="vector"),
-    Term("base_ang_vel", base_ang_vel, width=lambda nj, nb: 3, noise="base_ang_vel", mirror="axial"),
-    Term("joint_pos_rel", joint_pos_rel, width=_joints, noise="joint_pos", mirror="joints"),
-    Term("joint_vel", joint_vel, width=_joints, noise="joint_vel", mirror="joints"),
-    Term("last_action", last_action, width=_joints, mirror="actions"),
+    Term("ref_joint_pos", ref_joint_pos, width=joints_width, mirror="joints"),
+    Term("ref_joint_vel", ref_joint_vel, width=joints_width, mirror="joints"),
+    Term("anchor_pos_b", anchor_pos_b, width=fixed_width(3), noise="anchor_pos", mirror="vector"),
+    Term("anchor_ori_b", anchor_ori_b, width=fixed_width(6), noise="anchor_ori", mirror="rot6"),
+    Term("base_lin_vel", base_lin_vel, width=fixed_width(3), noise="base_lin_vel", mirror="vector"),
+    Term("base_ang_vel", base_ang_vel, width=fixed_width(3), noise="base_ang_vel", mirror="axial"),
+    Term("joint_pos_rel", joint_pos_rel, width=joints_width, noise="joint_pos", mirror="joints"),
+    Term("joint_vel", joint_vel, width=joints_width, noise="joint_vel", mirror="joints"),
+    Term("last_action", last_action, width=joints_width, mirror="actions"),
 )
 # the critic's privileged pieces, after the (noise-free) policy pieces
 CRITIC_OBS = (
