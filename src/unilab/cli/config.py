@@ -87,9 +87,10 @@ GPU_RECIPE, CPU_RECIPE = "sac", "sac_cpu"
 def choose_recipe(overrides: Sequence[str], cuda: bool | None = None) -> tuple[list[str], str]:
     """The overrides with the algo recipe made explicit, and a banner line saying which and why.
 
-    A named ``--algo`` is kept; otherwise the task's GPU recipe (``registry.RECIPES``) where a CUDA device exists
-    (``cuda``; None: :func:`cuda_available`, which imports no torch), else its CPU-sized one. The user's own
-    overrides still decide :func:`explicit_algo_keys`.
+    A named ``--algo`` is kept; otherwise the task's GPU recipe (``registry.RECIPES``: ``sac`` / ``sac_cpu`` for motion
+    tracking, ``sac_loco`` / ``sac_cpu_loco`` for locomotion) where a CUDA device exists (``cuda``; None:
+    :func:`cuda_available`, which imports no torch), else its CPU-sized one. The user's own overrides still decide
+    :func:`explicit_algo_keys`.
     """
     named = _override_value(overrides, "algo", None)
     if named is not None:
@@ -112,8 +113,8 @@ def cuda_available() -> bool:
 def cuda_device_count() -> int:
     """How many CUDA devices torch would find, without importing torch (seconds that ``--help``, ``--cfg`` and a config
     error must not pay) where possible: a torch built without CUDA (``torch/version.py``) or no NVIDIA driver library
-    means 0, else the driver's ``cuDeviceGetCount`` (which honours ``CUDA_VISIBLE_DEVICES`` as torch does); a ROCm build
-    asks torch itself."""
+    means 0, else the driver's ``cuDeviceGetCount`` (which honours ``CUDA_VISIBLE_DEVICES`` as torch does); a ROCm
+    build, whose driver is not NVIDIA's, asks torch itself."""
     import ctypes  # only when the recipe is chosen
 
     spec = importlib.util.find_spec("torch")

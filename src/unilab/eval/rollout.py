@@ -2,9 +2,10 @@
 start modes and metrics).
 
 The env is rebuilt from the checkpoint's stored config (as ``play`` does) without observation noise and, unless asked
-for, domain randomization. ``clip`` starts follow each clip to its end with auto-reset off, so a failure stays
-recorded (``start_stride`` adds later starts: one unlearned segment does not decide the whole measurement);
-``random`` starts (:func:`random_start_metrics`) measure what training measures.
+for, domain randomization. ``clip`` (:func:`evaluate`): every env starts exactly at frame 0 of its clip and follows
+it to its end with auto-reset off, so a failure stays recorded (``start_stride`` adds later starts: one unlearned
+segment does not decide the whole measurement). ``random`` (:func:`random_start_metrics`): what training measures,
+sampled starts with the start noise and auto-reset.
 """
 
 from __future__ import annotations
@@ -229,8 +230,8 @@ def eval_task_config(task_raw: dict[str, Any], randomization: bool, start_noise:
 
 def load_policy_config(checkpoint: str | Path | None, policy: str, overrides: dict[str, Any] | None,
                        task: str = DEFAULT_TASK) -> tuple[dict[str, Any], dict[str, Any] | None, Path | None]:
-    """``(run config, checkpoint payload or None, checkpoint path or None)`` of an evaluation; a baseline without a
-    checkpoint takes ``task``'s defaults (both with ``overrides``)."""
+    """``(run config, checkpoint payload or None, checkpoint path or None)`` of an evaluation: the checkpoint's config
+    when one is given, else (a baseline policy) ``task``'s defaults; both with ``overrides``."""
     if checkpoint is not None:
         payload, path = load_checkpoint(checkpoint)
         return stored_run_config(payload, path, overrides), payload, path

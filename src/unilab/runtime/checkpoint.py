@@ -205,7 +205,7 @@ def remove_stale_temps(run_dir: str | Path) -> None:
             continue
         pid = int(m.group(1))
         with contextlib.suppress(OSError):
-            if pid == os.getpid() or not pid_alive(pid) and now - entry.stat().st_mtime >= _STALE_TEMP_AGE_S:
+            if pid == os.getpid() or (not pid_alive(pid) and now - entry.stat().st_mtime >= _STALE_TEMP_AGE_S):
                 os.unlink(entry.path)
 
 

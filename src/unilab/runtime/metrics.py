@@ -199,7 +199,8 @@ class MetricsLogger:
                     if self.max_iterations is not None and run_done > 0 else None)
         to_time = None if self.time_limit_s is None else max(0.0, self.time_limit_s - run_wall)
         # the limit that comes first ends the run: show the iteration count, or elapsed / limit for the time limit
-        eta, total = to_iters, f"/{self.max_iterations:,}" if self.max_iterations is not None else ""
+        eta = to_iters
+        total = f"/{self.max_iterations:,}" if self.max_iterations is not None else ""
         if to_time is not None and (to_iters is None or to_time < to_iters):
             eta, total = to_time, f" ({format_duration(run_wall)}/{format_duration(self.time_limit_s)})"
         parts = [f"iter {iteration:,}{total}", f"steps/s {self.num_envs * done / wall if wall > 0 else 0.0:,.0f}",

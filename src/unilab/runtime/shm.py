@@ -106,11 +106,13 @@ class SharedArrays:
         """Allocate a zeroed block for ``spec`` (this process unlinks it on close)."""
         _, size = _layout(spec)
         for _ in range(100):
-            with contextlib.suppress(FileExistsError):
-                # a name that says which process made it, unilab_<pid>_<8 hex> (fits macOS's 31 chars)
-                shm = shared_memory.SharedMemory(name=f"{_PREFIX}{os.getpid()}_{secrets.token_hex(4)}", create=True,
-                                                 size=size)
-                break
+            # a name that says which process made it, unilab_<pid>_<8 hex> (fits macOS's 31 chars)
+            name = f"{_PREFIX}{os.getpid()}_{secrets.token_hex(4)}"
+            try:
+                shm = shared_memory.SharedMemory(name=name, create=True, size=size)
+            except FileExistsError:
+                continue
+            break
         else:
             raise FileExistsError("cannot find a free shared-memory name")
         out = cls(shm, spec, owner=True)

@@ -13,7 +13,7 @@ The passive policy is set only while Numba loads the system libgomp (read once, 
 back, so other OpenMP runtimes (e.g. PyTorch's bundled copy) keep theirs and a user's ``OMP_WAIT_POLICY`` is respected.
 It holds only where Numba loads libgomp first: PyTorch's import loads its own ``libgomp.so.1``, which Numba then shares
 with the default (spinning) policy. The training collector never imports torch; in-process users that import torch
-first (play, eval) spin a few ms after each host phase (~0.03 cores of one worker while idle). libgomp is not
+first (play, eval) spin a few ms after each host phase (measured: ~0.03 cores of one worker while idle). libgomp is not
 fork-safe: processes that use the env are spawned, never forked, after a parallel call (Numba refuses otherwise).
 
 The count equals the pool's thread count (``numba.set_num_threads``). Workers start on the first parallel region and

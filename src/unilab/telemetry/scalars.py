@@ -16,7 +16,6 @@ import threading
 import time
 import weakref
 from collections.abc import Mapping
-from functools import partialmethod
 from pathlib import Path
 
 from tensorboard.compat.proto.event_pb2 import Event
@@ -50,9 +49,14 @@ class _GuardedFile:
                 except OSError:
                     pass
 
-    write = partialmethod(_call, "write")
-    flush = partialmethod(_call, "flush")
-    close = partialmethod(_call, "close")
+    def write(self, data: bytes) -> None:
+        self._call("write", data)
+
+    def flush(self) -> None:
+        self._call("flush")
+
+    def close(self) -> None:
+        self._call("close")
 
     @property
     def closed(self) -> bool:

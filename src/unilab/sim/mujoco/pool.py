@@ -322,8 +322,8 @@ def _health_kernel(qpos, qvel, max_qvel, warning_count, warn_cols, warn_seen, fl
     :func:`origin_velocity_env` after ``e``); returns how many envs have any bit.
 
     NONFINITE: a non-finite qpos or qvel entry; FAST: no NaN in qvel and ``max |qvel| > max_qvel`` (an inf counts, as in
-    ``np.abs(qvel).max() > max_qvel``); WARNED: a divergence warning counter rose since ``warn_seen``, which then takes
-    the new counts.
+    ``np.abs(qvel).max() > max_qvel``, where a NaN makes the max NaN); WARNED: a divergence warning counter rose since
+    ``warn_seen``, which then takes the new counts.
     """
     n = qpos.shape[0]
     xpos, cvel, subtree_com, rootid, lin, ang = velocities

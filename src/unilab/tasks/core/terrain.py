@@ -9,7 +9,8 @@ heights sit at or below 0 (holosoma's tiles are carved downwards):
     low_obstacles   0, with 30 square pits a tenth of the tile wide, 0.03 d / 0.9 m deep
 
 The field is centred on the world origin; the model's own floor plane moves below its lowest point, so the
-robot stands on the field.
+robot stands on the field (its feet collide with it through contype/conaffinity). :func:`terrain_height` gives the
+ground height under a point (bilinear in the samples), for the foot-height term and the spawn.
 """
 
 from __future__ import annotations

@@ -38,7 +38,8 @@ def _body_ids(model: mujoco.MjModel, names: list[str], key: str) -> np.ndarray:
 
 
 class LocomotionEnv(DriverEnv):
-    """Vectorised G1 velocity-command locomotion (``unilab.tasks.base.VecEnv``); ``pool_kwargs``: ``sim.*``."""
+    """Vectorised G1 velocity-command locomotion (``unilab.tasks.base.VecEnv``); ``pool_kwargs``: ``sim.*``; ``seed``:
+    of the commands, gait clocks, pushes, start states and observation noise."""
 
     step_stages, split_stages = STEP, SPLIT
     reward_term_names, termination_names = TERM_NAMES, CONDITION_NAMES

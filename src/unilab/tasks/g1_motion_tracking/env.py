@@ -47,7 +47,8 @@ def task_motion_files(cfg: MotionTrackingConfig) -> list[Path]:
 
 class MotionTrackingEnv(DriverEnv):
     """Vectorised motion-tracking env (``unilab.tasks.base.VecEnv``); ``pool_kwargs``: the physics pool's options
-    (``sim.*``; ``contacts`` unless given: on only for the undesired_contacts term, the one reading contacts)."""
+    (``sim.*``; ``contacts`` unless given: on only for the undesired_contacts term, the one reading contacts); ``seed``:
+    of the start-frame sampling, reset noise and observation noise."""
 
     step_stages, split_stages = STEP, SPLIT
     reward_term_names, termination_names = TERM_NAMES, CONDITION_NAMES

@@ -1,7 +1,8 @@
 """A step's per-env host work in one parallel region, compiled from a template and the term tables.
 
 No env's step depends on another env's, so one ``prange`` region over envs runs every stage of an env's step back
-to back (its data stays in cache), selected by the ``stages`` bit mask:
+to back (its data stays in cache), selected by the ``stages`` bit mask; threads claim chunks of envs as they come
+free (:mod:`unilab.sim.work_claims`: a late worker takes fewer, none waits for it):
 
     GATHER     its reference row and robot state (``observations.gather_env``)
     CLEAR      (a restart) its contact history emptied
@@ -19,9 +20,10 @@ Rewards and terminations score the robot against the env's frame (``ref_index``)
 clock after the reward and before the observation.
 
 Why one region: each region wakes the sleeping workers (passive OpenMP, :mod:`unilab.sim.numba_threads`) and waits
-for the slowest, a fork/join whose cost grows with the thread count while the work per thread shrinks. Running the
-stages one at a time (the benchmark's sub-phases) is the same code on the same arrays, so bit-identical
-(tests/test_g1_parallel.py).
+for the slowest, a fork/join whose cost grows with the thread count while the work per thread shrinks; the seven
+regions a step would otherwise have (gather, rewards, terminations/tail, observations, info columns, two final
+observations) are one here. Running the stages one at a time (the benchmark's sub-phases) is the same code on the
+same arrays, so bit-identical (tests/test_g1_parallel.py).
 
 The driver reads through the ``TaskArrays`` namedtuple ``s`` but writes only through explicit arguments or plain
 tuples: Numba 0.68's parfor silently drops writes through a namedtuple's array members inside ``prange`` (plain
