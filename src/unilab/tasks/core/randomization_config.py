@@ -19,11 +19,11 @@ class FrictionRandomization:
     enabled: bool = True
     """Draw one coefficient per env when the env is built."""
     range: list[float] = field(default_factory=lambda: [0.3, 1.6])
-    """[low, high] of the uniform draw (column 0 of geom_friction). MuJoCo has one sliding coefficient where PhysX
-    has a static and a dynamic one: holosoma's static range [0.3, 1.6] is used (its dynamic [0.3, 1.2] has no
-    counterpart). Written to the robot's and the ground's geoms, so MuJoCo's max-of-the-pair rule makes it the
-    contact's (as holosoma's MuJoCo backend: one value per env for all geoms), and to both sliding columns of
-    every explicit <pair> of a robot geom, whose own friction overrides the geoms' (the G1's feet touch the floor
+    """[low, high] of the uniform draw; MuJoCo's contact friction (column 0 of geom_friction). MuJoCo has one sliding
+    coefficient where PhysX has a static and a dynamic one: holosoma's static range [0.3, 1.6] is used (its dynamic
+    [0.3, 1.2] has no counterpart). Written to the robot's and the ground's geoms, so MuJoCo's max-of-the-pair rule
+    makes it the contact's (as holosoma's MuJoCo backend: one value per env for all geoms), and to both sliding columns
+    of every explicit <pair> of a robot geom, whose own friction overrides the geoms' (the G1's feet touch the floor
     only through such pairs)."""
 
 
