@@ -74,11 +74,6 @@ def assets_dir(cache_dir: str | os.PathLike | None = None) -> Path:
     return base / f"holosoma-{HOLOSOMA_VERSION}"
 
 
-def downloads_dir(cache_dir: str | os.PathLike | None = None) -> Path:
-    """Directory where a downloaded (or user-provided) wheel is kept."""
-    return assets_dir(cache_dir).parent / "downloads"
-
-
 def sha256_file(path: Path) -> str:
     """Hex sha256 of a file, read in 1 MiB chunks."""
     h = hashlib.sha256()
@@ -182,7 +177,7 @@ def _acquire_wheel(cache_dir: Path | None, expected_sha256: str, downloader: Cal
                              f"it is not {WHEEL_NAME}, or it is damaged")
         return explicit
 
-    ddir = downloads_dir(cache_dir)
+    ddir = assets_dir(cache_dir).parent / "downloads"  # where a downloaded (or user-provided) wheel is kept
     cached = ddir / WHEEL_NAME
     if cached.is_file():
         if sha256_file(cached) == expected_sha256:

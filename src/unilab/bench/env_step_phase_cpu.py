@@ -279,6 +279,7 @@ def run_one(task: TaskBench, cfg: Any, num_envs: int, steps: int, warmup: int, b
     raw_stats = {"ms": 1e3 * raw.wall / steps, "cores": raw.cpu / raw.wall, "count": steps,
                  "nthread": raw.pool.nthread, "steps_per_sec": num_envs * steps / raw.wall}
     env_sps = num_envs * steps / envr.wall
+    projection, projection_main_alone = project(phases, threads, len(usable))
     res = {
         "label": "pinned " + ",".join(map(str, cpu_ids)) if cpu_ids is not None else "default sizing",
         "cpu_ids": cpu_ids, "nthread": env.spec.nthread, "build_s": build_s, "phases": phases, "raw_pool": raw_stats,
@@ -288,31 +289,13 @@ def run_one(task: TaskBench, cfg: Any, num_envs: int, steps: int, warmup: int, b
         "mean_episode_length": envr.mean_episode_length, "subphases": subphases,
         "update_state_split": {"ms": split_summary["update_state"].mean_ms,
                                "cores": split_summary["update_state"].cores},
-        "spin_check": spin_check(env, raw, task.host_stages), "projection": project(phases, len(usable)),
-        "steal_share": steal, "threads": threads,
-        "projection_main_alone": project_main_alone(phases, threads, len(usable)),
+        "spin_check": spin_check(env, raw, task.host_stages), "projection": projection,
+        "steal_share": steal, "threads": threads, "projection_main_alone": projection_main_alone,
     }
     raw.pool.close()
     env.close()
     _restore_affinity(usable)
     return res
-
-
-def project_main_alone(phases: dict, threads: dict, usable: int) -> dict:
-    """Host share at PROJECT_CORES if only each host phase's ``main_alone`` time were serial (T1 = ms x cores,
-    serial = main_alone, the rest / N): a second estimate next to :func:`project`. It counts waking the workers and
-    waiting at a region's end as parallel (on many cores they cost more, not less), but does count the calling
-    thread's extra work in unevenly split regions. main_alone varies by about 1 ms between runs on a 2-core VM."""
-    out = {}
-    for n in PROJECT_CORES:
-        backend = amdahl(phases["backend_step"]["ms"], phases["backend_step"]["cores"], usable, n)
-        host = 0.0
-        for name in ("update_state", "reset_done"):
-            t1 = phases[name]["ms"] * phases[name]["cores"]
-            serial = min(threads.get(name, {}).get("main_alone_ms", t1), t1)
-            host += serial + (t1 - serial) / n
-        out[str(n)] = host / (host + backend)
-    return out
 
 
 def steal_share(before, after) -> float:
@@ -324,14 +307,24 @@ def steal_share(before, after) -> float:
     return d.get("steal", 0.0) / total if total > 0 else 0.0
 
 
-def project(phases: dict, usable: int) -> dict:
-    """Each phase's projected ms and the host share at PROJECT_CORES cores (Amdahl, from this machine)."""
-    out = {}
+def project(phases: dict, threads: dict, usable: int) -> tuple[dict, dict]:
+    """Each phase's projected ms and the host share at PROJECT_CORES cores (Amdahl, from this machine); and a second
+    estimate, the host share if only each host phase's ``main_alone`` time were serial (T1 = ms x cores, serial =
+    main_alone, the rest / N). The second counts waking the workers and waiting at a region's end as parallel (on
+    many cores they cost more, not less), but does count the calling thread's extra work in unevenly split regions.
+    main_alone varies by about 1 ms between runs on a 2-core VM."""
+    projection, main_alone = {}, {}
     for n in PROJECT_CORES:
         ms = {name: amdahl(phases[name]["ms"], phases[name]["cores"], usable, n) for name in PHASES}
         host = ms["update_state"] + ms["reset_done"]
-        out[str(n)] = {"phases_ms": ms, "host_share": host / (host + ms["backend_step"])}
-    return out
+        projection[str(n)] = {"phases_ms": ms, "host_share": host / (host + ms["backend_step"])}
+        lone = 0.0
+        for name in ("update_state", "reset_done"):
+            t1 = phases[name]["ms"] * phases[name]["cores"]
+            serial = min(threads.get(name, {}).get("main_alone_ms", t1), t1)
+            lone += serial + (t1 - serial) / n
+        main_alone[str(n)] = lone / (lone + ms["backend_step"])
+    return projection, main_alone
 
 
 def _restore_affinity(cpus: list[int]) -> None:

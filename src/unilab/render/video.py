@@ -377,10 +377,7 @@ def _render_in_subprocess(model: mujoco.MjModel, qpos: np.ndarray, path: Path, b
 def exit_on_sigterm() -> None:
     """SIGTERM raises SystemExit(143) in the main thread, so that ``finally`` / ``except BaseException`` blocks
     (closing ffmpeg, deleting a partial video, stopping a rendering worker) run before the process ends."""
-    def _exit(signum: int, frame: object) -> None:
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, _exit)
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
 
 
 def render_states(model: mujoco.MjModel, qpos: np.ndarray, path: str | Path, fps: float = 50, width: int = 640,
