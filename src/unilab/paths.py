@@ -23,11 +23,11 @@ def check_writable(path: str | os.PathLike, what: str = "output") -> Path:
     return path
 
 
-def write_json(path: str | os.PathLike, doc: dict) -> Path:
-    """Write ``doc`` to ``path`` atomically (parents created)."""
+def write_json(path: str | os.PathLike, doc: dict, indent: int | None = 2) -> Path:
+    """Write ``doc`` to ``path`` atomically (parents created); ``indent`` None: compact (large traces)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(doc, indent=2))
+    tmp.write_text(json.dumps(doc, indent=indent))
     os.replace(tmp, path)
     return path

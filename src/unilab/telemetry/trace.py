@@ -12,6 +12,8 @@ import threading
 import time
 from pathlib import Path
 
+from unilab.paths import write_json
+
 # perf_counter_ns has an arbitrary origin per process: anchored to the wall clock, processes' events line up
 _EPOCH_OFFSET_NS = time.time_ns() - time.perf_counter_ns()
 
@@ -41,9 +43,7 @@ class TraceRecorder:
 
     def save(self, path: str | Path) -> Path:
         """Write the trace atomically to ``path``."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return _write_json(path, self.to_json())
+        return write_json(path, self.to_json(), indent=None)
 
 
 def merge_traces(paths: list[Path], out: str | Path) -> Path:
@@ -52,12 +52,4 @@ def merge_traces(paths: list[Path], out: str | Path) -> Path:
     for p in paths:
         if Path(p).exists():
             events.extend(json.loads(Path(p).read_text())["traceEvents"])
-    return _write_json(Path(out), {"traceEvents": events})
-
-
-def _write_json(path: Path, doc: dict) -> Path:
-    """Write ``doc`` to ``path`` atomically (a temp file renamed over it)."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(doc))
-    os.replace(tmp, path)
-    return path
+    return write_json(out, {"traceEvents": events}, indent=None)
