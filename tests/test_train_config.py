@@ -213,7 +213,7 @@ def test_play_defaults_are_declared_once():
 
 def test_every_config_field_has_a_doc():
     seen = set()
-    todo = [SACConfig, SimConfig, TrainingConfig, PlayConfig] + [registry.config_class(n) for n in registry.CONFIGS]
+    todo = [SACConfig, SimConfig, TrainingConfig, PlayConfig] + [registry.config_class(n) for n in registry.TASKS]
     while todo:
         cls = todo.pop()
         if cls in seen:

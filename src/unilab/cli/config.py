@@ -41,7 +41,7 @@ def register_schemas() -> None:
     cs.store(group="algo", name="base_sac", node=SACConfig)
     cs.store(group="sim", name="base_mujoco", node=SimConfig)
     cs.store(group="training", name="base_training", node=TrainingConfig)
-    for name in registry.CONFIGS:
+    for name in registry.TASKS:
         cs.store(group="task", name=f"base_{name}", node=registry.config_class(name))
 
 

@@ -12,7 +12,7 @@ from unilab.tasks.base import VecEnv
 # task name -> (config dataclass, env class) in unilab.tasks.<name>.config / .env: the config imports without the env
 # (no mujoco; the train CLI registers it as the `task` group's structured config and validates with it), the env only
 # when built (a pendulum should not import the G1 stack)
-CONFIGS: dict[str, tuple[str, str]] = {
+TASKS: dict[str, tuple[str, str]] = {
     "pendulum": ("PendulumConfig", "PendulumEnv"),
     "g1_motion_tracking": ("MotionTrackingConfig", "MotionTrackingEnv"),
     "g1_locomotion": ("LocomotionConfig", "LocomotionEnv"),
@@ -30,9 +30,9 @@ EVALUATED_TASKS: tuple[str, ...] = ("g1_motion_tracking",)
 
 def config_class(name: str) -> type:
     """The config dataclass of task ``name`` (ValueError for an unknown task)."""
-    if name not in CONFIGS:
-        raise ValueError(f"unknown task {name!r}; known tasks: {sorted(CONFIGS)}")
-    return getattr(import_module(f"unilab.tasks.{name}.config"), CONFIGS[name][0])
+    if name not in TASKS:
+        raise ValueError(f"unknown task {name!r}; known tasks: {sorted(TASKS)}")
+    return getattr(import_module(f"unilab.tasks.{name}.config"), TASKS[name][0])
 
 
 def task_config(name: str, values: Mapping[str, Any]) -> Any:
@@ -42,5 +42,5 @@ def task_config(name: str, values: Mapping[str, Any]) -> Any:
 
 def make_env(name: str, cfg: Any, num_envs: int, pool_kwargs: dict | None = None, seed: int = 0) -> VecEnv:
     """Build the env of task ``name`` with its typed config."""
-    env_class = getattr(import_module(f"unilab.tasks.{name}.env"), CONFIGS[name][1])
+    env_class = getattr(import_module(f"unilab.tasks.{name}.env"), TASKS[name][1])
     return env_class(cfg, num_envs, pool_kwargs=pool_kwargs, seed=seed)
