@@ -66,7 +66,7 @@ def test_main_writes_the_json_with_fixed_keys(tmp_path, monkeypatch, capsys):
     ckpt.write_bytes(b"stand-in")
     report = {"overall": dict.fromkeys(METRIC_NAMES, 0.25), "clips": {"c": {"frames": 9}}}
 
-    def fake_eval(cmd):
+    def fake_eval(cmd, cpus=None, env=None):
         out = Path(cmd[cmd.index("--json") + 1])
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(report))

@@ -272,11 +272,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         eval_rc = 0 if all(locomotion.values()) else 1
     elif checkpoint is not None and checkpoint.is_file():
         eval_json = run_dir / "eval" / "final.json"
-        ecmd = eval_command(args, checkpoint, eval_json)
-        _announce(ecmd)
-        eval_rc = run_eval(ecmd)
-        if eval_rc == 0:
-            evaluation = json.loads(eval_json.read_text())
+        eval_rc, evaluation = eval_report(eval_command(args, checkpoint, eval_json), eval_json)
+        evaluation = evaluation or {}
     overall = evaluation.get("overall", {})
     # fixed keys, missing values null; eval_locomotion: unilab-eval --task g1_locomotion (per bin and overall)
     report = {"benchmark": "learn", "task": args.task, "algo": args.algo, "minutes": args.minutes,
