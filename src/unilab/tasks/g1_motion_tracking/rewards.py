@@ -77,25 +77,25 @@ def body_ori(s, e, r, p):
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def body_lin_vel(s, e, r, p):
-    nb = s.body_pos.shape[1]
+def _mean_sq_error(ref, robot, e, r):
+    """Mean over the tracked bodies of the squared distance between reference row ``r`` and env ``e``."""
+    nb = robot.shape[1]
     err = 0.0
     for b in range(nb):
         for c in range(3):
-            x = s.ref_body_lin[r, b, c] - s.body_lin[e, b, c]
+            x = ref[r, b, c] - robot[e, b, c]
             err += x * x
-    return np.exp(-(err / nb) * p)
+    return err / nb
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def body_lin_vel(s, e, r, p):
+    return np.exp(-_mean_sq_error(s.ref_body_lin, s.body_lin, e, r) * p)
 
 
 @njit(cache=True, fastmath=False, inline="always")
 def body_ang_vel(s, e, r, p):
-    nb = s.body_pos.shape[1]
-    err = 0.0
-    for b in range(nb):
-        for c in range(3):
-            y = s.ref_body_ang[r, b, c] - s.body_ang[e, b, c]
-            err += y * y
-    return np.exp(-(err / nb) * p)
+    return np.exp(-_mean_sq_error(s.ref_body_ang, s.body_ang, e, r) * p)
 
 
 @njit(cache=True, fastmath=False, inline="always")
