@@ -18,6 +18,10 @@ BODY_STATE = ("body_pos_w", "body_quat_w", "body_lin_vel_w", "body_ang_vel_w")
 """Outputs ``(num_envs, nbody, 3 | 4)``: each body's world-frame position, quaternion (w, x, y, z), and the
 linear and angular velocity of its origin, after every step, reset and forward."""
 
+SUBPHASES = ("physics", "check_health")
+"""What a pool's ``step`` times in its ``timer``: the physics steps, then the health check (which computes the
+derived outputs)."""
+
 # backend name -> "module:class"; imported on use, so a backend's library loads only when it is chosen
 BACKENDS: dict[str, str] = {"mujoco": "unilab.sim.mujoco.pool:BatchEnvPool"}
 

@@ -39,8 +39,6 @@ DEFAULT_MAX_QVEL = 100.0
 _BODY_FIELDS = dict(zip(BODY_STATE[:2], ("xpos", "xquat")))
 _BODY_VELOCITIES = BODY_STATE[2:]
 
-# what ``step`` times in ``BatchEnvPool.timer``: MuJoCo's steps, then the health check (with the origin velocities)
-SUBPHASES = ("physics", "check_health")
 # bits of the per-env health flags, in the order the reasons are recorded
 NONFINITE, FAST, WARNED = 1, 2, 4
 _STAGE_NONE = int(mujoco.mjtStage.mjSTAGE_NONE)
@@ -149,7 +147,8 @@ class BatchEnvPool:
         self.bad_reasons: dict[int, str] = {}
         self._health = np.zeros(num_envs, dtype=np.uint8)  # per-env NONFINITE | FAST | WARNED of the last check
         self.timer = PhaseTimer(enabled=False)
-        """Times ``step``'s SUBPHASES when enabled; a task may hand in its own timer (its phases nest them)."""
+        """Times ``step``'s ``physics.SUBPHASES`` when enabled; a task may hand in its own timer (its phases
+        nest them)."""
         # derived fields must describe the post-step state the task observes
         self._stage = int(mujoco.mjtStage.mjSTAGE_VEL)
         self._contacts = bool(contacts) or self.persistent

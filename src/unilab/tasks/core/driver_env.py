@@ -15,8 +15,8 @@ import mujoco
 import numpy as np
 
 from unilab.sim import numba_threads
-from unilab.sim.mujoco.pool import SUBPHASES as POOL_SUBPHASES
 from unilab.sim.physics import BODY_STATE, make_pool
+from unilab.sim.physics import SUBPHASES as POOL_SUBPHASES
 from unilab.tasks.base import Buffers, EpisodeBook, Obs, PoolEnv, StepResult, observations, result
 from unilab.tasks.core.actuation import Actuation
 from unilab.tasks.core.kernels import action_to_ctrl
