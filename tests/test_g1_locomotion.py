@@ -221,7 +221,7 @@ def test_a_robot_that_falls_terminates_on_contact(env):
     env.auto_reset = False
     try:
         env.step(zero)
-        forces = np.linalg.norm(env.pool.cfrc_ext[:, env.termination_bodies, 3:6], axis=-1).max(axis=1)
+        forces = np.linalg.norm(env.pool.body_contact_force_w[:, env.termination_bodies], axis=-1).max(axis=1)
         np.testing.assert_allclose(env.state.contact_force, forces)
     finally:
         env.auto_reset = True

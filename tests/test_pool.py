@@ -9,7 +9,7 @@ from mujoco import batch as mjbatch
 
 from unilab.sim import cpu
 from unilab.sim.mujoco.pool import BatchEnvPool
-from unilab.sim.physics import BODY_STATE
+from unilab.sim.physics import BODY_STATE, CONTACT_FORCE
 
 N = 16
 
@@ -203,8 +203,18 @@ def test_without_contacts_flags_come_back_after_an_error_and_masks_select_envs(h
 
 
 def test_without_contacts_acceleration_outputs_are_refused(humanoid):
-    with pytest.raises(ValueError, match="cfrc_ext"):
-        BatchEnvPool(humanoid, 4, nthread=1, contacts=False, outputs=("xpos", "cfrc_ext"))
+    for name in ("cfrc_ext", CONTACT_FORCE):
+        with pytest.raises(ValueError, match=name):
+            BatchEnvPool(humanoid, 4, nthread=1, contacts=False, outputs=("xpos", name))
+
+
+def test_contact_force_is_the_live_force_half_of_mujocos_external_body_forces(humanoid):
+    pool = BatchEnvPool(humanoid, 4, nthread=1, outputs=(CONTACT_FORCE,))
+    force_half = pool.bind("cfrc_ext")[:, :, 3:]  # cfrc_ext: (torque, force) per body, about the subtree com
+    force = pool.body_contact_force_w
+    assert force.shape == (4, humanoid.nbody, 3) and force.strides == force_half.strides
+    # the same memory: the live values after every step (the G1 tests check them against MjData's own forces)
+    assert force.__array_interface__["data"][0] == force_half.__array_interface__["data"][0]
 
 
 def test_a_persistent_pool_always_computes_contacts(humanoid):

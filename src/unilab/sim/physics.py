@@ -3,7 +3,7 @@
 A task builds its model, then asks :func:`make_pool` for ``num_envs`` simulations of it; ``sim.backend`` (``--sim``)
 picks the implementation. Tasks see only :class:`PhysicsPool`: the live ``(num_envs, ...)`` state arrays, the step,
 reset and forward calls, per-env model fields for domain randomization, and the derived ``outputs`` they ask for:
-:data:`BODY_STATE` (the same for every backend) and a backend's own field names (MuJoCo's ``cfrc_ext``).
+:data:`BODY_STATE` and, from a pool that computes contacts, :data:`CONTACT_FORCE`.
 """
 
 from __future__ import annotations
@@ -17,6 +17,9 @@ import numpy as np
 BODY_STATE = ("body_pos_w", "body_quat_w", "body_lin_vel_w", "body_ang_vel_w")
 """Outputs ``(num_envs, nbody, 3 | 4)``: each body's world-frame position, quaternion (w, x, y, z), and the
 linear and angular velocity of its origin, after every step, reset and forward."""
+CONTACT_FORCE = "body_contact_force_w"
+"""Output ``(num_envs, nbody, 3)``: the net external force on each body, world frame, of the step's last substep
+(what contacts push; a pool with ``contacts=False`` refuses it)."""
 
 SUBPHASES = ("physics", "check_health")
 """What a pool's ``step`` times in its ``timer``: the physics steps, then the health check (which computes the

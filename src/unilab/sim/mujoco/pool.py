@@ -21,7 +21,7 @@ from unilab.sim import cpu, numba_threads
 from unilab.sim.mujoco.autotune import autotune
 from unilab.sim.mujoco.body_state import origin_velocities, origin_velocity_env
 from unilab.sim.mujoco.contacts import forward_without_contacts
-from unilab.sim.physics import BODY_STATE
+from unilab.sim.physics import BODY_STATE, CONTACT_FORCE
 from unilab.sim.work_claims import LEAST_BYTES, chunk_size, claimed, copy_rows_at, new_counter, num_chunks
 from unilab.telemetry.phase_timer import PhaseTimer
 
@@ -46,6 +46,7 @@ _STAGE_NONE = int(mujoco.mjtStage.mjSTAGE_NONE)
 _NOT_THIN = frozenset({
     "qacc", "qacc_smooth", "qfrc_actuator", "actuator_force", "qfrc_smooth", "qfrc_constraint", "qfrc_inverse",
     "cacc", "cfrc_int", "cfrc_ext", "contact", "ncon", "nefc", "efc_force", "efc_J", "efc_pos", "efc_vel",
+    CONTACT_FORCE,
 })
 
 
@@ -71,7 +72,8 @@ class BatchEnvPool:
       substeps: the substeps per ``step`` the caller will use; only autotune reads it.
       outputs: derived fields bound up front and refreshed after every call: MjData field names, or the
         backend-neutral ``unilab.sim.physics.BODY_STATE`` (``body_pos_w``, ``body_quat_w``, ``body_lin_vel_w``,
-        ``body_ang_vel_w``: ``(num_envs, nbody, 3 | 4)``, each body's world-frame state at its origin).
+        ``body_ang_vel_w``: ``(num_envs, nbody, 3 | 4)``, each body's world-frame state at its origin) and
+        ``CONTACT_FORCE`` (``body_contact_force_w``: a view of ``cfrc_ext``'s force half).
       max_qvel: an env whose ``|qvel|`` exceeds this after a step is bad (exploded); ``None`` checks only finiteness
         and MuJoCo's warnings.
       contacts: whether the caller reads contact or constraint fields (``contact``, ``ncon``, ``efc_*``) of the state a
@@ -129,7 +131,9 @@ class BatchEnvPool:
         self.qvel = b.bind("qvel")
         self.ctrl = b.bind("ctrl")
         for name in outputs:
-            if name not in _BODY_VELOCITIES:
+            if name == CONTACT_FORCE:  # cfrc_ext's force half (the first three are a torque about the subtree com)
+                self.body_contact_force_w = b.bind("cfrc_ext")[:, :, 3:]
+            elif name not in _BODY_VELOCITIES:
                 setattr(self, name, b.bind(_BODY_FIELDS.get(name, name)))
         # body velocities at the body origin: MuJoCo's cvel shifted (unilab.sim.mujoco.body_state) after every
         # step, reset and forward (zero-size arrays when no body velocity is asked for: the kernels skip the shift)

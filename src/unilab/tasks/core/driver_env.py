@@ -15,7 +15,7 @@ import mujoco
 import numpy as np
 
 from unilab.sim import numba_threads
-from unilab.sim.physics import BODY_STATE, make_pool
+from unilab.sim.physics import BODY_STATE, CONTACT_FORCE, make_pool
 from unilab.sim.physics import SUBPHASES as POOL_SUBPHASES
 from unilab.tasks.base import Buffers, EpisodeBook, Obs, PoolEnv, StepResult, observations, result
 from unilab.tasks.core.actuation import Actuation
@@ -59,12 +59,12 @@ class DriverEnv(PoolEnv):
         """The physics pool (``pool_kwargs``: the ``sim.*`` options), its timer, Numba's host threads and the
         randomizer (``body``: the base body its terms default to).
 
-        ``contacts_error``: the task reads contact forces (``cfrc_ext``), and this is the error a pool asked for
+        ``contacts_error``: the task reads contact forces (``CONTACT_FORCE``), and this is the error a pool asked for
         with ``contacts=False`` gets; None: by default the stage after a step or reset skips collision (restarts'
         forward ~2.5x cheaper, same values).
         """
         kwargs = dict(pool_kwargs or {})
-        contact_outputs = ("cfrc_ext",) if contacts_error else ()
+        contact_outputs = (CONTACT_FORCE,) if contacts_error else ()
         outputs = tuple(dict.fromkeys([*kwargs.pop("outputs", ()), *BODY_STATE, *contact_outputs]))
         kwargs.setdefault("substeps", self.cfg.decimation)
         if contacts_error and kwargs.get("contacts") is False:

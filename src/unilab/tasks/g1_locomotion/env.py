@@ -130,7 +130,7 @@ class LocomotionEnv(DriverEnv):
         policy, critic = out["obs"], out["critic_obs"]
         sq, sv = self._no_start if start is None else start
         self._driver(
-            stages, self.arrays, rows, (p.body_pos_w, p.body_quat_w, p.qpos, p.qvel, p.cfrc_ext),
+            stages, self.arrays, rows, (p.body_pos_w, p.body_quat_w, p.qpos, p.qvel, p.body_contact_force_w),
             (self.qpos_adr, self.dof_adr, self.feet, self.foot_points, self.termination_bodies), self._gathered,
             self._terrain, self._cmd, self._params, self.task_streams,
             (sq, sv, self.default_joint_pos, self.qpos_adr, self.state.action, self.state.last_action),

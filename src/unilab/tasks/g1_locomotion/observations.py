@@ -108,7 +108,7 @@ def obs_layout(num_joints: int) -> PieceLayout:
 def gather_env(e, pool_state, index, gathered, terrain):
     """Env ``e``'s robot state into its rows of ``gathered`` (:data:`~.state.GATHERED`'s buffers, in row order);
     ``terrain``: the ground's height lookup; the base is the model's free joint (qpos 0:7, qvel 0:6)."""
-    xpos, xquat, qpos, qvel, cfrc_ext = pool_state
+    xpos, xquat, qpos, qvel, body_force = pool_state
     qpos_adr, dof_adr, feet, points, term_bodies = index
     (base_pos, base_quat, base_lin_b, base_ang_b, gravity_b, joint_pos, joint_vel, feet_pos, feet_quat,
      foot_height, contact_force) = gathered
@@ -138,6 +138,6 @@ def gather_env(e, pool_state, index, gathered, terrain):
     contact_force[e] = 0.0
     for k in range(term_bodies.shape[0]):
         b = term_bodies[k]
-        f = cfrc_ext[e, b, 3] * cfrc_ext[e, b, 3] + cfrc_ext[e, b, 4] * cfrc_ext[e, b, 4] \
-            + cfrc_ext[e, b, 5] * cfrc_ext[e, b, 5]
+        f = body_force[e, b, 0] * body_force[e, b, 0] + body_force[e, b, 1] * body_force[e, b, 1] \
+            + body_force[e, b, 2] * body_force[e, b, 2]
         contact_force[e] = max(contact_force[e], np.sqrt(f))

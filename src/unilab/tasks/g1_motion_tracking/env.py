@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from unilab.sim.physics import CONTACT_FORCE
 from unilab.sim.spec import FINAL
 from unilab.tasks.base import Buffers, Obs, observations
 from unilab.tasks.core.collisions import disable_self_collisions, matching_bodies
@@ -69,7 +70,7 @@ class MotionTrackingEnv(DriverEnv):
         # reset joint noise is clipped to holosoma's simulator soft limits (robot soft_dof_pos_limit)
         self.reset_lo, self.reset_hi = act.limits(cfg.reset.noise.joint_pos_limit_factor)
 
-        # the undesired_contacts bodies (under the anchor's root); their net contact force, cfrc_ext, is computed in a
+        # the undesired_contacts bodies (under the anchor's root); their net contact force is computed in a
         # step only for a model with an acceleration-stage sensor (the G1 MJCF has an accelerometer)
         contacts_cfg = cfg.rewards.undesired_contacts
         self.contact_bodies = np.zeros(0, dtype=np.int64)
@@ -108,7 +109,7 @@ class MotionTrackingEnv(DriverEnv):
         self.clip, self.frame = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
         # per-env state (rows: .terms): buffers, the terms' struct and the gather stage's tuple
         self._allocate(seed, GATHERED, STEP_STATE, B=len(self.body_ids), K=self.contact_bodies.size)
-        self._contacts = (getattr(self.pool, "cfrc_ext", np.zeros((n, 0, 6))), self.contact_bodies,
+        self._contacts = (getattr(self.pool, CONTACT_FORCE, np.zeros((n, 0, 3))), self.contact_bodies,
                           float(contacts_cfg.threshold), self.state.contact_age)
         self.reset_noise_streams = env_streams(seed, n, tag=2)  # reset noise, drawn in the start-state driver
         self.arrays = TaskArrays(

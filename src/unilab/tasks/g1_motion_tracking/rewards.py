@@ -148,13 +148,12 @@ assert TRACKING_TERMS == tracking_term_names(), "a term's kind and its config de
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def update_contact_age(e, cfrc_ext, body_ids, threshold, contact_age):
+def update_contact_age(e, force, body_ids, threshold, contact_age):
     """Env ``e``'s contact ages after a step: 0 for a body whose net contact force norm exceeds ``threshold``
-    (``cfrc_ext[e, b, 3:6]``: of the step's last substep, as holosoma's MuJoCo backend samples it); saturating."""
+    (``force[e, b]``: of the step's last substep, as holosoma's MuJoCo backend samples it); saturating."""
     for k in range(body_ids.shape[0]):
         b = body_ids[k]
-        f = cfrc_ext[e, b, 3] * cfrc_ext[e, b, 3] + cfrc_ext[e, b, 4] * cfrc_ext[e, b, 4] \
-            + cfrc_ext[e, b, 5] * cfrc_ext[e, b, 5]
+        f = force[e, b, 0] * force[e, b, 0] + force[e, b, 1] * force[e, b, 1] + force[e, b, 2] * force[e, b, 2]
         if np.sqrt(f) > threshold:
             contact_age[e, k] = 0
         elif contact_age[e, k] < 1 << 30:

@@ -62,7 +62,7 @@ def step_driver(stages, s, rows, lookup, pool_state, index, gathered, params, we
                 out_reward, out_terminated, out_truncated, done, policy, critic, final_policy, final_critic,
                 terms_info, conds_info, contacts, obs_clip):
     clip, frame, clip_offsets, num_frames = lookup
-    cfrc_ext, contact_ids, contact_threshold, contact_age = contacts
+    contact_force, contact_ids, contact_threshold, contact_age = contacts
     n = rows.shape[0]
     use_noise = any_nonzero(noise_scale)
     # chunks are claimed, not split statically (unilab.sim.work_claims); at least LEAST_BYTES envs, as the info rows
@@ -78,7 +78,7 @@ def step_driver(stages, s, rows, lookup, pool_state, index, gathered, params, we
                 clear_contact_age(e, contact_age)
             r = s.ref_index[e]
             if stages & REWARDS:
-                update_contact_age(e, cfrc_ext, contact_ids, contact_threshold, contact_age)
+                update_contact_age(e, contact_force, contact_ids, contact_threshold, contact_age)
                 {rewards}
                 reward[e] = weighted_sum(terms, e, weights)
             if stages & TERMINATE:
