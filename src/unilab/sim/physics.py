@@ -19,7 +19,7 @@ BODY_STATE = ("body_pos_w", "body_quat_w", "body_lin_vel_w", "body_ang_vel_w")
 linear and angular velocity of its origin, after every step, reset and forward."""
 CONTACT_FORCE = "body_contact_force_w"
 """Output ``(num_envs, nbody, 3)``: the net external force on each body, world frame, of the step's last substep
-(what contacts push; a pool with ``contacts=False`` refuses it)."""
+(contacts plus any applied force; a pool with ``contacts=False`` refuses it)."""
 
 SUBPHASES = ("physics", "check_health")
 """What a pool's ``step`` times in its ``timer``: the physics steps, then the health check (which computes the
