@@ -15,6 +15,7 @@ import numpy as np
 from numba import njit
 
 from unilab.sim.quat import qrot
+from unilab.tasks.core.contacts import force_norm
 from unilab.tasks.core.observations import PieceLayout, fixed_width, joints_width
 from unilab.tasks.core.terms import Term
 from unilab.tasks.core.terrain import terrain_height
@@ -138,6 +139,4 @@ def gather_env(e, pool_state, index, gathered, terrain):
     contact_force[e] = 0.0
     for k in range(term_bodies.shape[0]):
         b = term_bodies[k]
-        f = body_force[e, b, 0] * body_force[e, b, 0] + body_force[e, b, 1] * body_force[e, b, 1] \
-            + body_force[e, b, 2] * body_force[e, b, 2]
-        contact_force[e] = max(contact_force[e], np.sqrt(f))
+        contact_force[e] = max(contact_force[e], force_norm(body_force, e, b))

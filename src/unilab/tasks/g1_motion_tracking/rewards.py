@@ -14,6 +14,7 @@ import numpy as np
 from numba import njit
 
 from unilab.sim.quat import qangle_sq, qmul, qrot
+from unilab.tasks.core.contacts import force_norm
 from unilab.tasks.core.terms import Term
 from unilab.tasks.g1_motion_tracking.config import RewardsConfig, tracking_term_names
 
@@ -153,8 +154,7 @@ def update_contact_age(e, force, body_ids, threshold, contact_age):
     (``force[e, b]``: of the step's last substep, as holosoma's MuJoCo backend samples it); saturating."""
     for k in range(body_ids.shape[0]):
         b = body_ids[k]
-        f = force[e, b, 0] * force[e, b, 0] + force[e, b, 1] * force[e, b, 1] + force[e, b, 2] * force[e, b, 2]
-        if np.sqrt(f) > threshold:
+        if force_norm(force, e, b) > threshold:
             contact_age[e, k] = 0
         elif contact_age[e, k] < 1 << 30:
             contact_age[e, k] += 1
