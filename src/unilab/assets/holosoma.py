@@ -130,8 +130,10 @@ def check_cache(root: Path, *, full: bool = False) -> list[str]:
     return problems
 
 
-def pip_download(dest: Path, *, python: str | None = None, show_progress: bool | None = None) -> Path:
-    """Download the holosoma wheel (no dependencies) into ``dest`` with ``python -m pip download``.
+def pip_download(dest: Path, *, python: str | None = None, show_progress: bool | None = None,
+                 package: str = "holosoma", version: str = HOLOSOMA_VERSION) -> Path:
+    """Download the wheel of ``package==version`` (no dependencies; default: the holosoma wheel) into ``dest`` with
+    ``python -m pip download``.
 
     A subprocess, so the user's pip configuration (index URL, proxy, certificates) applies. With ``show_progress``
     (None: when stderr is a TTY) pip's progress bar is shown on stderr; otherwise pip's output is captured and its
@@ -139,7 +141,7 @@ def pip_download(dest: Path, *, python: str | None = None, show_progress: bool |
     """
     dest.mkdir(parents=True, exist_ok=True)
     cmd = [python or sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
-           f"holosoma=={HOLOSOMA_VERSION}", "-d", str(dest)]
+           f"{package}=={version}", "-d", str(dest)]
     if show_progress is None:
         try:
             show_progress = sys.stderr.isatty()
@@ -157,9 +159,9 @@ def pip_download(dest: Path, *, python: str | None = None, show_progress: bool |
         out = (proc.stderr or proc.stdout or "") if not show_progress else "(pip's output is above)"
         tail = "\n".join(out.strip().splitlines()[-6:])
         raise WheelDownloadError(f"`{' '.join(cmd)}` failed (exit {proc.returncode}):\n{tail}")
-    found = sorted(dest.glob(f"holosoma-{HOLOSOMA_VERSION}-*.whl"))
+    found = sorted(dest.glob(f"{package.replace('-', '_')}-{version}-*.whl"))
     if not found:
-        raise WheelDownloadError(f"pip reported success but no holosoma wheel appeared in {dest}")
+        raise WheelDownloadError(f"pip reported success but no {package} wheel appeared in {dest}")
     return found[0]
 
 

@@ -35,7 +35,14 @@ fail in, so compare sweeps of one stride.
 frames with the training start noise and restart on their own when an episode ends, until
 --episodes episodes have ended; it reports the mean episode length (steps) and its std, the failure
 fraction (terminated / ended), the same tracking errors averaged over the steps, and the steps run.
-Observation noise stays off and --randomization applies in both start modes."""
+Observation noise stays off and --randomization applies in both start modes.
+
+--onnx FILE evaluates a policy in holosoma's deploy format (holosoma_inference's ONNX; FILE may name a
+published one, e.g. fastsac_g1_29dof_dancing, fetched once into $UNILAB_CACHE) in the task whose
+observation pieces carry its terms: a tracking file on its embedded clip (or --clip), a locomotion file
+per command bin, with the file's gains, term order and scales and its action mapping. With
+--randomization on, the report adds the metrics per quantile bin of each randomized quantity (friction,
+centre-of-mass offset, PD-gain scales, action delay, masses): a batch sim2sim robustness report."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -86,6 +93,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="locomotion: episodes per command bin (default: 16)")
     g.add_argument("--pushes", choices=("on", "off"), default="on",
                    help="locomotion: the task's random pushes during the episodes (default: on)")
+    h = p.add_argument_group("holosoma policies (--onnx)")
+    h.add_argument("--onnx", metavar="FILE", default=None,
+                   help="evaluate this holosoma-format ONNX policy instead of a checkpoint: a file, or the name of "
+                        "a published one (unilab-assets path --policies lists them; fetched on first use). The task "
+                        "is the one whose observation pieces carry the file's terms (--task picks among several)")
+    h.add_argument("--clip", metavar="NPZ", default=None,
+                   help="--onnx tracking policy: evaluate on this clip instead of the one embedded in the file")
     p.add_argument("--device", default="cpu", help="torch device of the policy (default: cpu)")
     p.add_argument("--threads", type=int, default=None, metavar="N",
                    help="physics pool and torch threads (default: min(envs, usable CPUs) for physics, 1 for torch)")
@@ -107,11 +121,35 @@ TASK_ONLY_OPTIONS = {
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.clip is not None and args.onnx is None:
+        parser.error("--clip: only with --onnx (a checkpoint's clips are task.motion_files)")
+    if args.onnx is not None:
+        if args.policy != "checkpoint":
+            parser.error("--onnx evaluates the file's policy: no --policy")
+        args.source = _onnx_source(args, parser)  # reads the file: its task decides which options apply
+        args.task = args.source.task
     for task, dests in TASK_ONLY_OPTIONS.items():
         given = [f"--{d.replace('_', '-')}" for d in dests if getattr(args, d) != parser.get_default(d)]
         if given and args.task != task:
             parser.error(f"{', '.join(given)}: {task} option(s), not read with --task {args.task}")
     return run_cli("unilab-eval", _main, args)
+
+
+def _onnx_source(args: argparse.Namespace, parser: argparse.ArgumentParser):
+    """The --onnx file ready to run (exit 2 naming the problem)."""
+    from unilab.eval.holosoma import prepare  # noqa: PLC0415 - lazy: --help without onnx or mujoco
+    from unilab.interop.holosoma_onnx import HolosomaFormatError  # noqa: PLC0415
+
+    try:
+        checkpoint, overrides = task_overrides.split_targets(args.targets)
+        if checkpoint is not None:
+            raise ValueError(f"--onnx evaluates the file's policy: no RUN_DIR_OR_CHECKPOINT (got {checkpoint})")
+        explicit = args.task if args.task != parser.get_default("task") else None
+        return prepare(args.onnx, explicit, args.clip, overrides, args.threads)
+    except (FileNotFoundError, ValueError, HolosomaFormatError) as err:
+        parser.exit(2, f"unilab-eval: error: {err}\n")
+    except RuntimeError as err:  # AssetError: the published policies cannot be fetched (the message says how)
+        parser.exit(2, f"unilab-eval: error: {err}\n")
 
 
 def _main(args: argparse.Namespace) -> int:
@@ -124,7 +162,8 @@ def _main(args: argparse.Namespace) -> int:
     from unilab.paths import check_writable, write_json
     from unilab.runtime.checkpoint import resolve_checkpoint
 
-    loco = args.task == "g1_locomotion"
+    onnx = getattr(args, "source", None)
+    loco = args.task == "g1_locomotion" if onnx is None else onnx.policy.kind == "loco"
     try:
         checkpoint, overrides = task_overrides.split_targets(args.targets)
         if not loco:
@@ -133,7 +172,7 @@ def _main(args: argparse.Namespace) -> int:
                                seed=args.seed, progress=not args.no_progress, policy=args.policy, starts=args.starts,
                                episodes=args.episodes, num_envs=args.num_envs, start_stride=args.start_stride,
                                task_overrides=overrides)
-        if checkpoint is None and args.policy == "checkpoint":
+        if checkpoint is None and args.policy == "checkpoint" and onnx is None:
             raise ValueError("RUN_DIR_OR_CHECKPOINT is required with --policy checkpoint " +
                              ("(--policy zero runs without one)" if loco
                               else "(a baseline, e.g. --policy zero, runs without one)"))
@@ -142,7 +181,9 @@ def _main(args: argparse.Namespace) -> int:
         print(f"unilab-eval: error: {err}", file=sys.stderr)
         return 2
     # the report path fails now, not after a rollout of many minutes
-    json_path = Path(args.json) if args.json else report.default_json_path(ckpt, args.policy, args.starts, args.task)
+    json_path = (Path(args.json) if args.json else
+                 Path("eval") / f"eval_{onnx.path.stem}{'_random' if args.starts == 'random' else ''}.json"
+                 if onnx is not None else report.default_json_path(ckpt, args.policy, args.starts, args.task))
     try:
         check_writable(json_path, "report")
     except OSError as err:
@@ -152,36 +193,56 @@ def _main(args: argparse.Namespace) -> int:
     try:
         if loco:
             result = run(ckpt, args.policy, args.speed, args.envs_per_bin, args.pushes == "on", args.seed,
-                         args.device, args.threads, overrides, not args.no_progress, args.randomization == "on")
+                         args.device, args.threads, overrides, not args.no_progress, args.randomization == "on",
+                         onnx)
         else:
-            result = evaluate(ckpt, opts)
+            result = evaluate(ckpt, opts, onnx)
     except caught as err:
         print(f"unilab-eval: error: {err}", file=sys.stderr)
         return 2
+    policy = args.policy if onnx is None else f"{onnx.path.name} (holosoma format)"
     if loco:
-        print(f"unilab-eval: g1_locomotion, policy {args.policy}, pushes {args.pushes}, {result['episode_s']:.0f} s "
+        print(f"unilab-eval: {args.task}, policy {policy}, pushes {args.pushes}, {result['episode_s']:.0f} s "
               f"episodes, {args.envs_per_bin} per bin")
         print(format_locomotion(result), flush=True)
+        _print_robustness(result.get("randomization_bins"), loco)
         print(f"unilab-eval: JSON written to {write_json(json_path, result)}")
         return 0
-    source = "defaults" if result.checkpoint is None else f"{result.checkpoint} (iteration {result.iteration})"
+    source = ("defaults" if result.checkpoint is None else str(result.checkpoint) if onnx is not None
+              else f"{result.checkpoint} (iteration {result.iteration})")
     out = result.to_json()
     if args.starts == "random":
         overall = result.summary["overall"]
-        print(f"unilab-eval: policy {args.policy}, random starts, {source}: {overall['episodes']} episodes "
+        print(f"unilab-eval: policy {policy}, random starts, {source}: {overall['episodes']} episodes "
               f"on {args.num_envs} envs")
         print(report.format_random_starts(overall), flush=True)
     else:
-        print(f"unilab-eval: policy {args.policy}, clip starts, {source}, {len(result.clip_names)} clip(s)")
+        print(f"unilab-eval: policy {policy}, clip starts, {source}, {len(result.clip_names)} clip(s)")
         print(report.format_table(result.summary), flush=True)
         if args.start_stride:
             print(report.format_start_failures(out["clips"]), flush=True)
+        _print_robustness(out.get("randomization_bins"), loco)
     path = write_json(json_path, out)
     print(f"unilab-eval: JSON written to {path}")
     if not args.no_plot and args.starts == "clip":
         for png in report.plot_errors(result, path):
             print(f"unilab-eval: plot written to {png}")
     return 0
+
+
+def _print_robustness(bins: dict | None, loco: bool) -> None:
+    """The per-randomization-bin tables (--randomization on), one per command bin for locomotion."""
+    if not bins:
+        return
+    from unilab.eval.robustness import format_bins  # noqa: PLC0415
+
+    if loco:
+        for name, table in bins.items():
+            print(f"unilab-eval: command bin {name}, per randomization bin")
+            print(format_bins(table, ("survived", "episode_length_s", "lin_vel_x_error", "yaw_rate_error")))
+    else:
+        print("unilab-eval: per randomization bin")
+        print(format_bins(bins, ("success_rate", "mpjpe_local_mm", "joint_pos_err")), flush=True)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,168 @@
+"""Fetch, verify and cache holosoma's published policies, shipped in the ``holosoma-inference`` wheel.
+
+The Apache-2.0 wheel ``holosoma-inference==0.1.3`` carries holosoma's trained policies (trained in IsaacSim) as ONNX
+files in holosoma's deploy format (:mod:`unilab.interop.holosoma_onnx`)::
+
+    <cache>/holosoma_inference-0.1.3/
+        manifest.json                            # relative path -> size, sha256
+        models/wbt/fastsac_g1_29dof_dancing.onnx, ppo_g1_29dof_dancing.onnx
+        models/loco/g1_29dof/fastsac_g1_29dof.onnx, ppo_g1_29dof.onnx
+        models/loco/t1_29dof/fastsac_t1_29dof.onnx, ppo_t1_29dof.onnx
+    <cache>/downloads/holosoma_inference-0.1.3-py3-none-any.whl
+
+As for the G1 assets (:mod:`unilab.assets.holosoma`): the wheel is downloaded with the user's own ``pip`` (their
+index configuration applies), checked against its pinned sha256, and only ``models/`` is extracted (never installed)
+into a temporary directory renamed into place; every load checks the files' sizes against the manifest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+from unilab import cache as unilab_cache
+from unilab.assets.holosoma import AssetError, WheelDownloadError, _cache_lock, check_cache, pip_download, sha256_file
+
+PACKAGE = "holosoma-inference"
+VERSION = "0.1.3"
+WHEEL_NAME = f"holosoma_inference-{VERSION}-py3-none-any.whl"
+WHEEL_SHA256 = "3c11fd4595bc82921d4c44f77357667828761548c1ce74782ea77937b2ab0ef7"
+WHEEL_URL_HINT = f"https://pypi.org/project/{PACKAGE}/{VERSION}/#files"
+WHEEL_ENV_VAR = "UNILAB_HOLOSOMA_INFERENCE_WHEEL"
+MODELS_PREFIX = "holosoma_inference/models/"
+"""Wheel members extracted (this prefix becomes ``models/``)."""
+PUBLISHED = {
+    "fastsac_g1_29dof_dancing": "models/wbt/fastsac_g1_29dof_dancing.onnx",
+    "ppo_g1_29dof_dancing": "models/wbt/ppo_g1_29dof_dancing.onnx",
+    "fastsac_g1_29dof": "models/loco/g1_29dof/fastsac_g1_29dof.onnx",
+    "ppo_g1_29dof": "models/loco/g1_29dof/ppo_g1_29dof.onnx",
+    "fastsac_t1_29dof": "models/loco/t1_29dof/fastsac_t1_29dof.onnx",
+    "ppo_t1_29dof": "models/loco/t1_29dof/ppo_t1_29dof.onnx",
+}
+"""The published policies by name (``unilab-eval --onnx NAME``): their path in the cache."""
+_MANIFEST_FORMAT = 1
+
+
+def policies_dir(cache_dir: str | os.PathLike | None = None) -> Path:
+    """Directory holding the extracted policies (may not exist yet)."""
+    base = Path(cache_dir).expanduser() if cache_dir is not None else unilab_cache.cache_dir()
+    return base / f"holosoma_inference-{VERSION}"
+
+
+def _offline_help(cached: Path) -> str:
+    return (f"unilab needs the file {WHEEL_NAME} ({PACKAGE} {VERSION} from PyPI, {WHEEL_URL_HINT},\n"
+            f"sha256 {WHEEL_SHA256}). On a machine with network access run\n"
+            f"  python -m pip download --no-deps {PACKAGE}=={VERSION}\n"
+            f"then either put the file at {cached}\n"
+            f"  or set {WHEEL_ENV_VAR}=/path/to/{WHEEL_NAME}\n"
+            f"and run `unilab-assets fetch --policies` again. The wheel is only unpacked, never installed.")
+
+
+def _wheel(cache_dir: Path | None, downloader: Callable[[Path], Path], wheel_path: Path | None,
+           progress: bool) -> Path:
+    """A local wheel with the pinned hash: ``wheel_path``, the env var, the cache, or a fresh download."""
+    explicit = wheel_path or (Path(os.environ[WHEEL_ENV_VAR]) if os.environ.get(WHEEL_ENV_VAR) else None)
+    ddir = policies_dir(cache_dir).parent / "downloads"
+    cached = ddir / WHEEL_NAME
+    if explicit is not None:
+        explicit = explicit.expanduser()
+        if not explicit.is_file():
+            raise AssetError(f"{PACKAGE} wheel {explicit} (from {WHEEL_ENV_VAR} or --wheel) does not exist")
+        digest = sha256_file(explicit)
+        if digest != WHEEL_SHA256:
+            raise AssetError(f"{PACKAGE} wheel {explicit} has sha256 {digest}, expected {WHEEL_SHA256}: it is not "
+                             f"{WHEEL_NAME}, or it is damaged")
+        return explicit
+    if cached.is_file():
+        if sha256_file(cached) == WHEEL_SHA256:
+            return cached
+        cached.unlink()  # damaged or partial: fetch it again
+    ddir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=ddir, prefix=".pip-") as tmp:
+        if progress:
+            print(f"unilab: downloading {WHEEL_NAME} (~9 MB) with pip ...", file=sys.stderr, flush=True)
+        try:
+            got = downloader(Path(tmp))
+        except WheelDownloadError as exc:
+            raise AssetError(f"could not download holosoma's published policies: {exc}\n{_offline_help(cached)}"
+                             ) from exc
+        digest = sha256_file(got)
+        if digest != WHEEL_SHA256:
+            raise AssetError(f"downloaded {got.name} has sha256 {digest}, expected {WHEEL_SHA256}; the package "
+                             "index served a different file")
+        os.replace(got, cached)
+    return cached
+
+
+def _extract(wheel: Path, dest: Path) -> dict[str, dict]:
+    try:
+        zf = zipfile.ZipFile(wheel)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise AssetError(f"{wheel} is not a readable wheel (zip): {exc}") from exc
+    files: dict[str, dict] = {}
+    with zf:
+        members = [m for m in zf.infolist() if m.filename.startswith(MODELS_PREFIX) and m.filename.endswith(".onnx")]
+        for m in members:
+            rel = "models/" + m.filename[len(MODELS_PREFIX):]
+            if ".." in Path(rel).parts:
+                raise AssetError(f"{wheel}: refusing unsafe member path {m.filename!r}")
+            out = dest / rel
+            out.parent.mkdir(parents=True, exist_ok=True)
+            data = zf.read(m)
+            out.write_bytes(data)
+            files[rel] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    missing = sorted(set(PUBLISHED.values()) - set(files))
+    if missing:
+        raise AssetError(f"{wheel} lacks {missing}")
+    return files
+
+
+def ensure_policies(cache_dir: str | os.PathLike | None = None, *, force: bool = False, progress: bool = True,
+                    wheel_path: str | os.PathLike | None = None,
+                    downloader: Callable[[Path], Path] | None = None) -> Path:
+    """The extracted policy directory, built if missing or damaged (or ``force``); ``wheel_path``: a local wheel
+    (also ``$UNILAB_HOLOSOMA_INFERENCE_WHEEL`` or ``<cache>/downloads/``); ``downloader``: ``f(dest) -> wheel``
+    (default: pip). AssetError says what to download and where to put it when the wheel cannot be had."""
+    cdir = Path(cache_dir).expanduser() if cache_dir is not None else None
+    root = policies_dir(cdir)
+    if not force and not check_cache(root):
+        return root
+    fetch = downloader or (lambda dest: pip_download(dest, package=PACKAGE, version=VERSION))
+    with _cache_lock(root.parent):
+        if not force and not check_cache(root):
+            return root
+        wheel = _wheel(cdir, fetch, Path(wheel_path) if wheel_path else None, progress)
+        tmp_root = Path(tempfile.mkdtemp(dir=root.parent, prefix=f".{root.name}.tmp-"))
+        try:
+            manifest = {"format": _MANIFEST_FORMAT, "source": WHEEL_NAME, "wheel_sha256": WHEEL_SHA256,
+                        "files": _extract(wheel, tmp_root)}
+            (tmp_root / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True))
+            trash = root.with_name(f".{root.name}.old-{os.getpid()}") if root.exists() else None
+            if trash is not None:
+                os.replace(root, trash)
+            os.replace(tmp_root, root)
+            if trash is not None:
+                shutil.rmtree(trash, ignore_errors=True)
+        except BaseException:
+            shutil.rmtree(tmp_root, ignore_errors=True)
+            raise
+    if progress:
+        print(f"unilab: holosoma's published policies ready in {root}", file=sys.stderr, flush=True)
+    return root
+
+
+def published_policy(name: str, cache_dir: str | os.PathLike | None = None, *, progress: bool = True) -> Path:
+    """The cached file of published policy ``name`` (a key of :data:`PUBLISHED`, with or without ``.onnx``),
+    fetched on first use; ValueError listing the names for an unknown one."""
+    key = Path(name).name.removesuffix(".onnx")
+    if key not in PUBLISHED:
+        raise ValueError(f"{name!r} is neither an ONNX file nor a published holosoma policy; published: "
+                         f"{', '.join(PUBLISHED)}")
+    return ensure_policies(cache_dir, progress=progress) / PUBLISHED[key]

@@ -1,0 +1,165 @@
+"""``unilab-eval --onnx FILE`` / ``play --onnx FILE``: a holosoma-format ONNX policy (:mod:`unilab.interop`) in a
+unilab env.
+
+The task is the one whose declared holosoma terms cover the file's (``--task`` picks among several); its config is the
+task's defaults with the file's ``kp`` / ``kd`` per joint name and, for a tracking file, the file's embedded clip with
+the base recovered by forward kinematics on the task's model (:mod:`unilab.interop.holosoma_clip`; written to
+``$UNILAB_CACHE/holosoma_clips/``) unless ``--clip`` names another. Each step the policy sees the file's observation
+assembled from the env's pieces (:class:`~unilab.interop.holosoma_terms.HolosomaObservation`) and its output becomes
+the env action that commands holosoma's PD targets (:class:`~unilab.interop.holosoma_actions.HolosomaActions`).
+
+Conventions the env keeps (holosoma_inference differs; the effect is small and zero where noted):
+
+- reference timing: the observation shows the clip frame the next step is scored against (frame n+1 at state n);
+  holosoma_inference shows the frame its previous inference returned (frame n-1);
+- start yaw: none removed; holosoma_inference removes the robot's and the clip's yaw at the start, equal here as
+  the env starts on the reference;
+- action clip: the env clips at its bound (the file's target beyond ``action_scale_j`` from the default is cut there),
+  holosoma only at 100 output units; the report counts the clipped entries (``beyond_bound``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from unilab.assets.holosoma_inference import published_policy
+from unilab.cache import cache_dir
+from unilab.interop.holosoma_actions import HolosomaActions
+from unilab.interop.holosoma_clip import write_clip
+from unilab.interop.holosoma_onnx import PolicyFile, read_embedded_clip, read_policy_file, session
+from unilab.interop.holosoma_terms import (
+    HolosomaObservation,
+    file_term_names,
+    file_terms,
+    matching_task,
+    piece_widths,
+    task_terms,
+)
+from unilab.runtime.checkpoint import apply_task_overrides
+from unilab.tasks.registry import task_config
+
+
+def resolve_file(onnx: str) -> Path:
+    """``onnx`` as a path, or the cached file of a published policy of that name (fetched on first use)."""
+    path = Path(onnx).expanduser()
+    if path.is_file() or path.suffix == ".onnx" or "/" in onnx:
+        if not path.is_file():
+            raise FileNotFoundError(f"--onnx {onnx}: no such file")
+        return path
+    return published_policy(onnx)
+
+
+@dataclass
+class ClipCounter:
+    """How often the env clipped the file's actions at its bound (entries and steps with any)."""
+
+    entries: int = 0
+    total: int = 0
+    steps_with_any: int = 0
+    steps: int = 0
+
+    def add(self, beyond: np.ndarray) -> None:
+        self.entries += int(beyond.sum())
+        self.total += int(beyond.size)
+        self.steps_with_any += int(beyond.any(axis=1).sum())
+        self.steps += int(beyond.shape[0])
+
+    def summary(self) -> dict[str, float]:
+        return {"beyond_bound_entries": self.entries / max(self.total, 1),
+                "beyond_bound_env_steps": self.steps_with_any / max(self.steps, 1)}
+
+
+@dataclass
+class OnnxSource:
+    """A holosoma-format file ready to run: its task, the run config its env is built from, and its policy."""
+
+    policy: PolicyFile
+    task: str
+    raw: dict[str, Any]
+    """``{"task": {...}}``: the task config (mapping) of the evaluation."""
+    clip: Path | None
+    threads: int = 1
+    clipped: ClipCounter = dataclasses.field(default_factory=ClipCounter)
+    mapping: HolosomaActions | None = None
+    """The action mapping of the last env :meth:`make_policy` served."""
+
+    @property
+    def path(self) -> Path:
+        return self.policy.path
+
+    def make_policy(self, env: Any):
+        """The file's policy on ``env``: env observations -> env actions (``unilab.eval.rollout.PolicyFn``)."""
+        p = self.policy
+        sess = session(p.path, self.threads)
+        out_name = sess.get_outputs()[0].name if p.kind == "loco" else "actions"
+        table = task_terms(self.task)
+        actions = self.mapping = HolosomaActions.for_env(p, env)
+        observe = HolosomaObservation(env, file_terms(p, piece_widths(env, table)), table, p.dof_names,
+                                      actions.piece_to_output())
+        counter = self.clipped
+
+        def act(obs: dict[str, np.ndarray]) -> np.ndarray:
+            feed = {p.obs_name: observe(obs["critic_obs"], env.book.lengths == 0)}
+            if p.kind == "wbt":  # the frame the observation shows; the file's own clip outputs are not read
+                feed["time_step"] = (np.asarray(env.frame) + 1).astype(np.float32)[:, None]
+            u = sess.run([out_name], feed)[0]
+            counter.add(actions.beyond_bound(u))
+            return actions.to_env(u)
+
+        return act
+
+    def describe(self) -> dict[str, Any]:
+        """What the report records of the file and its conventions."""
+        return {"onnx": str(self.policy.path), "kind": self.policy.kind, "task": self.task,
+                "terms": file_term_names(self.policy), "clip": None if self.clip is None else str(self.clip),
+                "action_scale_source": None if self.mapping is None else self.mapping.source,
+                "action_scale": None if self.mapping is None else [float(v) for v in self.mapping.scale],
+                **self.clipped.summary()}
+
+
+def prepare(onnx: str, task: str | None = None, clip: str | None = None,
+            overrides: dict[str, Any] | None = None, threads: int | None = None) -> OnnxSource:
+    """The :class:`OnnxSource` of ``onnx`` (a file or a published name); ``task``: the task to run it in (default:
+    the one whose holosoma terms cover the file's); ``clip``: a tracking file's clip (default: its embedded one);
+    ``overrides``: ``task.KEY=VALUE`` changes on top."""
+    policy = read_policy_file(resolve_file(onnx))
+    name = matching_task(file_term_names(policy), task)
+    task_raw: dict[str, Any] = {"name": name}
+    for key in ("kp", "kd"):
+        gains = getattr(policy, key)
+        if gains is not None:
+            task_raw[key] = {joint: float(v) for joint, v in zip(policy.dof_names, gains, strict=True)}
+    clip_path = None
+    if policy.kind == "wbt":
+        if clip is not None:
+            clip_path = Path(clip).expanduser()
+            if not clip_path.is_file():
+                raise FileNotFoundError(f"--clip {clip}: no such file")
+        else:
+            clip_path = _embedded_clip(policy, task_config(name, apply_task_overrides(task_raw, overrides)))
+        task_raw["motion_files"] = [str(clip_path)]
+    elif clip is not None:
+        raise ValueError(f"--clip: {policy.path} is a locomotion policy (it tracks no clip)")
+    raw = {"task": apply_task_overrides(task_raw, overrides)}
+    task_config(name, raw["task"])  # a bad override fails here, naming its key
+    return OnnxSource(policy, name, raw, clip_path, threads or 1)
+
+
+def _embedded_clip(policy: PolicyFile, cfg: Any) -> Path:
+    """The file's clip as a unilab npz with the base recovered on ``cfg``'s model, cached by the file's content."""
+    from unilab.tasks.core.model import load_task_model  # noqa: PLC0415 - mujoco only when a clip is made
+
+    ref = policy.experiment("command", "setup_terms", "motion_command", "params", "motion_config", "body_name_ref")
+    ref_body = ref[0] if ref else cfg.anchor_body
+    if ref_body != cfg.anchor_body:
+        raise ValueError(f"{policy.path}: its reference body is {ref_body!r}, the task's anchor {cfg.anchor_body!r} "
+                         f"(pass task.anchor_body={ref_body})")
+    digest = hashlib.sha256(policy.path.read_bytes()).hexdigest()[:12]
+    out = cache_dir() / "holosoma_clips" / f"{policy.path.stem}-{digest}.npz"
+    return write_clip(read_embedded_clip(policy.path), load_task_model(cfg), ref_body, out)
