@@ -100,6 +100,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "is the one whose observation pieces carry the file's terms (--task picks among several)")
     h.add_argument("--clip", metavar="NPZ", default=None,
                    help="--onnx tracking policy: evaluate on this clip instead of the one embedded in the file")
+    h.add_argument("--action-clip", choices=("holosoma", "env"), default="holosoma",
+                   help="--onnx: holosoma: only holosoma's clip of the output at +-100 acts (the env's action range "
+                        "is widened past it); env: the task's own bound clips the PD targets too, and the report "
+                        "counts the entries it cut (default: holosoma)")
     p.add_argument("--device", default="cpu", help="torch device of the policy (default: cpu)")
     p.add_argument("--threads", type=int, default=None, metavar="N",
                    help="physics pool and torch threads (default: min(envs, usable CPUs) for physics, 1 for torch)")
@@ -123,6 +127,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.clip is not None and args.onnx is None:
         parser.error("--clip: only with --onnx (a checkpoint's clips are task.motion_files)")
+    if args.action_clip != parser.get_default("action_clip") and args.onnx is None:
+        parser.error("--action-clip: only with --onnx")
     if args.onnx is not None:
         if args.policy != "checkpoint":
             parser.error("--onnx evaluates the file's policy: no --policy")
@@ -145,7 +151,7 @@ def _onnx_source(args: argparse.Namespace, parser: argparse.ArgumentParser):
         if checkpoint is not None:
             raise ValueError(f"--onnx evaluates the file's policy: no RUN_DIR_OR_CHECKPOINT (got {checkpoint})")
         explicit = args.task if args.task != parser.get_default("task") else None
-        return prepare(args.onnx, explicit, args.clip, overrides, args.threads)
+        return prepare(args.onnx, explicit, args.clip, overrides, args.threads, args.action_clip)
     except (FileNotFoundError, ValueError, HolosomaFormatError) as err:
         parser.exit(2, f"unilab-eval: error: {err}\n")
     except RuntimeError as err:  # AssetError: the published policies cannot be fetched (the message says how)

@@ -14,8 +14,10 @@ Conventions the env keeps (holosoma_inference differs; the effect is small and z
   holosoma_inference shows the frame its previous inference returned (frame n-1);
 - start yaw: none removed; holosoma_inference removes the robot's and the clip's yaw at the start, equal here as
   the env starts on the reference;
-- action clip: the env clips at its bound (the file's target beyond ``action_scale_j`` from the default is cut there),
-  holosoma only at 100 output units; the report counts the clipped entries (``beyond_bound``).
+- action clip: holosoma clips the output at 100 units and nothing else; a unilab env clips its action at its bound
+  (``action_scale_j`` from the default). By default (``action_clip="holosoma"``) the env's actuation is set to a
+  single range of :data:`IMPORT_TARGET_RANGE` rad that no clipped output reaches, so only holosoma's clip acts;
+  ``action_clip="env"`` keeps the task's bound, and the report counts the entries it cut (``beyond_bound_*``).
 """
 
 from __future__ import annotations
@@ -43,6 +45,11 @@ from unilab.interop.holosoma_terms import (
 )
 from unilab.runtime.checkpoint import apply_task_overrides
 from unilab.tasks.registry import task_config
+
+
+IMPORT_TARGET_RANGE = 1000.0
+"""rad: the env's action range under holosoma's clip (``|s_j u_j| <= 100 s_j``, tens of rad at most for the G1)."""
+ACTION_CLIPS = ("holosoma", "env")
 
 
 def resolve_file(onnx: str) -> Path:
@@ -85,6 +92,7 @@ class OnnxSource:
     """``{"task": {...}}``: the task config (mapping) of the evaluation."""
     clip: Path | None
     threads: int = 1
+    action_clip: str = "holosoma"
     clipped: ClipCounter = dataclasses.field(default_factory=ClipCounter)
     mapping: HolosomaActions | None = None
     """The action mapping of the last env :meth:`make_policy` served."""
@@ -118,19 +126,25 @@ class OnnxSource:
         """What the report records of the file and its conventions."""
         return {"onnx": str(self.policy.path), "kind": self.policy.kind, "task": self.task,
                 "terms": file_term_names(self.policy), "clip": None if self.clip is None else str(self.clip),
-                "action_scale_source": None if self.mapping is None else self.mapping.source,
+                "action_clip": self.action_clip, "action_scale_source": None if self.mapping is None else self.mapping.source,
                 "action_scale": None if self.mapping is None else [float(v) for v in self.mapping.scale],
                 **self.clipped.summary()}
 
 
 def prepare(onnx: str, task: str | None = None, clip: str | None = None,
-            overrides: dict[str, Any] | None = None, threads: int | None = None) -> OnnxSource:
+            overrides: dict[str, Any] | None = None, threads: int | None = None,
+            action_clip: str = "holosoma") -> OnnxSource:
     """The :class:`OnnxSource` of ``onnx`` (a file or a published name); ``task``: the task to run it in (default:
     the one whose holosoma terms cover the file's); ``clip``: a tracking file's clip (default: its embedded one);
-    ``overrides``: ``task.KEY=VALUE`` changes on top."""
+    ``overrides``: ``task.KEY=VALUE`` changes on top; ``action_clip``: one of :data:`ACTION_CLIPS` (module doc)."""
+    if action_clip not in ACTION_CLIPS:
+        raise ValueError(f"--action-clip must be one of {', '.join(ACTION_CLIPS)}, got {action_clip!r}")
     policy = read_policy_file(resolve_file(onnx))
     name = matching_task(file_term_names(policy), task)
     task_raw: dict[str, Any] = {"name": name}
+    if action_clip == "holosoma":
+        task_raw.update(action_scale_mode="radians", action_scale=IMPORT_TARGET_RANGE,
+                        action_bound_from_joint_range=False)
     for key in ("kp", "kd"):
         gains = getattr(policy, key)
         if gains is not None:
@@ -148,7 +162,7 @@ def prepare(onnx: str, task: str | None = None, clip: str | None = None,
         raise ValueError(f"--clip: {policy.path} is a locomotion policy (it tracks no clip)")
     raw = {"task": apply_task_overrides(task_raw, overrides)}
     task_config(name, raw["task"])  # a bad override fails here, naming its key
-    return OnnxSource(policy, name, raw, clip_path, threads or 1)
+    return OnnxSource(policy, name, raw, clip_path, threads or 1, action_clip)
 
 
 def _embedded_clip(policy: PolicyFile, cfg: Any) -> Path:

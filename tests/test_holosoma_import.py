@@ -1,0 +1,324 @@
+"""holosoma's deploy format in unilab: fetching the published policies, reading a file (kind, terms, action mapping,
+embedded clip), the observation assembled from a task's pieces, and the four published G1 policies in unilab's envs."""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import sys
+import zipfile
+from pathlib import Path
+
+import mujoco
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from unilab.assets import holosoma, holosoma_inference
+from unilab.interop import holosoma_actions
+from unilab.interop.holosoma_onnx import (
+    EmbeddedClip,
+    HolosomaFormatError,
+    PolicyFile,
+    read_embedded_clip,
+    read_policy_file,
+    session,
+)
+from unilab.interop.holosoma_terms import DEFAULT_ACTOR_TERMS, file_term_names, matching_task, task_terms
+
+sys.path.insert(0, str(Path(__file__).parent))
+from holosoma_files import loco_file, wbt_file  # noqa: E402
+
+NAMES = [f"j{i}" for i in range(3)]
+
+
+# ------------------------------------------------------------------ fetch (no network)
+def _fake_policy_wheel(path: Path) -> str:
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("holosoma_inference/__init__.py", b"")
+        for rel in holosoma_inference.PUBLISHED.values():
+            zf.writestr("holosoma_inference/" + rel, rel.encode())
+    return holosoma.sha256_file(path)
+
+
+def test_policies_fetched_once_into_the_cache(tmp_cache, tmp_path, monkeypatch):
+    wheel = tmp_path / "w.whl"
+    monkeypatch.setattr(holosoma_inference, "WHEEL_SHA256", _fake_policy_wheel(wheel))
+    monkeypatch.delenv(holosoma_inference.WHEEL_ENV_VAR, raising=False)
+    calls = []
+
+    def download(dest: Path) -> Path:
+        calls.append(dest)
+        out = dest / holosoma_inference.WHEEL_NAME
+        out.write_bytes(wheel.read_bytes())
+        return out
+
+    root = holosoma_inference.ensure_policies(downloader=download, progress=False)
+    assert root == tmp_cache / f"holosoma_inference-{holosoma_inference.VERSION}"
+    for rel in holosoma_inference.PUBLISHED.values():
+        assert (root / rel).read_bytes() == rel.encode()
+    assert not (root / "__init__.py").exists()
+    manifest = json.loads((root / "manifest.json").read_text())
+    assert manifest["files"]["models/wbt/ppo_g1_29dof_dancing.onnx"]["sha256"] == hashlib.sha256(
+        b"models/wbt/ppo_g1_29dof_dancing.onnx").hexdigest()
+    assert holosoma_inference.ensure_policies(downloader=download, progress=False) == root
+    assert len(calls) == 1  # cached: no second download
+    assert holosoma_inference.published_policy("ppo_g1_29dof.onnx") == root / "models/loco/g1_29dof/ppo_g1_29dof.onnx"
+    with pytest.raises(ValueError, match="published: fastsac_g1_29dof_dancing"):
+        holosoma_inference.published_policy("nope")
+
+
+def test_policies_offline_error_says_what_to_download(tmp_cache, monkeypatch):
+    monkeypatch.delenv(holosoma_inference.WHEEL_ENV_VAR, raising=False)
+
+    def offline(dest: Path) -> Path:
+        raise holosoma.WheelDownloadError("network is unreachable")
+
+    with pytest.raises(holosoma.AssetError) as err:
+        holosoma_inference.ensure_policies(downloader=offline, progress=False)
+    text = str(err.value)
+    assert "python -m pip download --no-deps holosoma-inference==0.1.3" in text
+    assert str(tmp_cache / "downloads" / holosoma_inference.WHEEL_NAME) in text
+    assert holosoma_inference.WHEEL_ENV_VAR in text and holosoma_inference.WHEEL_SHA256 in text
+
+
+def test_policies_wrong_wheel_is_refused(tmp_cache, tmp_path, monkeypatch):
+    wheel = tmp_path / "other.whl"
+    _fake_policy_wheel(wheel)  # not the pinned hash
+    monkeypatch.setenv(holosoma_inference.WHEEL_ENV_VAR, str(wheel))
+    with pytest.raises(holosoma.AssetError, match="has sha256 .* expected 3c11fd45"):
+        holosoma_inference.ensure_policies(progress=False)
+
+
+# ------------------------------------------------------------------ reading files (made here)
+def _clip(t: int = 5) -> tuple[np.ndarray, ...]:
+    rng = np.random.default_rng(0)
+    quat = rng.normal(size=(t, 4))
+    return rng.normal(size=(t, 3)), rng.normal(size=(t, 3)), rng.normal(size=(t, 3)), quat / np.linalg.norm(
+        quat, axis=1, keepdims=True)
+
+
+def test_tracking_file_kind_batch_session_and_embedded_clip(tmp_path):
+    jp, jv, pos, quat = _clip()
+    w = np.random.default_rng(1).normal(size=(7, 3))
+    path = wbt_file(tmp_path / "w.onnx", w, jp, jv, pos, quat, {"dof_names": NAMES, "kp": [1.0, 2, 3]})
+    f = read_policy_file(path)
+    assert (f.kind, f.obs_name, f.obs_dim, f.action_dim, f.tanh_bounded) == ("wbt", "obs", 7, 3, False)
+    assert f.kp.tolist() == [1.0, 2.0, 3.0] and f.kd is None
+    obs = np.random.default_rng(2).normal(size=(4, 7)).astype(np.float32)
+    steps = np.array([[0], [2], [4], [9]], dtype=np.float32)
+    out = session(path).run(None, {"obs": obs, "time_step": steps})  # 4 rows; the file fixes batch 1
+    one = ort.InferenceSession(str(path))
+    for i in range(4):
+        ref = one.run(None, {"obs": obs[i:i + 1], "time_step": steps[i:i + 1]})
+        for a, b in zip(out, ref, strict=True):
+            np.testing.assert_allclose(a[i], b[0], rtol=1e-6)
+    np.testing.assert_allclose(out[1][3], jp[4], rtol=1e-6)  # time_step clamped at the last frame
+    clip = read_embedded_clip(path)
+    np.testing.assert_allclose(clip.joint_pos, jp.astype(np.float32))
+    np.testing.assert_allclose(clip.ref_pos, pos.astype(np.float32))
+    # xyzw in the file, wxyz here
+    np.testing.assert_allclose(clip.ref_quat_wxyz, quat.astype(np.float32)[:, [3, 0, 1, 2]], atol=1e-6)
+    assert clip.joint_names == NAMES
+
+
+def test_bad_files_are_one_error_naming_the_file(tmp_path):
+    jp, jv, pos, quat = _clip()
+    w = np.zeros((7, 3))
+    with pytest.raises(HolosomaFormatError, match=r"w\.onnx: metadata dof_names"):
+        read_policy_file(wbt_file(tmp_path / "w.onnx", w, jp, jv, pos, quat, {}))
+    with pytest.raises(HolosomaFormatError, match=r"the action has 3 entries, dof_names 2"):
+        read_policy_file(loco_file(tmp_path / "l.onnx", w, {"dof_names": NAMES[:2]}))
+    with pytest.raises(HolosomaFormatError, match="kp must list 3 gains"):
+        read_policy_file(loco_file(tmp_path / "l.onnx", w, {"dof_names": NAMES, "kp": [1.0]}))
+    (tmp_path / "x.onnx").write_bytes(b"not onnx")
+    with pytest.raises(HolosomaFormatError, match=r"x\.onnx: not a readable ONNX model"):
+        read_policy_file(tmp_path / "x.onnx")
+    with pytest.raises(HolosomaFormatError, match="locomotion policy embeds no clip"):
+        read_embedded_clip(loco_file(tmp_path / "l.onnx", w, {"dof_names": NAMES}))
+
+
+def _policy(kind: str, metadata: dict, bounded: bool = False) -> PolicyFile:
+    return PolicyFile(Path("f.onnx"), kind, "obs", 10, 3, list(NAMES), metadata, bounded)
+
+
+def test_action_scale_precedence():
+    effort = np.array([10.0, 20.0, 40.0])
+    kp = [5.0, 5.0, 10.0]
+    # 1. metadata action_scale: a number, a list, holosoma's comma-separated string
+    for value, want in ((0.5, [0.5] * 3), ([0.1, 0.2, 0.3], [0.1, 0.2, 0.3]), ("0.1, 0.2,0.3", [0.1, 0.2, 0.3])):
+        s, source = holosoma_actions.action_scale(_policy("loco", {"action_scale": value}), effort)
+        np.testing.assert_allclose(s, want)
+        assert source == "metadata action_scale"
+    # 2. experiment_config robot.control: 0.25 x effort / kp with effort from its dof_effort_limit_list
+    control = {"action_scale": 0.25, "action_scales_by_effort_limit_over_p_gain": True}
+    robot = {"control": control, "dof_names": NAMES[::-1], "dof_effort_limit_list": [8.0, 4.0, 2.0]}
+    s, _ = holosoma_actions.action_scale(_policy("wbt", {"kp": kp, "experiment_config": {"robot": robot}}), effort)
+    np.testing.assert_allclose(s, 0.25 * np.array([2.0, 4.0, 8.0]) / np.array(kp))
+    # 3. per kind: tanh-bounded tracking 1, tracking 0.25 effort / kp (the env's effort), locomotion 0.25
+    np.testing.assert_allclose(holosoma_actions.action_scale(_policy("wbt", {"kp": kp}, True), effort)[0], 1.0)
+    np.testing.assert_allclose(holosoma_actions.action_scale(_policy("wbt", {"kp": kp}), effort)[0],
+                               0.25 * effort / np.array(kp))
+    np.testing.assert_allclose(holosoma_actions.action_scale(_policy("loco", {}, True), effort)[0], 0.25)
+    with pytest.raises(HolosomaFormatError, match="action_scale must be one number or 3"):
+        holosoma_actions.action_scale(_policy("loco", {"action_scale": [1.0, 2.0]}), effort)
+
+
+def test_terms_from_metadata_or_the_kinds_defaults():
+    assert file_term_names(_policy("wbt", {})) == sorted(DEFAULT_ACTOR_TERMS["wbt"])
+    assert file_term_names(_policy("loco", {})) == [
+        "actions", "base_ang_vel", "command_ang_vel", "command_lin_vel", "cos_phase", "dof_pos", "dof_vel",
+        "projected_gravity", "sin_phase"]
+    layout = [{"name": "b", "dim": 2}, {"name": "a", "dim": 3}]
+    assert file_term_names(_policy("loco", {"observation_layout": layout})) == ["b", "a"]
+    groups = {"actor_obs": {"terms": {"z": {}, "dof_pos": {}}}}
+    assert file_term_names(_policy("wbt", {"experiment_config": {"observation": {"groups": groups}}})) == [
+        "dof_pos", "z"]
+
+
+def test_each_kinds_terms_have_exactly_one_task():
+    assert matching_task(DEFAULT_ACTOR_TERMS["wbt"]) == "g1_motion_tracking"
+    assert matching_task(DEFAULT_ACTOR_TERMS["loco"]) == "g1_locomotion"
+    with pytest.raises(ValueError, match="no piece for holosoma's term"):
+        matching_task(DEFAULT_ACTOR_TERMS["loco"], "g1_motion_tracking")
+    with pytest.raises(ValueError, match="no task has them"):
+        matching_task(["no_such_term"])
+    assert task_terms("pendulum") is None
+
+
+# ------------------------------------------------------------------ the G1 (assets and published policies)
+def _holosoma_inference_config(name: str):
+    """A constant of holosoma_inference 0.1.3's config_values/robot.py, read from the cached wheel's source."""
+    src = zipfile.ZipFile(holosoma_inference.ensure_wheel()).read("holosoma_inference/config/config_values/robot.py").decode()
+    for node in ast.parse(src).body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == name:
+            return ast.literal_eval(node.value)
+    raise AssertionError(name)
+
+
+@pytest.fixture(scope="module")
+def g1_tracking_env():
+    from unilab.eval.holosoma import prepare
+    from unilab.eval.rollout import eval_task_config
+    from unilab.tasks.registry import make_env
+
+    source = prepare("ppo_g1_29dof_dancing", action_clip="env")  # the task's own action bound
+    env = make_env(source.task, eval_task_config(source.raw["task"], False), 2, pool_kwargs={"nthread": 1})
+    yield env, source
+    env.close()
+
+
+@pytest.mark.g1
+def test_published_wbt_defaults_match_holosoma_inference(g1_tracking_env):
+    env, source = g1_tracking_env
+    # holosoma_inference's fallback per-joint scale for WBT files without metadata: 0.25 effort / kp
+    want = np.asarray(_holosoma_inference_config("G1_29DOF_PER_JOINT_ACTION_SCALE"))
+    ppo = read_policy_file(holosoma_inference.published_policy("ppo_g1_29dof_dancing"))
+    mapping = holosoma_actions.HolosomaActions.for_env(ppo, env)
+    np.testing.assert_allclose(mapping.scale, want, rtol=1e-9)  # experiment_config's 0.25 effort / kp
+    no_config = PolicyFile(ppo.path, "wbt", "obs", 154, 29, ppo.dof_names, {"kp": ppo.metadata["kp"]}, False)
+    np.testing.assert_allclose(holosoma_actions.HolosomaActions.for_env(no_config, env).scale, want, rtol=1e-9)
+    # the FastSAC dance actor's tanh bound is reach_j (rad) on our model: its output is the PD-target offset
+    import onnx
+    from onnx import numpy_helper
+
+    fast = holosoma_inference.published_policy("fastsac_g1_29dof_dancing")
+    bound = [numpy_helper.to_array(i) for i in onnx.load(str(fast)).graph.initializer
+             if i.name.endswith("actor.action_scale")][0]
+    act = np.asarray(env.act_joint)
+    reach = holosoma_actions.reach(env.action_default, env.joint_lo[act], env.joint_hi[act])
+    np.testing.assert_allclose(bound, reach, rtol=1e-5)
+
+
+@pytest.mark.g1
+def test_assembled_observation_is_holosomas_terms(g1_tracking_env):
+    from unilab.interop.holosoma_terms import HolosomaObservation, file_terms, piece_widths
+    from unilab.sim.quat import quat_conj, quat_mul
+
+    env, source = g1_tracking_env
+    p = source.policy
+    table = task_terms(source.task)
+    mapping = holosoma_actions.HolosomaActions.for_env(p, env)
+    terms = file_terms(p, piece_widths(env, table))
+    assert [t.name for t in terms] == sorted(DEFAULT_ACTOR_TERMS["wbt"]) and sum(t.width for t in terms) == 154
+    observe = HolosomaObservation(env, terms, table, p.dof_names, mapping.piece_to_output())
+    obs = env.start_at(np.zeros(2, dtype=np.int64), np.array([0, 40]))
+    u = np.random.default_rng(0).uniform(-2, 2, size=(2, 29)).astype(np.float32)
+    obs, *_ = env.step(mapping.to_env(u))
+    x = observe(obs["critic_obs"]).astype(np.float64)
+    o = np.cumsum([0] + [t.width for t in terms])
+    got = {t.name: x[:, o[k]:o[k + 1]] for k, t in enumerate(terms)}
+    s, order = env.state, [env.joint_names.index(n) for n in p.dof_names]
+    lib, row = env.motion, env.motion.flat_index(env.clip, env.frame + 1)
+    # the previous output, recovered from the env's piece; where the env clipped it at its bound, the bound's
+    clipped = mapping.beyond_bound(u)
+    assert clipped.any() and not clipped.all()  # ankle rolls: reach 0.26 rad, so past 0.26 / 0.44 ~ 0.6 units
+    np.testing.assert_allclose(got["actions"][~clipped], u[~clipped], atol=2e-5)
+    bound = mapping.env_scale / mapping.scale
+    np.testing.assert_allclose(got["actions"][clipped], (np.sign(u) * bound)[clipped], atol=2e-5)
+    np.testing.assert_allclose(got["dof_pos"], (s.joint_pos - env.default_joint_pos)[:, order], atol=1e-5)
+    np.testing.assert_allclose(got["dof_vel"], s.joint_vel[:, order], rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(got["base_ang_vel"], s.base_ang_b, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got["motion_command"], np.concatenate(
+        [lib.joint_pos[row][:, order], lib.joint_vel[row][:, order]], axis=1), rtol=1e-5, atol=1e-5)
+    rel = quat_mul(quat_conj(s.body_quat[:, env.anchor]), lib.body_quat_w[row, env.anchor])
+    mats = np.stack([np.eye(3)] * 2)
+    for e in range(2):
+        mujoco.mju_quat2Mat(mats[e].reshape(-1), rel[e])
+    np.testing.assert_allclose(got["motion_ref_ori_b"], mats[:, :, :2].reshape(2, 6), atol=1e-5)
+
+
+@pytest.mark.g1
+def test_embedded_clip_base_recovery_is_exact_on_a_known_clip():
+    from unilab.assets import g1
+    from unilab.interop.holosoma_clip import clip_arrays
+
+    model = g1.load_model()
+    data = np.load(g1.motion_paths()[0])
+    jp, names = data["joint_pos"][:60], [str(n) for n in data["joint_names"]]
+    d, body = mujoco.MjData(model), model.body("torso_link").id
+    adr = [model.jnt_qposadr[model.joint(n).id] for n in names]
+    pos, quat = np.empty((len(jp), 3)), np.empty((len(jp), 4))
+    for t in range(len(jp)):
+        d.qpos[:7], d.qpos[adr] = jp[t, :7], jp[t, 7:]
+        mujoco.mj_kinematics(model, d)
+        pos[t], quat[t] = d.xpos[body], d.xquat[body]
+    out = clip_arrays(EmbeddedClip(names, jp[:, 7:], data["joint_vel"][:60, 6:], pos, quat, 50.0), model,
+                      "torso_link")
+    np.testing.assert_allclose(out["joint_pos"][:, :3], jp[:, :3], atol=1e-9)
+    q = jp[:, 3:7] / np.linalg.norm(jp[:, 3:7], axis=1, keepdims=True)
+    np.testing.assert_allclose(np.abs(np.sum(out["joint_pos"][:, 3:7] * q, axis=1)), 1.0, atol=1e-9)
+    np.testing.assert_allclose(out["joint_pos"][:, 7:], jp[:, 7:])
+    np.testing.assert_allclose(out["joint_vel"][:, :3], np.gradient(jp[:, :3], 0.02, axis=0), atol=1e-9)
+
+
+@pytest.mark.g1
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["fastsac_g1_29dof_dancing", "ppo_g1_29dof_dancing"])
+def test_published_dance_policies_track_the_dance_start(name):
+    """A short stretch in CI (the whole 2-minute dance: docs/results/holosoma_published_g1.json)."""
+    from unilab.eval.holosoma import prepare
+    from unilab.eval.rollout import EvalOptions, evaluate
+
+    source = prepare(name)
+    res = evaluate(None, EvalOptions(max_frames=150, progress=False, threads=1), source)
+    overall = res.summary["overall"]
+    assert overall["success_rate"] == 1.0
+    assert overall["mpjpe_local_mm"] < 40.0
+
+
+@pytest.mark.g1
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["fastsac_g1_29dof", "ppo_g1_29dof"])
+def test_published_loco_policies_walk(name):
+    """Every command bin for 4 s (the 20 s measurement: docs/results/holosoma_published_g1.json)."""
+    from unilab.eval.holosoma import prepare
+    from unilab.eval.locomotion import run
+
+    source = prepare(name, overrides={"task.max_episode_length_s": 4.0})
+    res = run(None, "checkpoint", 0.5, 1, False, 0, "cpu", 1, {}, False, source=source)
+    for b in res["bins"].values():
+        assert b["survived"] == 1.0
+    assert res["bins"]["forward"]["lin_vel_x_error"] < 0.25  # the 0.5 m/s command, its first seconds included
+    assert res["bins"]["standing"]["lin_vel_x_error"] < 0.05
