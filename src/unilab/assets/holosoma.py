@@ -300,6 +300,19 @@ def ensure_assets(cache_dir: str | os.PathLike | None = None, *, force: bool = F
     return FetchResult(root=root, rebuilt=True, wheel=wheel)
 
 
+def read_wheel_member(member: str, cache_dir: str | os.PathLike | None = None, *, progress: bool = True) -> bytes:
+    """A file of the holosoma wheel that the cache does not extract (e.g. ``holosoma/data/robots/g1/g1_29dof.urdf``),
+    read from the wheel (downloaded, or found, as for :func:`ensure_assets`); AssetError naming a missing member."""
+    cdir = Path(cache_dir).expanduser() if cache_dir is not None else None
+    with _cache_lock(assets_dir(cdir).parent):
+        wheel = _acquire_wheel(cdir, WHEEL_SHA256, pip_download, None, progress)
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            return zf.read(member)
+    except KeyError:
+        raise AssetError(f"{wheel} has no {member}") from None
+
+
 def verify_assets(cache_dir: str | os.PathLike | None = None) -> list[str]:
     """Full check (sizes and sha256 of every file) of an existing cache; [] if intact."""
     return check_cache(assets_dir(cache_dir), full=True)

@@ -184,7 +184,9 @@ def _constant(model: onnx.ModelProto, name: str) -> np.ndarray | None:
 
 def read_embedded_clip(path: str | os.PathLike) -> EmbeddedClip:
     """The clip a WBT file embeds: each motion output is ``Gather(table, clamp(time_step))`` of a constant table,
-    read directly (HolosomaFormatError naming the output when the graph computes it otherwise)."""
+    read directly (HolosomaFormatError naming the output when the graph computes it otherwise). A file whose metadata
+    ``reference_lead_frames`` is k (``unilab-export --format holosoma``: row t holds frame t + k) gives its frames
+    back in place, the first k repeating row 0."""
     path = Path(path)
     info = read_policy_file(path)
     if info.kind != "wbt":
@@ -208,6 +210,10 @@ def read_embedded_clip(path: str | os.PathLike) -> EmbeddedClip:
     for name, width in (("joint_pos", j), ("joint_vel", j), ("ref_pos_xyz", 3), ("ref_quat_xyzw", 4)):
         if tables[name].shape[1] != width:
             raise HolosomaFormatError(f"{path}: embedded {name} has {tables[name].shape[1]} columns, expected {width}")
+    lead = int(info.metadata.get("reference_lead_frames") or 0)
+    if 0 < lead < tables["joint_pos"].shape[0]:
+        for name, table in tables.items():
+            tables[name] = np.concatenate([np.repeat(table[:1], lead, axis=0), table[:-lead]])
     quat = tables["ref_quat_xyzw"][:, [3, 0, 1, 2]]
     quat /= np.linalg.norm(quat, axis=1, keepdims=True)
     return EmbeddedClip(joint_names=list(info.dof_names), joint_pos=tables["joint_pos"],
