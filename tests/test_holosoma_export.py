@@ -9,20 +9,19 @@ import subprocess
 import sys
 from pathlib import Path
 
+import holosoma_inference.policies.base as holosoma_base  # the test extra installs holosoma-inference
 import numpy as np
 import pytest
 import torch
+from holosoma_inference.config.config_values import inference as hi_configs
+from holosoma_inference.policies.locomotion import LocomotionPolicy
+from holosoma_inference.policies.wbt import WholeBodyTrackingPolicy
 
 from unilab.algo.sac.agent import FastSAC
 from unilab.eval.locomotion import eval_config
 from unilab.eval.rollout import EvalOptions, agent_policy, eval_task_config, evaluate
 from unilab.runtime.checkpoint import apply_task_overrides, load_checkpoint
 from unilab.tasks.registry import make_env, task_config
-
-holosoma_base = pytest.importorskip("holosoma_inference.policies.base", reason="the test extra installs it")
-from holosoma_inference.config.config_values import inference as hi_configs  # noqa: E402
-from holosoma_inference.policies.locomotion import LocomotionPolicy  # noqa: E402
-from holosoma_inference.policies.wbt import WholeBodyTrackingPolicy  # noqa: E402
 
 pytestmark = [pytest.mark.g1, pytest.mark.slow]
 STEPS = 120
@@ -176,15 +175,16 @@ def test_locomotion_export_runs_in_holosoma_inference_as_in_unilab_eval(loco_run
             # its loop advances the gait clock before each decision, unilab's env after: start it a step back
             policy.phase = np.array([[-policy.phase_dt, np.pi - policy.phase_dt]])
             worst, failed = 0.0, None
-            for t in range(STEPS):
+            for t in range(STEPS):  # to the first failure: the env's clock then stops, unilab-eval's count too
                 mine = unilab_act(obs).astype(np.float64)
                 policy.update_phase_time()
                 policy.policy_action()
                 theirs = _env_action(env, robot)
                 worst = max(worst, float(np.abs(theirs - mine).max()))
                 obs, _, terminated, _, _ = env.step(theirs if drive_with_holosoma else mine)
-                if terminated[0] and failed is None:
+                if terminated[0]:
                     failed = t + 1
+                    break
         finally:
             env.close()
         return worst, failed

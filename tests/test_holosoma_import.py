@@ -6,7 +6,6 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
-import sys
 import zipfile
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import mujoco
 import numpy as np
 import onnxruntime as ort
 import pytest
+from holosoma_files import loco_file, wbt_file
 
 from unilab.assets import holosoma, holosoma_inference
 from unilab.interop import holosoma_actions
@@ -26,9 +26,6 @@ from unilab.interop.holosoma_onnx import (
     session,
 )
 from unilab.interop.holosoma_terms import DEFAULT_ACTOR_TERMS, file_term_names, matching_task, task_terms
-
-sys.path.insert(0, str(Path(__file__).parent))
-from holosoma_files import loco_file, wbt_file  # noqa: E402
 
 NAMES = [f"j{i}" for i in range(3)]
 
@@ -190,7 +187,8 @@ def test_each_kinds_terms_have_exactly_one_task():
 # ------------------------------------------------------------------ the G1 (assets and published policies)
 def _holosoma_inference_config(name: str):
     """A constant of holosoma_inference 0.1.3's config_values/robot.py, read from the cached wheel's source."""
-    src = zipfile.ZipFile(holosoma_inference.ensure_wheel()).read("holosoma_inference/config/config_values/robot.py").decode()
+    with zipfile.ZipFile(holosoma_inference.ensure_wheel()) as zf:
+        src = zf.read("holosoma_inference/config/config_values/robot.py").decode()
     for node in ast.parse(src).body:
         if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == name:
             return ast.literal_eval(node.value)
@@ -322,3 +320,36 @@ def test_published_loco_policies_walk(name):
         assert b["survived"] == 1.0
     assert res["bins"]["forward"]["lin_vel_x_error"] < 0.25  # the 0.5 m/s command, its first seconds included
     assert res["bins"]["standing"]["lin_vel_x_error"] < 0.05
+
+
+# ------------------------------------------------------------------ robustness bins and the command line
+def test_metrics_per_randomization_bin():
+    from unilab.eval.robustness import bin_edges, by_bins
+
+    friction = np.array([0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2])
+    delay = np.array([0, 1, 0, 1, 0, 1, 0, 1], dtype=float)
+    survived = np.array([0, 0, 1, 1, 1, 1, 1, 1], dtype=float)
+    out = by_bins({"friction": friction, "delay": delay}, {"survived": survived}, bins=4)
+    assert [(e["low"], e["high"], e["envs"], e["survived"]) for e in out["friction"]] == [
+        (0.5, 0.6, 2, 0.0), (0.7, 0.8, 2, 1.0), (0.9, 1.0, 2, 1.0), (1.1, 1.2, 2, 1.0)]
+    assert [(e["low"], e["envs"], e["survived"]) for e in out["delay"]] == [(0.0, 4, 0.75), (1.0, 4, 0.75)]
+    np.testing.assert_allclose(bin_edges(delay, 4), [0.0, 0.5, 1.0])  # discrete: one bin per value
+    rows = np.arange(4)
+    assert [e["survived"] for e in by_bins({"friction": friction}, {"survived": survived}, 2, rows)["friction"]] == [
+        0.0, 1.0]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--clip", "x.npz"], "--clip: only with --onnx"),
+    (["--action-clip", "env"], "--action-clip: only with --onnx"),
+    (["--onnx", "nothing_published"], "neither an ONNX file nor a published holosoma policy"),
+    (["--onnx", "missing/file.onnx"], "no such file"),
+])
+def test_eval_onnx_usage_errors_exit_2(argv, message, capsys, tmp_cache):
+    from unilab.cli import eval as eval_cli
+
+    with pytest.raises(SystemExit) as exit_:
+        eval_cli.main(argv)
+    assert exit_.value.code == 2
+    assert message in capsys.readouterr().err
+

@@ -38,7 +38,6 @@ from unilab import cache as unilab_cache
 HOLOSOMA_VERSION = "0.0.3"
 WHEEL_NAME = f"holosoma-{HOLOSOMA_VERSION}-py3-none-any.whl"
 WHEEL_SHA256 = "1c007c27dbf130c04533af6052649d88da32eaa9b54e69c6d39009e979a2312f"
-WHEEL_URL_HINT = f"https://pypi.org/project/holosoma/{HOLOSOMA_VERSION}/#files"
 WHEEL_ENV_VAR = "UNILAB_HOLOSOMA_WHEEL"
 
 # Paths inside the wheel that unilab needs, and the prefix stripped on extraction.
@@ -165,47 +164,87 @@ def pip_download(dest: Path, *, python: str | None = None, show_progress: bool |
     return found[0]
 
 
-def _acquire_wheel(cache_dir: Path | None, expected_sha256: str, downloader: Callable[[Path], Path],
-                   wheel_path: Path | None, progress: bool) -> Path:
-    """A local wheel with the expected hash: explicit path, env var, cache, or a fresh download."""
-    explicit = wheel_path or (Path(os.environ[WHEEL_ENV_VAR]) if os.environ.get(WHEEL_ENV_VAR) else None)
+@dataclass(frozen=True)
+class PinnedWheel:
+    """A wheel unilab unpacks (never installs): pip's ``package==version``, its file name and pinned sha256, the env
+    var naming a pre-downloaded copy, and what it holds (for messages)."""
+
+    package: str
+    version: str
+    name: str
+    sha256: str
+    env_var: str
+    holds: str
+    size: str
+    fetch: str
+    """The command that fetches it again (``unilab-assets fetch``)."""
+
+    def url_hint(self) -> str:
+        return f"https://pypi.org/project/{self.package}/{self.version}/#files"
+
+
+HOLOSOMA_WHEEL = PinnedWheel("holosoma", HOLOSOMA_VERSION, WHEEL_NAME, WHEEL_SHA256, WHEEL_ENV_VAR, "the G1 assets",
+                             "~45 MB", "unilab-assets fetch")
+
+
+def acquire_wheel(wheel: PinnedWheel, cache_dir: Path | None, downloader: Callable[[Path], Path] | None = None,
+                  wheel_path: Path | None = None, progress: bool = True, expected_sha256: str | None = None) -> Path:
+    """A local copy of ``wheel`` with its pinned hash (``expected_sha256`` overrides it, for tests): ``wheel_path``,
+    the env var, ``<cache>/downloads/``, or a download with ``downloader`` (default: pip)."""
+    expected = expected_sha256 or wheel.sha256
+    fetch = downloader or (lambda dest: pip_download(dest, package=wheel.package, version=wheel.version))
+    explicit = wheel_path or (Path(os.environ[wheel.env_var]) if os.environ.get(wheel.env_var) else None)
     if explicit is not None:
         explicit = explicit.expanduser()
         if not explicit.is_file():
-            raise AssetError(f"holosoma wheel {explicit} (from {WHEEL_ENV_VAR} or wheel_path) does not exist")
+            raise AssetError(f"{wheel.package} wheel {explicit} (from {wheel.env_var} or wheel_path) does not exist")
         digest = sha256_file(explicit)
-        if digest != expected_sha256:
-            raise AssetError(f"holosoma wheel {explicit} has sha256 {digest}, expected {expected_sha256}: "
-                             f"it is not {WHEEL_NAME}, or it is damaged")
+        if digest != expected:
+            raise AssetError(f"{wheel.package} wheel {explicit} has sha256 {digest}, expected {expected}: "
+                             f"it is not {wheel.name}, or it is damaged")
         return explicit
 
-    ddir = assets_dir(cache_dir).parent / "downloads"  # where a downloaded (or user-provided) wheel is kept
-    cached = ddir / WHEEL_NAME
+    base = Path(cache_dir).expanduser() if cache_dir is not None else unilab_cache.cache_dir()
+    ddir = base / "downloads"  # where a downloaded (or user-provided) wheel is kept
+    cached = ddir / wheel.name
     if cached.is_file():
-        if sha256_file(cached) == expected_sha256:
+        if sha256_file(cached) == expected:
             return cached
         cached.unlink()  # damaged or partial: fetch it again
 
     ddir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=ddir, prefix=".pip-") as tmp:
         if progress:
-            print(f"unilab: downloading {WHEEL_NAME} (~45 MB) with pip ...", file=sys.stderr, flush=True)
+            print(f"unilab: downloading {wheel.name} ({wheel.size}) with pip ...", file=sys.stderr, flush=True)
         try:
-            got = downloader(Path(tmp))
+            got = fetch(Path(tmp))
         except WheelDownloadError as exc:
             raise AssetError(
-                f"could not download the G1 assets: {exc}\n"
-                f"unilab needs the file {WHEEL_NAME} (holosoma {HOLOSOMA_VERSION} from PyPI, {WHEEL_URL_HINT},\n"
-                f"sha256 {WHEEL_SHA256}). Download it on a machine with network access and either\n"
-                f"  - put it at {cached}\n"
-                f"  - or set {WHEEL_ENV_VAR}=/path/to/{WHEEL_NAME}\n"
-                f"then run `unilab-assets fetch` again. The wheel is only unpacked, never installed.") from exc
+                f"could not download {wheel.holds}: {exc}\n"
+                f"unilab needs the file {wheel.name} ({wheel.package} {wheel.version} from PyPI, {wheel.url_hint()},\n"
+                f"sha256 {wheel.sha256}). On a machine with network access run\n"
+                f"  python -m pip download --no-deps {wheel.package}=={wheel.version}\n"
+                f"and either\n"
+                f"  - put the file at {cached}\n"
+                f"  - or set {wheel.env_var}=/path/to/{wheel.name}\n"
+                f"then run `{wheel.fetch}` again. The wheel is only unpacked, never installed.") from exc
         digest = sha256_file(got)
-        if digest != expected_sha256:
-            raise AssetError(f"downloaded {got.name} has sha256 {digest}, expected {expected_sha256}; "
+        if digest != expected:
+            raise AssetError(f"downloaded {got.name} has sha256 {digest}, expected {expected}; "
                              "the package index served a different file")
         os.replace(got, cached)
     return cached
+
+
+def replace_tree(new: Path, root: Path) -> None:
+    """Move the directory ``new`` into place at ``root``, replacing a (damaged) tree there; readers never see a
+    half-written one."""
+    trash = root.with_name(f".{root.name}.old-{os.getpid()}") if root.exists() else None
+    if trash is not None:
+        os.replace(root, trash)
+    os.replace(new, root)
+    if trash is not None:
+        shutil.rmtree(trash, ignore_errors=True)
 
 
 def _extract(wheel: Path, dest: Path, progress: bool) -> dict[str, dict]:
@@ -241,7 +280,7 @@ def _extract(wheel: Path, dest: Path, progress: bool) -> dict[str, dict]:
 
 
 @contextlib.contextmanager
-def _cache_lock(base: Path) -> Iterator[None]:
+def cache_lock(base: Path) -> Iterator[None]:
     """Serialise concurrent fetches into the same cache (advisory, POSIX only)."""
     base.mkdir(parents=True, exist_ok=True)
     try:
@@ -275,23 +314,18 @@ def ensure_assets(cache_dir: str | os.PathLike | None = None, *, force: bool = F
     if not force and not check_cache(root):
         return FetchResult(root=root, rebuilt=False, wheel=None)
     base = root.parent
-    with _cache_lock(base):
+    with cache_lock(base):
         # another process may have finished the job while this one waited
         if not force and not check_cache(root):
             return FetchResult(root=root, rebuilt=False, wheel=None)
-        wheel = _acquire_wheel(cdir, expected_sha256, downloader, Path(wheel_path) if wheel_path else None, progress)
+        wheel = acquire_wheel(HOLOSOMA_WHEEL, cdir, downloader, Path(wheel_path) if wheel_path else None, progress,
+                              expected_sha256)
         tmp_root = Path(tempfile.mkdtemp(dir=base, prefix=f".{root.name}.tmp-"))
         try:
             manifest = {"format": MANIFEST_FORMAT, "source": WHEEL_NAME, "wheel_sha256": expected_sha256,
                         "files": _extract(wheel, tmp_root, progress)}
             (tmp_root / MANIFEST_NAME).write_text(json.dumps(manifest, indent=1, sort_keys=True))
-            # into place, replacing a damaged tree
-            trash = root.with_name(f".{root.name}.old-{os.getpid()}") if root.exists() else None
-            if trash is not None:
-                os.replace(root, trash)
-            os.replace(tmp_root, root)
-            if trash is not None:
-                shutil.rmtree(trash, ignore_errors=True)
+            replace_tree(tmp_root, root)
         except BaseException:
             shutil.rmtree(tmp_root, ignore_errors=True)
             raise
@@ -304,8 +338,8 @@ def read_wheel_member(member: str, cache_dir: str | os.PathLike | None = None, *
     """A file of the holosoma wheel that the cache does not extract (e.g. ``holosoma/data/robots/g1/g1_29dof.urdf``),
     read from the wheel (downloaded, or found, as for :func:`ensure_assets`); AssetError naming a missing member."""
     cdir = Path(cache_dir).expanduser() if cache_dir is not None else None
-    with _cache_lock(assets_dir(cdir).parent):
-        wheel = _acquire_wheel(cdir, WHEEL_SHA256, pip_download, None, progress)
+    with cache_lock(assets_dir(cdir).parent):
+        wheel = acquire_wheel(HOLOSOMA_WHEEL, cdir, progress=progress)
     try:
         with zipfile.ZipFile(wheel) as zf:
             return zf.read(member)

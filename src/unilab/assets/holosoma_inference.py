@@ -28,13 +28,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from unilab import cache as unilab_cache
-from unilab.assets.holosoma import AssetError, WheelDownloadError, _cache_lock, check_cache, pip_download, sha256_file
+from unilab.assets.holosoma import AssetError, PinnedWheel, acquire_wheel, cache_lock, check_cache, replace_tree
 
 PACKAGE = "holosoma-inference"
 VERSION = "0.1.3"
 WHEEL_NAME = f"holosoma_inference-{VERSION}-py3-none-any.whl"
 WHEEL_SHA256 = "3c11fd4595bc82921d4c44f77357667828761548c1ce74782ea77937b2ab0ef7"
-WHEEL_URL_HINT = f"https://pypi.org/project/{PACKAGE}/{VERSION}/#files"
 WHEEL_ENV_VAR = "UNILAB_HOLOSOMA_INFERENCE_WHEEL"
 MODELS_PREFIX = "holosoma_inference/models/"
 """Wheel members extracted (this prefix becomes ``models/``)."""
@@ -50,55 +49,16 @@ PUBLISHED = {
 _MANIFEST_FORMAT = 1
 
 
+def wheel() -> PinnedWheel:
+    """The pinned holosoma-inference wheel (read at call time: tests pin a fake one)."""
+    return PinnedWheel(PACKAGE, VERSION, WHEEL_NAME, WHEEL_SHA256, WHEEL_ENV_VAR, "holosoma's published policies",
+                       "~9 MB", "unilab-assets fetch --policies")
+
+
 def policies_dir(cache_dir: str | os.PathLike | None = None) -> Path:
     """Directory holding the extracted policies (may not exist yet)."""
     base = Path(cache_dir).expanduser() if cache_dir is not None else unilab_cache.cache_dir()
     return base / f"holosoma_inference-{VERSION}"
-
-
-def _offline_help(cached: Path) -> str:
-    return (f"unilab needs the file {WHEEL_NAME} ({PACKAGE} {VERSION} from PyPI, {WHEEL_URL_HINT},\n"
-            f"sha256 {WHEEL_SHA256}). On a machine with network access run\n"
-            f"  python -m pip download --no-deps {PACKAGE}=={VERSION}\n"
-            f"then either put the file at {cached}\n"
-            f"  or set {WHEEL_ENV_VAR}=/path/to/{WHEEL_NAME}\n"
-            f"and run `unilab-assets fetch --policies` again. The wheel is only unpacked, never installed.")
-
-
-def _wheel(cache_dir: Path | None, downloader: Callable[[Path], Path], wheel_path: Path | None,
-           progress: bool) -> Path:
-    """A local wheel with the pinned hash: ``wheel_path``, the env var, the cache, or a fresh download."""
-    explicit = wheel_path or (Path(os.environ[WHEEL_ENV_VAR]) if os.environ.get(WHEEL_ENV_VAR) else None)
-    ddir = policies_dir(cache_dir).parent / "downloads"
-    cached = ddir / WHEEL_NAME
-    if explicit is not None:
-        explicit = explicit.expanduser()
-        if not explicit.is_file():
-            raise AssetError(f"{PACKAGE} wheel {explicit} (from {WHEEL_ENV_VAR} or --wheel) does not exist")
-        digest = sha256_file(explicit)
-        if digest != WHEEL_SHA256:
-            raise AssetError(f"{PACKAGE} wheel {explicit} has sha256 {digest}, expected {WHEEL_SHA256}: it is not "
-                             f"{WHEEL_NAME}, or it is damaged")
-        return explicit
-    if cached.is_file():
-        if sha256_file(cached) == WHEEL_SHA256:
-            return cached
-        cached.unlink()  # damaged or partial: fetch it again
-    ddir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=ddir, prefix=".pip-") as tmp:
-        if progress:
-            print(f"unilab: downloading {WHEEL_NAME} (~9 MB) with pip ...", file=sys.stderr, flush=True)
-        try:
-            got = downloader(Path(tmp))
-        except WheelDownloadError as exc:
-            raise AssetError(f"could not download holosoma's published policies: {exc}\n{_offline_help(cached)}"
-                             ) from exc
-        digest = sha256_file(got)
-        if digest != WHEEL_SHA256:
-            raise AssetError(f"downloaded {got.name} has sha256 {digest}, expected {WHEEL_SHA256}; the package "
-                             "index served a different file")
-        os.replace(got, cached)
-    return cached
 
 
 def _extract(wheel: Path, dest: Path) -> dict[str, dict]:
@@ -134,22 +94,16 @@ def ensure_policies(cache_dir: str | os.PathLike | None = None, *, force: bool =
     root = policies_dir(cdir)
     if not force and not check_cache(root):
         return root
-    fetch = downloader or (lambda dest: pip_download(dest, package=PACKAGE, version=VERSION))
-    with _cache_lock(root.parent):
+    with cache_lock(root.parent):
         if not force and not check_cache(root):
             return root
-        wheel = _wheel(cdir, fetch, Path(wheel_path) if wheel_path else None, progress)
+        got = acquire_wheel(wheel(), cdir, downloader, Path(wheel_path) if wheel_path else None, progress)
         tmp_root = Path(tempfile.mkdtemp(dir=root.parent, prefix=f".{root.name}.tmp-"))
         try:
             manifest = {"format": _MANIFEST_FORMAT, "source": WHEEL_NAME, "wheel_sha256": WHEEL_SHA256,
-                        "files": _extract(wheel, tmp_root)}
+                        "files": _extract(got, tmp_root)}
             (tmp_root / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True))
-            trash = root.with_name(f".{root.name}.old-{os.getpid()}") if root.exists() else None
-            if trash is not None:
-                os.replace(root, trash)
-            os.replace(tmp_root, root)
-            if trash is not None:
-                shutil.rmtree(trash, ignore_errors=True)
+            replace_tree(tmp_root, root)
         except BaseException:
             shutil.rmtree(tmp_root, ignore_errors=True)
             raise
@@ -162,10 +116,9 @@ def ensure_wheel(cache_dir: str | os.PathLike | None = None, *, progress: bool =
                  downloader: Callable[[Path], Path] | None = None) -> Path:
     """The pinned wheel itself (``$UNILAB_HOLOSOMA_INFERENCE_WHEEL``, ``<cache>/downloads/`` or a download): for
     reading holosoma_inference's own source, e.g. the config values a test compares against."""
-    fetch = downloader or (lambda dest: pip_download(dest, package=PACKAGE, version=VERSION))
     cdir = Path(cache_dir).expanduser() if cache_dir is not None else None
-    with _cache_lock(policies_dir(cdir).parent):
-        return _wheel(cdir, fetch, None, progress)
+    with cache_lock(policies_dir(cdir).parent):
+        return acquire_wheel(wheel(), cdir, downloader, None, progress)
 
 
 def published_policy(name: str, cache_dir: str | os.PathLike | None = None, *, progress: bool = True) -> Path:

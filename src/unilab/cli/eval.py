@@ -143,8 +143,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _onnx_source(args: argparse.Namespace, parser: argparse.ArgumentParser):
     """The --onnx file ready to run (exit 2 naming the problem)."""
-    from unilab.eval.holosoma import prepare  # noqa: PLC0415 - lazy: --help without onnx or mujoco
-    from unilab.interop.holosoma_onnx import HolosomaFormatError  # noqa: PLC0415
+    from unilab.eval.holosoma import prepare
+    from unilab.interop.holosoma_onnx import HolosomaFormatError
 
     try:
         checkpoint, overrides = task_overrides.split_targets(args.targets)
@@ -240,7 +240,7 @@ def _print_robustness(bins: dict | None, loco: bool) -> None:
     """The per-randomization-bin tables (--randomization on), one per command bin for locomotion."""
     if not bins:
         return
-    from unilab.eval.robustness import format_bins  # noqa: PLC0415
+    from unilab.eval.robustness import format_bins
 
     if loco:
         for name, table in bins.items():

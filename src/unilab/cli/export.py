@@ -63,7 +63,7 @@ def _main(args: argparse.Namespace) -> int:
         return 2
     try:
         if args.format == "holosoma":
-            from unilab.deploy.holosoma import export_holosoma  # noqa: PLC0415 - lazy, as export_policy
+            from unilab.deploy.holosoma import export_holosoma
 
             overrides = dict(task_overrides.parse_override(tok) for tok in args.overrides)
             hres = export_holosoma(args.checkpoint, args.out, args.clip, args.urdf, overrides)

@@ -67,7 +67,7 @@ def _main(args: argparse.Namespace) -> int:
         overrides = dict(task_overrides.parse_override(tok) for tok in args.overrides)
         source = None
         if args.onnx is not None:
-            from unilab.eval.holosoma import prepare  # noqa: PLC0415 - lazy, as play
+            from unilab.eval.holosoma import prepare
 
             source = prepare(args.onnx, overrides=overrides)
         options = PlayConfig(task_overrides=overrides, num_envs=args.num_envs, steps=args.steps, seed=args.seed,

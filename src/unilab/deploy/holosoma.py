@@ -32,7 +32,6 @@ Both differences vanish for a clip whose first three frames are one pose (a stil
 from __future__ import annotations
 
 import io
-import json
 import os
 import warnings
 from dataclasses import dataclass
@@ -46,7 +45,7 @@ from torch import nn
 
 import unilab
 from unilab.algo.sac.agent import FastSAC
-from unilab.deploy.export import DeterministicPolicy, ExportError
+from unilab.deploy.export import DeterministicPolicy, ExportError, save_with_metadata
 from unilab.interop.holosoma_actions import FALLBACK_SCALE
 from unilab.interop.holosoma_onnx import LOCO_INPUT, WBT_INPUTS, WBT_OUTPUTS
 from unilab.interop.holosoma_terms import ACTIONS, task_terms
@@ -215,18 +214,7 @@ def export_holosoma(checkpoint: str | os.PathLike, out: str | os.PathLike, clip:
     finally:
         env.close()
     graph = _onnx(HolosomaGraph(agent, source, factor, scale / s, tables).eval(), kind, env.obs_dim)
-    for key, value in meta.items():
-        graph.metadata_props.add(key=key, value=json.dumps(value))
-    graph.producer_name, graph.producer_version = "unilab", unilab.__version__
-    onnx.checker.check_model(graph)
-    out = Path(out).expanduser()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    try:
-        onnx.save(graph, str(tmp))
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
+    out = save_with_metadata(graph, meta, out)
     return HolosomaExport(out, ckpt, kind, terms, int(source.size), meta)
 
 

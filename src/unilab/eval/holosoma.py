@@ -46,7 +46,6 @@ from unilab.interop.holosoma_terms import (
 from unilab.runtime.checkpoint import apply_task_overrides
 from unilab.tasks.registry import task_config
 
-
 IMPORT_TARGET_RANGE = 1000.0
 """rad: the env's action range under holosoma's clip (``|s_j u_j| <= 100 s_j``, tens of rad at most for the G1)."""
 ACTION_CLIPS = ("holosoma", "env")
@@ -126,7 +125,8 @@ class OnnxSource:
         """What the report records of the file and its conventions."""
         return {"onnx": str(self.policy.path), "kind": self.policy.kind, "task": self.task,
                 "terms": file_term_names(self.policy), "clip": None if self.clip is None else str(self.clip),
-                "action_clip": self.action_clip, "action_scale_source": None if self.mapping is None else self.mapping.source,
+                "action_clip": self.action_clip,
+                "action_scale_source": None if self.mapping is None else self.mapping.source,
                 "action_scale": None if self.mapping is None else [float(v) for v in self.mapping.scale],
                 **self.clipped.summary()}
 

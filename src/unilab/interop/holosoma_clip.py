@@ -16,23 +16,7 @@ import mujoco
 import numpy as np
 
 from unilab.interop.holosoma_onnx import EmbeddedClip
-from unilab.sim.quat import quat_normalize
-
-
-def _qmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    aw, ax, ay, az = np.moveaxis(a, -1, 0)
-    bw, bx, by, bz = np.moveaxis(b, -1, 0)
-    return np.stack([aw * bw - ax * bx - ay * by - az * bz, aw * bx + ax * bw + ay * bz - az * by,
-                     aw * by - ax * bz + ay * bw + az * bx, aw * bz + ax * by - ay * bx + az * bw], axis=-1)
-
-
-def _conj(q: np.ndarray) -> np.ndarray:
-    return q * np.array([1.0, -1.0, -1.0, -1.0])
-
-
-def _rotate(q: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """``R(q) v`` for (n, 4) wxyz and (n, 3)."""
-    return _qmul(_qmul(q, np.concatenate([np.zeros((len(v), 1)), v], axis=1)), _conj(q))[:, 1:]
+from unilab.sim.quat import quat_conj, quat_mul, quat_normalize, quat_rotate
 
 
 def base_poses(clip: EmbeddedClip, model: mujoco.MjModel, ref_body: str) -> tuple[np.ndarray, np.ndarray]:
@@ -58,9 +42,9 @@ def base_poses(clip: EmbeddedClip, model: mujoco.MjModel, ref_body: str) -> tupl
         data.qpos[:] = qpos
         mujoco.mj_kinematics(model, data)
         rel_pos[t], rel_quat[t] = data.xpos[body], data.xquat[body]
-    quat = quat_normalize(_qmul(clip.ref_quat_wxyz, _conj(rel_quat)))
+    quat = quat_normalize(quat_mul(clip.ref_quat_wxyz, quat_conj(rel_quat)))
     quat[np.cumsum(np.r_[0, np.sum(quat[1:] * quat[:-1], axis=1) < 0]) % 2 == 1] *= -1.0  # one hemisphere
-    pos = clip.ref_pos - _rotate(quat, rel_pos)
+    pos = clip.ref_pos - quat_rotate(quat, rel_pos)
     return pos, quat
 
 
@@ -69,7 +53,7 @@ def base_velocities(pos: np.ndarray, quat: np.ndarray, fps: float) -> tuple[np.n
     ``omega = 2 (dq/dt) q^-1`` (vector part)."""
     lin = np.gradient(pos, 1.0 / fps, axis=0)
     dq = np.gradient(quat, 1.0 / fps, axis=0)
-    ang = 2.0 * _qmul(dq, _conj(quat))[:, 1:]
+    ang = 2.0 * quat_mul(dq, quat_conj(quat))[:, 1:]
     return lin, ang
 
 
