@@ -353,3 +353,22 @@ def test_eval_onnx_usage_errors_exit_2(argv, message, capsys, tmp_cache):
     assert exit_.value.code == 2
     assert message in capsys.readouterr().err
 
+
+
+def test_export_layout_groups_policy_pieces_into_sorted_terms():
+    from types import SimpleNamespace
+
+    from unilab.deploy.export import ExportError
+    from unilab.deploy.holosoma import _layout
+
+    env = SimpleNamespace(layout=SimpleNamespace(policy_slices={"q": slice(0, 3), "act": slice(3, 6),
+                                                                "ref_a": slice(6, 8), "ref_b": slice(8, 9)}))
+    table = {"dof_pos": ("q",), "actions": ("act",), "motion_command": ("ref_a", "ref_b"), "base_lin_vel": ("v",)}
+    terms, offset = _layout(env, table)
+    assert terms == ["actions", "dof_pos", "motion_command"]  # sorted; base_lin_vel is not observed
+    assert offset == {"act": 0, "q": 3, "ref_a": 6, "ref_b": 8}
+    with pytest.raises(ExportError, match=r"observes \['q'\], which have no holosoma term"):
+        _layout(env, {k: v for k, v in table.items() if k != "dof_pos"})
+    split = dict(table, motion_command=("ref_a", "ref_b", "ref_c"))
+    with pytest.raises(ExportError, match="need pieces the policy does not observe"):
+        _layout(env, split)
