@@ -20,6 +20,7 @@ from pathlib import Path
 import holosoma_inference.policies.base as holosoma_base
 import numpy as np
 import torch
+import zmq
 from holosoma_inference.config.config_values import inference as hi_configs
 from holosoma_inference.policies.locomotion import LocomotionPolicy
 from holosoma_inference.policies.wbt import WholeBodyTrackingPolicy
@@ -89,6 +90,14 @@ def holosoma_policy(cls, config, model_path: Path, robot: FakeRobot):
     return policy
 
 
+def close_clock(policy) -> None:
+    """Close a WholeBodyTrackingPolicy's ZMQ clock subscriber, which holosoma_inference never closes: left to the
+    garbage collector, its context's termination can block the process forever."""
+    sub = policy.timestep_util._clock._clock_sub
+    sub.socket.setsockopt(zmq.LINGER, 0)
+    sub.close()
+
+
 def _agent(checkpoint) -> tuple[dict, object]:
     payload, _ = load_checkpoint(checkpoint)
     torch.set_num_threads(1)
@@ -101,7 +110,7 @@ def drive_tracking(checkpoint, onnx_path: Path, overrides: dict, steps: int) -> 
     cfg = eval_task_config(apply_task_overrides(payload["config"]["task"], overrides), False)
     env = make_env(cfg.name, cfg, 1, pool_kwargs={"nthread": 1})
     robot = FakeRobot(env)
-    worst, failed = 0.0, None
+    worst, failed, policy = 0.0, None, None
     try:
         env.auto_reset = False
         obs = env.start_at(np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64))
@@ -118,6 +127,8 @@ def drive_tracking(checkpoint, onnx_path: Path, overrides: dict, steps: int) -> 
                 failed = t + 1
     finally:
         env.close()
+        if policy is not None:
+            close_clock(policy)
     ev = evaluate(checkpoint, EvalOptions(max_frames=steps + 1, progress=False, threads=1, task_overrides=overrides))
     first = int(ev.first_failure[0])
     return {"steps": steps, "max_action_difference": worst, "first_failure_holosoma_inference": failed,

@@ -372,3 +372,20 @@ def test_export_layout_groups_policy_pieces_into_sorted_terms():
     split = dict(table, motion_command=("ref_a", "ref_b", "ref_c"))
     with pytest.raises(ExportError, match="need pieces the policy does not observe"):
         _layout(env, split)
+
+
+@pytest.mark.g1
+def test_play_runs_a_published_policy(tmp_path):
+    from unilab.eval.holosoma import prepare
+    from unilab.runtime.play import play
+
+    res = play(None, source=prepare("ppo_g1_29dof_dancing"), num_envs=1, steps=20, video=False)
+    assert res.steps == 20 and res.episodes == 0  # tracks its clip's first 20 frames without failing
+
+
+def test_export_cli_holosoma_options_need_the_format(capsys):
+    from unilab.cli import export as export_cli
+
+    with pytest.raises(SystemExit) as exit_:
+        export_cli.main(["run", "--clip", "a"])
+    assert exit_.value.code == 2 and "--clip: only with --format holosoma" in capsys.readouterr().err
