@@ -247,22 +247,24 @@ def replace_tree(new: Path, root: Path) -> None:
         shutil.rmtree(trash, ignore_errors=True)
 
 
-def _extract(wheel: Path, dest: Path, progress: bool) -> dict[str, dict]:
-    """Extract the wanted members into ``dest`` (prefix stripped); return the manifest table."""
+def extract_members(wheel: Path, dest: Path, progress: bool, wanted: Callable[[str], bool] = is_wanted_member,
+                    strip: str = WHEEL_DATA_PREFIX, required: str = ROBOT_PREFIX) -> dict[str, dict]:
+    """Extract the ``wanted`` members into ``dest`` (``strip`` removed from their paths; a wheel without a member
+    under ``required`` is refused); return the manifest table."""
     try:
         zf = zipfile.ZipFile(wheel)
     except (zipfile.BadZipFile, OSError) as exc:
         raise AssetError(f"{wheel} is not a readable wheel (zip): {exc}") from exc
     files: dict[str, dict] = {}
     with zf:
-        members = [m for m in zf.infolist() if is_wanted_member(m.filename)]
-        if not any(m.filename.startswith(ROBOT_PREFIX) for m in members):
-            raise AssetError(f"{wheel} has no {ROBOT_PREFIX} tree")
+        members = [m for m in zf.infolist() if wanted(m.filename)]
+        if not any(m.filename.startswith(required) for m in members):
+            raise AssetError(f"{wheel} has no {required} tree")
         try:
             with tqdm(total=sum(m.file_size for m in members), desc=f"unilab: extract {wheel.name}", unit="B",
                       unit_scale=True, file=sys.stderr, leave=False, disable=not progress) as bar:
                 for m in members:
-                    rel = m.filename[len(WHEEL_DATA_PREFIX):]
+                    rel = m.filename[len(strip):]
                     if ".." in Path(rel).parts or Path(rel).is_absolute():
                         raise AssetError(f"{wheel}: refusing unsafe member path {m.filename!r}")
                     out = dest / rel
@@ -323,7 +325,7 @@ def ensure_assets(cache_dir: str | os.PathLike | None = None, *, force: bool = F
         tmp_root = Path(tempfile.mkdtemp(dir=base, prefix=f".{root.name}.tmp-"))
         try:
             manifest = {"format": MANIFEST_FORMAT, "source": WHEEL_NAME, "wheel_sha256": expected_sha256,
-                        "files": _extract(wheel, tmp_root, progress)}
+                        "files": extract_members(wheel, tmp_root, progress)}
             (tmp_root / MANIFEST_NAME).write_text(json.dumps(manifest, indent=1, sort_keys=True))
             replace_tree(tmp_root, root)
         except BaseException:

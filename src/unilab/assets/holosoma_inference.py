@@ -17,18 +17,24 @@ into a temporary directory renamed into place; every load checks the files' size
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
 import sys
 import tempfile
-import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
 from unilab import cache as unilab_cache
-from unilab.assets.holosoma import AssetError, PinnedWheel, acquire_wheel, cache_lock, check_cache, replace_tree
+from unilab.assets.holosoma import (
+    AssetError,
+    PinnedWheel,
+    acquire_wheel,
+    cache_lock,
+    check_cache,
+    extract_members,
+    replace_tree,
+)
 
 PACKAGE = "holosoma-inference"
 VERSION = "0.1.3"
@@ -61,27 +67,8 @@ def policies_dir(cache_dir: str | os.PathLike | None = None) -> Path:
     return base / f"holosoma_inference-{VERSION}"
 
 
-def _extract(wheel: Path, dest: Path) -> dict[str, dict]:
-    try:
-        zf = zipfile.ZipFile(wheel)
-    except (zipfile.BadZipFile, OSError) as exc:
-        raise AssetError(f"{wheel} is not a readable wheel (zip): {exc}") from exc
-    files: dict[str, dict] = {}
-    with zf:
-        members = [m for m in zf.infolist() if m.filename.startswith(MODELS_PREFIX) and m.filename.endswith(".onnx")]
-        for m in members:
-            rel = "models/" + m.filename[len(MODELS_PREFIX):]
-            if ".." in Path(rel).parts:
-                raise AssetError(f"{wheel}: refusing unsafe member path {m.filename!r}")
-            out = dest / rel
-            out.parent.mkdir(parents=True, exist_ok=True)
-            data = zf.read(m)
-            out.write_bytes(data)
-            files[rel] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
-    missing = sorted(set(PUBLISHED.values()) - set(files))
-    if missing:
-        raise AssetError(f"{wheel} lacks {missing}")
-    return files
+def _is_model(member: str) -> bool:
+    return member.startswith(MODELS_PREFIX) and member.endswith(".onnx")
 
 
 def ensure_policies(cache_dir: str | os.PathLike | None = None, *, force: bool = False, progress: bool = True,
@@ -101,7 +88,11 @@ def ensure_policies(cache_dir: str | os.PathLike | None = None, *, force: bool =
         tmp_root = Path(tempfile.mkdtemp(dir=root.parent, prefix=f".{root.name}.tmp-"))
         try:
             manifest = {"format": _MANIFEST_FORMAT, "source": WHEEL_NAME, "wheel_sha256": WHEEL_SHA256,
-                        "files": _extract(got, tmp_root)}
+                        "files": extract_members(got, tmp_root, progress, _is_model, "holosoma_inference/",
+                                                 MODELS_PREFIX)}
+            missing = sorted(set(PUBLISHED.values()) - set(manifest["files"]))
+            if missing:
+                raise AssetError(f"{got} lacks {missing}")
             (tmp_root / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True))
             replace_tree(tmp_root, root)
         except BaseException:
