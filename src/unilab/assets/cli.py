@@ -1,4 +1,4 @@
-"""``unilab-assets``: fetch, verify or locate the cached G1 model and motion clips."""
+"""``unilab-assets``: fetch, verify or locate the cached robot models (G1, T1) and motion clips."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from unilab.cache import CACHE_ENV_VAR
 def _build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="unilab-assets",
-        description=f"Manage the G1 29-DoF model and motion clips unilab unpacks from the holosoma=="
+        description=f"Manage the G1 and T1 29-DoF models and the motion clips unilab unpacks from the holosoma=="
                     f"{holosoma.HOLOSOMA_VERSION} wheel (downloaded with your pip, never installed). "
                     f"Cache: ${CACHE_ENV_VAR} or ~/.cache/unilab.",
         epilog=f"Offline: put {holosoma.WHEEL_NAME} into <cache>/downloads/ or set "
