@@ -62,13 +62,13 @@ class TaskBench:
 def task_bench(name: str) -> TaskBench:
     """The :class:`TaskBench` of task ``name`` (one of :data:`TASKS`)."""
     from unilab.tasks.core.driver_env import SUBPHASES
+    from unilab.tasks.registry import kind, task_config
 
-    if name == "g1_locomotion":
+    if kind(name) == "locomotion":
         from unilab.tasks.g1_locomotion import driver
-        from unilab.tasks.g1_locomotion.config import LocomotionConfig
         from unilab.tasks.g1_locomotion.env import LocomotionEnv
 
-        return TaskBench(LocomotionConfig(), LocomotionEnv, SUBPHASES, driver.SPLIT, driver.REWARDS | driver.OBSERVE,
+        return TaskBench(task_config(name, {}), LocomotionEnv, SUBPHASES, driver.SPLIT, driver.REWARDS | driver.OBSERVE,
                          lambda env: driver.loco_driver_source())
     from unilab.tasks.g1_motion_tracking import step_driver
     from unilab.tasks.g1_motion_tracking.config import MotionTrackingConfig

@@ -1,12 +1,11 @@
-"""``--task g1_locomotion``'s config (``train --help`` prints the field docstrings). Defaults: holosoma 0.0.3's
-G1 29-DoF FastSAC recipe, ``config_values/loco/g1/``: ``reward.py`` (``g1_29dof_loco_fast_sac``), ``command.py``,
-``observation.py`` (``g1_29dof_loco_single_wolinvel``), ``termination.py``, ``randomization.py``,
+"""The locomotion task's config (``train --help`` prints the field docstrings). Defaults (``--task g1_locomotion``):
+holosoma 0.0.3's G1 29-DoF FastSAC recipe, ``config_values/loco/g1/``: ``reward.py`` (``g1_29dof_loco_fast_sac``),
+``command.py``, ``observation.py`` (``g1_29dof_loco_single_wolinvel``), ``termination.py``, ``randomization.py``,
 ``curriculum.py`` (``g1_29dof_curriculum_fast_sac``) and ``robot.py`` (``g1_29dof``).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from unilab.dataclass_config import check_fields, is_low_high
@@ -54,7 +53,7 @@ class PoseTerm(LocoTerm):
         ".*_hip_pitch_joint": 0.01, ".*_hip_roll_joint": 1.0, ".*_hip_yaw_joint": 5.0, ".*_knee_joint": 0.01,
         ".*_ankle_(pitch|roll)_joint": 5.0, _ARMS_AND_WAIST: 50.0,
     })
-    """Per-joint weight, {joint name or regex: value} (the rule of task.kp); every joint needs one."""
+    """Per-joint weight, {joint name or regex: value} (the rule of task.robot.kp); every joint needs one."""
 
 
 @dataclass
@@ -235,22 +234,8 @@ class LocomotionConfig(RobotTaskConfig):
     max_episode_length_s: float = 20.0
     """Time-out (truncation) after this many seconds (holosoma's max_episode_length_s)."""
 
-    # --- bodies ---
-    base_body: str = "pelvis"
-    """The floating base: velocities, orientation and the gravity observation are this body's."""
-    feet: list[str] = field(default_factory=lambda: ["left_ankle_roll_link", "right_ankle_roll_link"])
-    """The left and right foot bodies (feet_ori, close_feet_xy)."""
-    foot_points: list[str] = field(default_factory=lambda: ["left_foot_contact_point", "right_foot_contact_point"])
-    """The left and right bodies whose height the gait reward tracks (holosoma's foot_height_name)."""
-    termination_bodies: str = ".*(pelvis|hip|shoulder).*"
-    """Regex (full match) over body names: a contact force on any of them above ``termination_force`` ends the
-    episode (holosoma: the bodies whose names contain pelvis, shoulder or hip)."""
     termination_force: float = 1.0
-    """Net contact force (N) on a termination body that ends the episode."""
-
-    # --- start state ---
-    base_height: float = 0.8
-    """Base height at a reset (m; holosoma's init_state pos z)."""
+    """Net contact force (N) on a termination body (task.robot.termination_bodies) that ends the episode."""
     reset_joint_scale: list[float] = field(default_factory=lambda: [0.5, 1.5])
     """At a reset each joint starts at its default x uniform [low, high] (holosoma's randomize_dof_state)."""
 
@@ -284,7 +269,6 @@ class LocomotionConfig(RobotTaskConfig):
         tracking = ("tracking_lin_vel", "tracking_ang_vel", "feet_phase")
         check_fields(self, "task.", (
             (("max_episode_length_s", "commands.resampling_time_s"), lambda v: v > 0, "> 0"),
-            (("feet", "foot_points"), lambda v: len(v) == 2, "[left, right] body names"),
             (("reset_joint_scale", "commands.lin_vel_x", "commands.lin_vel_y", "commands.ang_vel_yaw"), is_low_high,
              "[low, high] with low <= high"),
             (("commands.stand_prob",), lambda v: 0 <= v <= 1, "in [0, 1]"),
@@ -296,10 +280,6 @@ class LocomotionConfig(RobotTaskConfig):
              lambda v: v is None or v > 0, "> 0 or null"),
             (("terrain.kind",), lambda v: v in ("flat", "mix"), "flat|mix"),
         ))
-        try:
-            re.compile(self.termination_bodies)
-        except re.error as exc:
-            raise ValueError(f"task.termination_bodies: bad regex {self.termination_bodies!r}: {exc}") from exc
         g = self.gait
         if not g.period_s > 0 or not 0 <= g.frequency_width < 1 / g.period_s:
             raise ValueError(f"task.gait needs period_s > 0 and 0 <= frequency_width < 1 / period_s, got "
@@ -319,4 +299,5 @@ class LocomotionConfig(RobotTaskConfig):
         for term, why in (("joint_pos_bias", "its observation has no encoder offsets"),
                           ("push", "its push is task.push, which sets the base velocity")):
             if self.randomization.active(term):
-                raise ValueError(f"task.randomization.{term}: not used by g1_locomotion ({why}); leave it off")
+                raise ValueError(f"task.randomization.{term}: not used by {self.name} ({why}); leave it off")
+
