@@ -85,7 +85,7 @@ def test_main_writes_the_json_with_fixed_keys(tmp_path, monkeypatch, capsys):
     assert "curve/return_final" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("task", ["g1_locomotion"])
+@pytest.mark.parametrize("task", ["g1_locomotion", "t1_locomotion"])
 def test_locomotion_is_evaluated_per_command_bin_against_the_zero_policy(task, tmp_path, monkeypatch, capsys):
     run = _tiny_run(tmp_path / "logs" / "run", [1.0, 2.0, 3.0])
     ckpt = run / "model_33.pt"

@@ -577,6 +577,8 @@ def test_clip_frame_counts_are_the_motion_librarys(tiny_cfg):
     (["--pushes", "off", "--envs-per-bin", "4"], "--envs-per-bin, --pushes: locomotion option(s)"),
     (["--task", "g1_locomotion", "--starts", "random"], "--starts: motion_tracking option(s), not read with "
                                                         "--task g1_locomotion"),
+    (["--task", "t1_locomotion", "--clips", "a"], "--clips: motion_tracking option(s), not read with "
+                                                  "--task t1_locomotion"),
 ])
 def test_an_option_the_task_does_not_read_is_refused(argv, named, capsys):
     from unilab.cli import eval as eval_cli

@@ -158,7 +158,7 @@ def _leaf_keys(node, prefix: str) -> list[str]:
     return keys
 
 
-@pytest.mark.parametrize("task", ["pendulum", "g1_motion_tracking", "g1_locomotion"])
+@pytest.mark.parametrize("task", ["pendulum", "g1_motion_tracking", "g1_locomotion", "t1_locomotion"])
 def test_help_documents_every_key_of_every_group(task, capsys):
     assert train_cli.main(["--task", task, "--help"]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -177,6 +177,8 @@ def test_help_documents_every_key_of_every_group(task, capsys):
         assert "task.rewards.body_pos.sigma" in documented and "task.robot.kp" in documented
     if task.endswith("_locomotion"):  # a term of its own subclass still says what it measures
         assert documented["task.rewards.pose.weight"].startswith("Sum over joints of weight x (q - default)^2:")
+    if task == "t1_locomotion":  # the preset's values are the ones shown
+        assert "  task.robot.base_body = Trunk" in lines and "  task.obs_scales.joint_vel = 0.1" in lines
 
 
 def test_help_says_which_recipe_its_values_are(capsys):

@@ -42,7 +42,7 @@ from unilab.sim.mujoco.pool import BatchEnvPool
 from unilab.telemetry.phase_timer import PhaseTimer
 
 PHASES = ("backend_step", "update_state", "reset_done")
-TASKS = ("g1_motion_tracking", "g1_locomotion")
+TASKS = ("g1_motion_tracking", "g1_locomotion", "t1_locomotion")
 PROJECT_CORES = (16, 32, 64)
 
 

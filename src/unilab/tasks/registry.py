@@ -30,12 +30,14 @@ TASKS: dict[str, Task] = {
     "pendulum": Task("pendulum", "PendulumConfig", "PendulumEnv", "pendulum"),
     "g1_motion_tracking": Task("g1_motion_tracking", "MotionTrackingConfig", "MotionTrackingEnv", "motion_tracking"),
     "g1_locomotion": Task("g1_locomotion", "LocomotionConfig", "LocomotionEnv", "locomotion"),
+    "t1_locomotion": Task("g1_locomotion", "LocomotionConfig", "LocomotionEnv", "locomotion", "t1_locomotion"),
 }
 
 # a task whose published recipe differs from motion tracking's (sac / sac_cpu) in learner numbers: its GPU and
 # CPU algo presets (config/algo/), which plain `train --task NAME` picks
 RECIPES: dict[str, tuple[str, str]] = {
     "g1_locomotion": ("sac_loco", "sac_cpu_loco"),
+    "t1_locomotion": ("sac_t1_loco", "sac_cpu_loco"),
 }
 
 # tasks unilab-eval can measure (training.eval_interval runs it): the tracking metrics need a reference motion

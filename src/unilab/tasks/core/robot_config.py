@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
 
-from unilab.assets import g1_actuation
+from unilab.assets import g1_actuation, t1_robot
 from unilab.assets.holosoma import SCENES
 from unilab.dataclass_config import build_dataclass, check_fields
 from unilab.tasks.core.model import INTEGRATORS
@@ -72,8 +72,14 @@ class RobotConfig:
 
 ROBOTS = {
     "g1": RobotConfig(),
+    "t1": RobotConfig(
+        asset="t1", default_joint_pos=dict(t1_robot.DEFAULT_JOINT_POS), kp=dict(t1_robot.KP), kd=dict(t1_robot.KD),
+        effort_limit=dict(t1_robot.EFFORT_LIMIT), base_body=t1_robot.BASE_BODY, base_height=t1_robot.BASE_HEIGHT,
+        feet=list(t1_robot.FEET), foot_points=list(t1_robot.FOOT_POINTS),
+        termination_bodies=t1_robot.TERMINATION_BODIES),
 }
-"""The robot presets: the Unitree G1 29-DoF. Copy one (``copy.deepcopy``) before changing it."""
+"""The robot presets: the Unitree G1 29-DoF and the Booster T1 29-DoF (holosoma's ``t1_29dof_waist_wrist``; its
+values: :mod:`unilab.assets.t1_robot`). Copy one (``copy.deepcopy``) before changing it."""
 
 
 @dataclass
@@ -83,8 +89,8 @@ class RobotTaskConfig:
     name: str = ""
     """Task registry name."""
     robot: RobotConfig = field(default_factory=RobotConfig)
-    """The robot: model, joint defaults, PD gains, torque limits, base and feet (a task preset picks one of
-    ROBOTS)."""
+    """The robot: model, joint defaults, PD gains, torque limits, base and feet (a task preset picks one:
+    --task t1_locomotion is the Booster T1)."""
 
     # --- simulation ---
     sim_dt: float = 0.005

@@ -1,13 +1,16 @@
 """The locomotion task's config (``train --help`` prints the field docstrings). Defaults (``--task g1_locomotion``):
 holosoma 0.0.3's G1 29-DoF FastSAC recipe, ``config_values/loco/g1/``: ``reward.py`` (``g1_29dof_loco_fast_sac``),
 ``command.py``, ``observation.py`` (``g1_29dof_loco_single_wolinvel``), ``termination.py``, ``randomization.py``,
-``curriculum.py`` (``g1_29dof_curriculum_fast_sac``) and ``robot.py`` (``g1_29dof``).
+``curriculum.py`` (``g1_29dof_curriculum_fast_sac``) and ``robot.py`` (``g1_29dof``). :func:`t1_locomotion`
+(``--task t1_locomotion``): the same task on the Booster T1 with holosoma's T1 recipe, as its differences.
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 
+from unilab.assets import t1_robot
 from unilab.dataclass_config import check_fields, is_low_high
 from unilab.tasks.core.randomization_config import (
     ActionDelayRandomization,
@@ -19,7 +22,7 @@ from unilab.tasks.core.randomization_config import (
     PushRandomization,
     RandomizationConfig,
 )
-from unilab.tasks.core.robot_config import RobotTaskConfig
+from unilab.tasks.core.robot_config import ROBOTS, RobotTaskConfig
 
 _ARMS_AND_WAIST = "waist_.*|.*_(shoulder|elbow|wrist)_.*"
 
@@ -301,3 +304,22 @@ class LocomotionConfig(RobotTaskConfig):
             if self.randomization.active(term):
                 raise ValueError(f"task.randomization.{term}: not used by {self.name} ({why}); leave it off")
 
+
+_T1_POSE_WEIGHTS = {".*_Hip_Pitch": 0.01, ".*_Hip_Roll": 1.0, ".*_Hip_Yaw": 5.0, ".*_Knee_Pitch": 0.01,
+                    ".*_Ankle_(Pitch|Roll)": 5.0, "AAHead_yaw|Head_pitch|Waist|.*_(Shoulder|Elbow|Wrist|Hand)_.*": 50.0}
+
+
+def t1_locomotion() -> LocomotionConfig:
+    """``--task t1_locomotion``: the Booster T1 (``ROBOTS["t1"]``) with holosoma 0.0.3's ``t1_29dof_fast_sac``
+    (``config_values/loco/t1/``), which differs from the G1 recipe in the values set here only."""
+    cfg = LocomotionConfig(name="t1_locomotion", robot=copy.deepcopy(ROBOTS["t1"]))
+    cfg.rewards.pose.joint_weights = dict(_T1_POSE_WEIGHTS)  # reward.py: the G1's weights per joint kind
+    cfg.obs_scales = ObsScalesConfig(base_ang_vel=1.0, joint_vel=0.1, base_lin_vel=1.0)  # observation.py
+    cfg.gait.frequency_width = 0.0  # command.py gives LocomotionGait no gait_period_randomization_width (0)
+    r = cfg.randomization  # randomization.py
+    r.friction.range = [0.1, 1.0]
+    r.base_com = BaseComRandomization(enabled=False, body=t1_robot.TORSO_BODY, x=[-0.01, 0.01], y=[-0.01, 0.01],
+                                      z=[-0.01, 0.01])
+    r.mass.bodies, r.mass.added_body = t1_robot.LINK_MASS_BODIES, t1_robot.TORSO_BODY
+    cfg.validate()
+    return cfg
