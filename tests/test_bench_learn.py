@@ -85,7 +85,8 @@ def test_main_writes_the_json_with_fixed_keys(tmp_path, monkeypatch, capsys):
     assert "curve/return_final" in capsys.readouterr().out
 
 
-def test_locomotion_is_evaluated_per_command_bin_against_the_zero_policy(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("task", ["g1_locomotion", "t1_locomotion"])
+def test_locomotion_is_evaluated_per_command_bin_against_the_zero_policy(task, tmp_path, monkeypatch, capsys):
     run = _tiny_run(tmp_path / "logs" / "run", [1.0, 2.0, 3.0])
     ckpt = run / "model_33.pt"
     ckpt.write_bytes(b"stand-in")
@@ -104,14 +105,14 @@ def test_locomotion_is_evaluated_per_command_bin_against_the_zero_policy(tmp_pat
     monkeypatch.setattr(learn, "run_training", lambda cmd: (0, run, ckpt, 12.5))
     monkeypatch.setattr(learn, "run_eval", fake_eval)
     out = tmp_path / "learn.json"
-    assert learn.main(["--task", "g1_locomotion", "--minutes", "0.1", "--out", str(out)]) == 0
+    assert learn.main(["--task", task, "--minutes", "0.1", "--out", str(out)]) == 0
     data = json.loads(out.read_text())
     assert data["algo"] == "sac_cpu_loco" and data["eval"] == dict.fromkeys(METRIC_NAMES)
     assert data["eval_locomotion"]["checkpoint"]["overall"]["episode_length_s"] == 3.0
     assert data["eval_locomotion"]["zero"]["overall"]["episode_length_s"] == 1.5
     # the checkpoint once more without pushes: standing still vs falling to pushes
     assert data["eval_locomotion"]["checkpoint_no_pushes"]["overall"]["episode_length_s"] == 20.0
-    assert all(c[c.index("--task") + 1] == "g1_locomotion" for c in commands) and len(commands) == 3
+    assert all(c[c.index("--task") + 1] == task for c in commands) and len(commands) == 3
     printed = capsys.readouterr().out
     assert "locomotion/zero/episode_length_s" in printed and "locomotion/checkpoint_no_pushes/" in printed
 

@@ -4,13 +4,13 @@
     python scripts/deploy/sim2sim.py policy.onnx [--clip NPZ] [--model MJCF] [--steps N] [--json PATH]
     python scripts/deploy/sim2sim.py loco.onnx [--command VX VY WZ] [--model MJCF] [--steps N] [--json PATH]
 
-A motion-tracking policy (metadata task g1_motion_tracking) tracks a clip, as below. A locomotion policy
-(g1_locomotion) starts upright at the metadata's base_height with its joints at the defaults and walks at
-``--command`` (forward, lateral m/s, yaw rate rad/s; default 0.5 0 0) with the evaluation gait clock (legs
-at phases 0 and -pi, advancing 2 pi control_dt / gait_period_s per step, both at pi while the command is
-zero); it reports whether it survived (no termination body's net contact force above termination_force),
-the episode length and the mean absolute forward, lateral and yaw-rate errors in the base frame (the
-definitions of ``unilab-eval --task g1_locomotion``).
+A motion-tracking policy (metadata task_kind motion_tracking) tracks a clip, as below. A locomotion policy
+(task_kind locomotion: g1_locomotion, t1_locomotion) starts upright at the metadata's base_height with its joints
+at the defaults and walks at ``--command`` (forward, lateral m/s, yaw rate rad/s; default 0.5 0 0) with the
+evaluation gait clock (legs at phases 0 and -pi, advancing 2 pi control_dt / gait_period_s per step, both at pi
+while the command is zero); it reports whether it survived (no termination body's net contact force above
+termination_force), the episode length and the mean absolute forward, lateral and yaw-rate errors in the base frame
+(the definitions of ``unilab-eval --task <task>``).
 
 This is the proof that the exported contract is complete: it imports only
 mujoco, numpy and onnxruntime (no unilab), reads every number it needs from
@@ -70,10 +70,10 @@ LOCO_METRIC_KEYS = ("survived", "episode_length_s", "lin_vel_x_error", "lin_vel_
 _REQUIRED = ("obs_dim", "action_dim", "joint_names", "obs_joint_names", "default_joint_pos", "action_scale",
              "action_bound", "kp", "kd", "effort_limit", "control_dt", "sim_dt", "decimation", "self_collisions",
              "obs_layout", "model_xml")
-_TASK_REQUIRED = {
-    "g1_motion_tracking": ("anchor_body", "tracked_bodies", "end_effector_bodies", "termination_thresholds",
+_TASK_REQUIRED = {  # by the metadata's task_kind (motion_tracking where an older file has none)
+    "motion_tracking": ("anchor_body", "tracked_bodies", "end_effector_bodies", "termination_thresholds",
                            "motion_files"),
-    "g1_locomotion": ("base_body", "base_height", "termination_bodies", "termination_force", "gait_period_s"),
+    "locomotion": ("base_body", "base_height", "termination_bodies", "termination_force", "gait_period_s"),
 }
 
 
@@ -141,9 +141,9 @@ def read_policy(path: Path) -> tuple[ort.InferenceSession, dict]:
             meta[key] = json.loads(value)
         except json.JSONDecodeError as err:
             raise Sim2SimError(f"{path}: metadata {key!r} is not JSON ({err})") from err
-    task = meta.get("task", "g1_motion_tracking")
+    task = meta.get("task_kind", "motion_tracking")
     if task not in _TASK_REQUIRED:
-        raise Sim2SimError(f"{path}: metadata task {task!r}: sim2sim runs {sorted(_TASK_REQUIRED)}")
+        raise Sim2SimError(f"{path}: metadata task_kind {task!r}: sim2sim runs {sorted(_TASK_REQUIRED)}")
     missing = [k for k in (*_REQUIRED, *_TASK_REQUIRED[task]) if k not in meta]
     if missing:
         raise Sim2SimError(f"{path}: metadata lacks {missing} (export it with unilab-export from a "
@@ -178,7 +178,7 @@ def check_metadata(meta: dict) -> None:
     for key in ("sim_dt", "control_dt"):
         if not (_number(meta[key]) and 0 < meta[key] < math.inf):
             raise bad(key, "a finite number of seconds > 0")
-    tracking = meta.get("task", "g1_motion_tracking") == "g1_motion_tracking"
+    tracking = meta.get("task_kind", "motion_tracking") == "motion_tracking"
     names = ("tracked_bodies", "end_effector_bodies") if tracking else ("termination_bodies",)
     for key in ("joint_names", "obs_joint_names", *names):
         v, may_be_empty = meta[key], key == "end_effector_bodies"
@@ -707,7 +707,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     try:
         _, meta = read_policy(args.policy)
-        if meta.get("task") == "g1_locomotion":
+        if meta.get("task_kind") == "locomotion":
             res = run_locomotion(args.policy, args.model, args.steps, tuple(args.command))
         else:
             res = run(args.policy, args.clip, args.model, args.steps)

@@ -24,11 +24,12 @@ T = TypeVar("T")
 NO_VALUE = object()  # describe_config_error: the refused value is not known
 
 
-def build_dataclass(cls: type[T], data: Mapping[str, Any], where: str) -> T:
-    """A checked ``cls`` instance from ``data`` (errors name ``where.<key>``)."""
+def build_dataclass(cls: type[T] | T, data: Mapping[str, Any], where: str) -> T:
+    """A checked ``cls`` instance from ``data`` (errors name ``where.<key>``); ``cls`` may be an instance, whose values
+    are then the defaults (a mapping field merges ``data``'s keys into the instance's, not the class's)."""
     if not isinstance(data, Mapping):
         raise ValueError(f"{where} must be a mapping, got {data!r}")
-    check_strict_bools(cls, data, where)
+    check_strict_bools(cls if isinstance(cls, type) else type(cls), data, where)
     try:
         node = OmegaConf.merge(OmegaConf.structured(cls), dict(data))
         return OmegaConf.to_object(node)  # type: ignore[return-value]

@@ -1,4 +1,5 @@
-"""``unilab-assets``: fetch, verify or locate the cached G1 model and motion clips; convert clips between formats."""
+"""``unilab-assets``: fetch, verify or locate the cached robot models (G1, T1) and motion clips; convert clips between
+formats."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from unilab.motion_io.formats import FORMATS, POLICY_FPS, REF_BODY
 def _build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="unilab-assets",
-        description=f"Manage the G1 29-DoF model and motion clips unilab unpacks from the holosoma=="
+        description=f"Manage the G1 and T1 29-DoF models and the motion clips unilab unpacks from the holosoma=="
                     f"{holosoma.HOLOSOMA_VERSION} wheel (downloaded with your pip, never installed). "
                     f"Cache: ${CACHE_ENV_VAR} or ~/.cache/unilab.",
         epilog=f"Offline: put {holosoma.WHEEL_NAME} into <cache>/downloads/ or set "

@@ -39,10 +39,11 @@ import psutil
 from unilab.bench.report import format_table, write_json
 from unilab.sim import cpu
 from unilab.sim.mujoco.pool import BatchEnvPool
+from unilab.tasks.registry import kind, task_config, tasks_of_kind
 from unilab.telemetry.phase_timer import PhaseTimer
 
 PHASES = ("backend_step", "update_state", "reset_done")
-TASKS = ("g1_motion_tracking", "g1_locomotion")
+TASKS = (*tasks_of_kind("motion_tracking"), *tasks_of_kind("locomotion"))
 PROJECT_CORES = (16, 32, 64)
 
 
@@ -63,12 +64,11 @@ def task_bench(name: str) -> TaskBench:
     """The :class:`TaskBench` of task ``name`` (one of :data:`TASKS`)."""
     from unilab.tasks.core.driver_env import SUBPHASES
 
-    if name == "g1_locomotion":
+    if kind(name) == "locomotion":
         from unilab.tasks.g1_locomotion import driver
-        from unilab.tasks.g1_locomotion.config import LocomotionConfig
         from unilab.tasks.g1_locomotion.env import LocomotionEnv
 
-        return TaskBench(LocomotionConfig(), LocomotionEnv, SUBPHASES, driver.SPLIT, driver.REWARDS | driver.OBSERVE,
+        return TaskBench(task_config(name, {}), LocomotionEnv, SUBPHASES, driver.SPLIT, driver.REWARDS | driver.OBSERVE,
                          lambda env: driver.loco_driver_source())
     from unilab.tasks.g1_motion_tracking import step_driver
     from unilab.tasks.g1_motion_tracking.config import MotionTrackingConfig

@@ -52,9 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "with the learning-curve summary and the tracking metrics (compare it across commits).",
     )
     p.add_argument("--algo", default=None, help="algorithm recipe (train --algo; default: the task's CPU recipe, "
-                   "sac_cpu for motion tracking, sac_cpu_loco for g1_locomotion)")
-    p.add_argument("--task", default=TASK, help=f"train --task (default: {TASK}); g1_locomotion is evaluated with "
-                   "unilab-eval --task g1_locomotion (command bins, and the zero policy as the baseline)")
+                   "sac_cpu for motion tracking, sac_cpu_loco for g1_locomotion and t1_locomotion)")
+    p.add_argument("--task", default=TASK, help=f"train --task (default: {TASK}); a locomotion task (g1_locomotion, "
+                   "t1_locomotion) is evaluated with unilab-eval --task <task> (command bins, and the zero policy as "
+                   "the baseline)")
     p.add_argument("--minutes", type=float, default=20.0, help="training budget in minutes (training.time_limit_s; "
                    "default: 20); with --env-steps a wall-time cap that stops a run early (the JSON says which "
                    "budget ended it)")
@@ -263,12 +264,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     num_envs = int(yaml.safe_load((run_dir / "config.yaml").read_text())["algo"]["num_envs"])
     curve = curve_summary(read_curves(run_dir), num_envs, checkpoint)
     evaluation, eval_rc, locomotion = {}, None, None
-    if checkpoint is not None and checkpoint.is_file() and args.task == "g1_locomotion":
-        locomotion = {kind: locomotion_eval(checkpoint, kind, run_dir / "eval" / f"final_locomotion_{kind}.json")
+    if checkpoint is not None and checkpoint.is_file() and is_locomotion(args.task):
+        locomotion = {kind: locomotion_eval(args.task, checkpoint, kind,
+                                            run_dir / "eval" / f"final_locomotion_{kind}.json")
                       for kind in ("checkpoint", "zero")}
         # standing still survives pushes-free episodes too: this one tells "falls to pushes" from "cannot stand"
         locomotion["checkpoint_no_pushes"] = locomotion_eval(
-            checkpoint, "checkpoint", run_dir / "eval" / "final_locomotion_no_pushes.json", pushes=False)
+            args.task, checkpoint, "checkpoint", run_dir / "eval" / "final_locomotion_no_pushes.json", pushes=False)
         eval_rc = 0 if all(locomotion.values()) else 1
     elif checkpoint is not None and checkpoint.is_file():
         eval_json = run_dir / "eval" / "final.json"
@@ -507,17 +509,26 @@ def run_job(args: argparse.Namespace, job: Job, cpus: list[int] | None) -> dict[
         eval_json = run_dir / "eval" / "final.json"
         ecmd = eval_command(args, checkpoint, eval_json) + ["--no-plot", "--no-progress"]
         run.update(final_eval(ecmd, checkpoint, eval_json, args.random_episodes, cpus, tag, env))
-    if args.task == "g1_locomotion":
-        run["eval_locomotion"] = locomotion_eval(checkpoint, "checkpoint", run_dir / "eval" / "final_locomotion.json",
-                                                 cpus, tag, env)
+    if is_locomotion(args.task):
+        run["eval_locomotion"] = locomotion_eval(args.task, checkpoint, "checkpoint",
+                                                 run_dir / "eval" / "final_locomotion.json", cpus, tag, env)
     return run
 
 
-def locomotion_eval(checkpoint: str | Path, policy: str, json_path: Path, cpus: Sequence[int] | None = None,
-                    tag: str = "", env: dict[str, str] | None = None, pushes: bool = True) -> dict[str, Any] | None:
-    """``unilab-eval --task g1_locomotion`` (20 s episodes per command bin, with the task's pushes if ``pushes``) of
-    ``policy`` with the task config of ``checkpoint``: its per-bin and overall metrics, None on failure."""
-    cmd = [sys.executable, "-m", "unilab.cli.eval", str(checkpoint), "--task", "g1_locomotion", "--policy", policy,
+def is_locomotion(task: str) -> bool:
+    """Whether ``task`` is evaluated in command bins (``unilab-eval --task <task>``) rather than on clips."""
+    from unilab.tasks.registry import kind
+
+    return kind(task) == "locomotion"
+
+
+def locomotion_eval(task: str, checkpoint: str | Path, policy: str, json_path: Path,
+                    cpus: Sequence[int] | None = None, tag: str = "", env: dict[str, str] | None = None,
+                    pushes: bool = True) -> dict[str, Any] | None:
+    """``unilab-eval --task <task>`` of a locomotion task (20 s episodes per command bin, with the task's pushes if
+    ``pushes``) of ``policy`` with the task config of ``checkpoint``: its per-bin and overall metrics, None on
+    failure."""
+    cmd = [sys.executable, "-m", "unilab.cli.eval", str(checkpoint), "--task", task, "--policy", policy,
            "--json", str(json_path), "--no-progress", "--pushes", "on" if pushes else "off"]
     report = eval_report(cmd, json_path, cpus, tag, env)[1]
     return None if report is None else {k: report[k] for k in ("overall", "bins", "control_dt")}
@@ -559,8 +570,8 @@ def baseline_episode_lengths(args: argparse.Namespace, runs: list[dict[str, Any]
     out: dict[str, Any] = {"zero": None, "reference": None}
     ckpt = next((r["checkpoint"] for r in runs if r["checkpoint"] and Path(r["checkpoint"]).is_file()
                  and r["arm"] not in other_source), None)
-    if ckpt is not None and args.task == "g1_locomotion":  # the zero action's episode length, steps
-        zero = locomotion_eval(ckpt, "zero", Path(ckpt).parent / "eval" / "baseline_zero_locomotion.json")
+    if ckpt is not None and is_locomotion(args.task):  # the zero action's episode length, steps
+        zero = locomotion_eval(args.task, ckpt, "zero", Path(ckpt).parent / "eval" / "baseline_zero_locomotion.json")
         if zero is not None:
             out["zero"] = zero["overall"]["episode_length_s"] / zero["control_dt"]
             out["zero_locomotion"] = zero
@@ -604,7 +615,7 @@ def plot_runs(report: dict[str, Any], path: Path) -> Path:
         ax.plot(s["env_steps"], s["episode_length"], color=colors[arms.index(r["arm"]) % len(colors)],
                 linestyle=styles[seeds.index(r["seed"]) % len(styles)], label=f"{r['arm']} seed {r['seed']}")
     lines = [(k, v) for k, v in report["baselines"].items() if isinstance(v, (int, float))]
-    where = "command-bin episodes" if report["task"] == "g1_locomotion" else "random starts"
+    where = "command-bin episodes" if is_locomotion(report["task"]) else "random starts"
     for (kind, value), color in zip(lines, ("0.4", "0.7")):
         ax.axhline(value, color=color, linestyle="--", linewidth=1, label=f"{kind} policy ({where})")
     if report["env_steps_budget"]:

@@ -42,7 +42,7 @@ def register_schemas() -> None:
     cs.store(group="sim", name="base_mujoco", node=SimConfig)
     cs.store(group="training", name="base_training", node=TrainingConfig)
     for name in registry.TASKS:
-        cs.store(group="task", name=f"base_{name}", node=registry.config_class(name))
+        cs.store(group="task", name=f"base_{name}", node=registry.task_defaults(name))
 
 
 def split_argv(argv: Sequence[str]) -> tuple[list[str], dict[str, bool]]:
@@ -291,7 +291,7 @@ def help_text(cfg: Any, prog: str = "train", values_from: str = "") -> str:
         f"  --sim NAME    physics backend group (available: {', '.join(group_options('sim'))})",
         "  --cfg         print the composed config and exit",
         "  key=value     override any key below, e.g. algo.num_envs=4096 training.trace_enabled=true",
-        "                (add a key to a name-keyed map with +, e.g. +task.kp.left_knee_joint=120)",
+        "                (add a key to a name-keyed map with +, e.g. +task.robot.kp.left_knee_joint=120)",
         "",
     ]
     if values_from:

@@ -30,7 +30,7 @@ from unilab.runtime.checkpoint import apply_task_overrides, load_checkpoint, sto
 from unilab.runtime.config import SimConfig
 from unilab.tasks.g1_motion_tracking.env import task_motion_files
 from unilab.tasks.g1_motion_tracking.motion import clip_frame_counts
-from unilab.tasks.registry import make_env, task_config
+from unilab.tasks.registry import kind, make_env, task_config
 
 POLICY_KINDS = ("checkpoint", "zero", "reference", "random")
 """``--policy`` choices: the checkpoint's mean action, or a baseline of :func:`baseline_policy`."""
@@ -221,7 +221,7 @@ def eval_task_config(task_raw: dict[str, Any], randomization: bool, start_noise:
     cfg = task_config(name, task_raw)
     if not hasattr(cfg, "tracked_bodies"):
         raise ValueError(f"this checkpoint's task is {name!r}: unilab-eval --task {name} measures it"
-                         if name == "g1_locomotion" else
+                         if kind(name) == "locomotion" else
                          f"unilab-eval measures motion tracking; this checkpoint's task is {name!r}")
     if start_noise:
         return without_noise(cfg, randomization)
