@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from unilab.cache import cache_dir
+from unilab.runtime import console
 from unilab.runtime.shm import SharedArrays, step_slot
 from unilab.runtime.stats import STAT, Counters
 from unilab.tasks.registry import make_env
@@ -116,6 +117,7 @@ def run_collector(args: CollectorArgs, ch: CollectorChannels) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if hasattr(signal, "SIGHUP"):
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    console.guard("unilab collector", note=False)  # a closed stdout pipe: the learner says so and goes on, so do we
     trace = TraceRecorder("collector") if args.trace_path else None
     timer = PhaseTimer(trace=trace)
     shm = None
