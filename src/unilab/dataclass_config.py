@@ -11,10 +11,12 @@ from __future__ import annotations
 import dataclasses
 import math
 import operator
+import os
 import re
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 from omegaconf import OmegaConf
@@ -146,3 +148,12 @@ def check_fields(cfg: Any, prefix: str, rules: Iterable[tuple[Sequence[str], Cal
 def is_low_high(value: Sequence[float], lo: float = -math.inf) -> bool:
     """``value`` is a [low, high] pair with lo <= low <= high (NaN fails)."""
     return len(value) == 2 and lo <= value[0] <= value[1]
+
+
+def check_file(path: str | os.PathLike, key: str, expected: str) -> None:
+    """``path`` (``~`` expanded) is a file; else ValueError ``<key>=<path>: ...`` saying that it does not exist or is a
+    directory, and what ``key`` expects."""
+    p = Path(path).expanduser()
+    if not p.is_file():
+        what = "a directory, not a file" if p.is_dir() else "no such file"
+        raise ValueError(f"{key}={path}: {what} (expected {expected})")

@@ -410,7 +410,10 @@ class Trainer:
         payload, path = self._resume_payload
         self._resume_payload = None  # the replay copy may be large
         iteration = int(payload["iteration"])
-        agent.load_state_dict(payload["agent"])
+        try:
+            agent.load_state_dict(payload["agent"])
+        except (KeyError, TypeError, RuntimeError, AttributeError) as err:  # a ValueError names the dims itself
+            raise ValueError(f"checkpoint {path}: its agent state does not load ({type(err).__name__}: {err})") from err
         if "replay" in payload:
             try:
                 replay.load_state_dict(payload["replay"])

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Self
 
 from unilab.assets import g1_actuation
-from unilab.dataclass_config import build_dataclass, check_fields
+from unilab.dataclass_config import build_dataclass, check_fields, check_file
 from unilab.tasks.core.model import INTEGRATORS
 
 ACTION_SCALE_MODES = ("effort_over_kp", "radians")
@@ -81,8 +80,8 @@ class RobotTaskConfig:
 
     def check_paths(self) -> None:
         """The user's model exists (checked before training starts anything)."""
-        if self.model_xml is not None and not Path(self.model_xml).expanduser().is_file():
-            raise ValueError(f"task.model_xml={self.model_xml}: no such file (expected an MJCF file, or null)")
+        if self.model_xml is not None:
+            check_file(self.model_xml, "task.model_xml", "an MJCF file, or null")
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Self:
