@@ -15,6 +15,7 @@ from unilab.cli.config import (
     compose_config,
     explicit_algo_keys,
     help_text,
+    recipe_name,
     split_argv,
     to_run_spec,
 )
@@ -47,6 +48,7 @@ def _main(argv: Sequence[str] | None) -> int:
                 print(RESUME_CFG_NOTE.format(keys=", ".join(explicit_algo_keys(overrides) or ()) or "none"))
             return 0
         spec = to_run_spec(cfg, explicit_algo_keys(overrides))
+        spec.recipe = recipe_name(composed)
     except ConfigError as err:
         print(f"train: error: {err}", file=sys.stderr)
         return 2

@@ -175,6 +175,12 @@ class Trainer:
 
     def _build(self, env: EnvSpec) -> tuple[FastSAC, ReplayBuffer]:
         a = self.spec.algo
+        if a.use_symmetry and env.mirror is None:  # say where the setting came from: often a recipe, not the user
+            explicit = self.spec.explicit_algo_keys
+            origin = ("algo.use_symmetry=true" if self.spec.recipe is None or explicit and "use_symmetry" in explicit
+                      else f"--algo {self.spec.recipe} sets algo.use_symmetry=true, which")
+            raise ValueError(f"{origin} trains on left/right mirrored copies, but task {self.spec.task_name} has no "
+                             f"mirror ({env.mirror_error}): add algo.use_symmetry=false, or choose a recipe without it")
         agent = FastSAC(a, env.obs_dim, env.critic_obs_dim, env.action_dim, action_bound=env.action_bound,
                         mirror=env.mirror, mirror_error=env.mirror_error)
         if self.dist.world_size > 1:
@@ -276,6 +282,7 @@ class Trainer:
             raise
 
         t_start = time.monotonic()
+        self.signals.saves = True  # from here on a stop ends with a final checkpoint (rank 0's)
         try:
             step = col.wait_step()  # the reset
             metrics.start(self.iteration, col["counters"])
