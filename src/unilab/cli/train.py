@@ -19,6 +19,7 @@ from unilab.cli.config import (
     split_argv,
     to_run_spec,
 )
+from unilab.runtime import console
 
 # a resumed run takes the algo keys not named on the command line from its checkpoint (to_run_spec),
 # so the printed algo block is not what it will train with
@@ -33,6 +34,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
+    console.guard("train", later="the run directory's console.log")
     argv = list(sys.argv[1:] if argv is None else argv)
     try:  # the whole config is validated here, before torch is imported or anything starts
         overrides, flags = split_argv(argv)

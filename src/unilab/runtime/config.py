@@ -215,8 +215,7 @@ class RunSpec:
             raise ValueError(
                 f"training.eval_interval={spec.training.eval_interval}: the evaluation during training measures "
                 f"motion tracking on clips ({', '.join(registry.EVALUATED_TASKS)}), which task {name} is not; leave "
-                "it at 0 and evaluate a checkpoint after training instead (unilab-eval RUN_DIR --task NAME for the "
-                "tasks unilab-eval knows)")
+                "it at 0 and evaluate a checkpoint after training instead (unilab-eval RUN_DIR --task NAME)")
         return spec
 
     def check_paths(self) -> None:

@@ -30,6 +30,8 @@ class _State:
     def __init__(self) -> None:
         self.prog = "unilab"
         self.note = True
+        self.later: str | None = None
+        """Where output will go once :func:`divert_to` is called (for the note of a failure before that)."""
         self.log_path: Path | None = None
         self.broken: dict[int, str] = {}
         """File descriptor -> why its writes failed (the strerror), for each stream diverted so far."""
@@ -75,10 +77,11 @@ class GuardedStream:
         return getattr(self._stream, name)
 
 
-def guard(prog: str = "unilab", note: bool = True) -> None:
-    """Wrap ``sys.stdout`` and ``sys.stderr`` (idempotent); ``prog`` names the command in the note, ``note`` False
-    diverts without a word (a child process whose parent already says it)."""
-    _state.prog, _state.note = prog, note
+def guard(prog: str = "unilab", note: bool = True, later: str | None = None) -> None:
+    """Wrap ``sys.stdout`` and ``sys.stderr`` (idempotent; a second call updates the settings); ``prog`` names the
+    command in the note, ``note`` False diverts without a word (a child process whose parent already says it),
+    ``later`` says where the output will go once :func:`divert_to` names the file."""
+    _state.prog, _state.note, _state.later = prog, note, later
     for fd, name in STREAMS.items():
         stream = getattr(sys, name)
         if stream is not None and not isinstance(stream, GuardedStream):
@@ -117,8 +120,10 @@ def _divert(fd: int, err: BaseException) -> None:
             target = None
         if target is None:
             _point(fd, Path(os.devnull))
-        where = f"goes to {target}" if target is not None else "is dropped"
-        message = f"{_state.prog}: {STREAMS[fd]} cannot be written ({reason}); its output {where} from here on"
+        where = (f"goes to {target} from here on" if target is not None
+                 else f"is dropped, and goes to {_state.later} once that exists" if _state.later
+                 else "is dropped from here on")
+        message = f"{_state.prog}: {STREAMS[fd]} cannot be written ({reason}); its output {where}"
         if target is not None:
             _log_note(f"{STREAMS[fd]} could not be written ({reason}); the console output from here on follows")
         if _state.note and fd != 2 and 2 not in _state.broken:
