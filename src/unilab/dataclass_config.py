@@ -45,6 +45,7 @@ def check_finite(cls: type, data: Mapping[str, Any], where: str) -> None:
     """Refuse NaN and +-inf anywhere in ``data`` (``cls``'s values: numbers, lists and mappings of them, nested
     dataclass fields), except in a field declared :data:`NONFINITE_OK`: a NaN reward weight or an infinite threshold
     would only show up as NaN losses or an env that never ends, long after the start."""
+    cls = cls if isinstance(cls, type) else type(cls)  # an instance stands for its class
     fields = {f.name: f for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else {}
     for key, value in data.items():
         field = fields.get(key)
