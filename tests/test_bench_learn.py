@@ -278,16 +278,19 @@ def test_gpu_check_tiny_path_end_to_end(tmp_path):
     assert data["steps_per_sec"] > 0 and data["eval"] == dict.fromkeys(METRIC_NAMES)
 
 
-def test_pinned_runs_a_command_on_the_given_cpus():
+def test_a_child_command_runs_on_the_given_cpus():
     import os
     import subprocess
     import sys
 
+    from unilab.bench import children
+
     cpu = sorted(os.sched_getaffinity(0))[-1]
     probe = [sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"]
-    out = subprocess.run(learn.pinned(probe, [cpu]), capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(children.command(probe, [cpu]), capture_output=True, text=True, check=True).stdout
     assert out.strip() == f"[{cpu}]"
-    assert learn.pinned(probe, None) == probe
+    out = subprocess.run(children.command(probe, None), capture_output=True, text=True, check=True).stdout
+    assert out.strip() == str(sorted(os.sched_getaffinity(0)))
 
 
 def test_arm_src_runs_an_arm_on_another_checkout(tmp_path, monkeypatch):

@@ -6,6 +6,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from unilab.cli import run_cli
+
 # subcommand -> (module with main(argv), what it measures)
 BENCHMARKS = {
     "pool-threads": ("unilab.bench.pool_thread_scaling",
@@ -39,7 +41,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if name not in BENCHMARKS:
         print(f"unilab-bench: unknown benchmark {name!r}\n\n{usage()}", file=sys.stderr)
         return 2
-    rc = importlib.import_module(BENCHMARKS[name][0]).main(rest)
+    rc = run_cli(f"unilab-bench {name}", importlib.import_module(BENCHMARKS[name][0]).main, rest)
     return rc if isinstance(rc, int) else 0
 
 

@@ -105,6 +105,11 @@ def choose_recipe(overrides: Sequence[str], cuda: bool | None = None) -> tuple[l
         f"unilab: recipe {cpu} (no CUDA device; --algo {gpu} forces the GPU recipe{tail})")
 
 
+def recipe_name(overrides: Sequence[str]) -> str | None:
+    """The algo preset of :func:`choose_recipe`'s overrides."""
+    return _override_value(overrides, "algo", None)
+
+
 def cuda_available() -> bool:
     """Whether torch would find a CUDA device (see :func:`cuda_device_count`)."""
     return cuda_device_count() > 0
@@ -204,10 +209,26 @@ def _quoting_hint(overrides: Sequence[str]) -> str:
             key, eq, value = ov.partition("=")
             if not eq:
                 return ""
+            if key != key.rstrip() or value != value.lstrip():  # 'algo.num_envs = 4', one shell word
+                fixed = f"{key.strip()}={value.strip()}"
+                if _parses(parser, fixed):
+                    return f"; an override has no spaces around '=': write {shlex.quote(fixed)}"
+                key, value = key.strip(), value.strip()
             quoted = f"'{value}'" if '"' in value and "'" not in value else '"' + value.replace('"', '\\"') + '"'
             what = "the path" if key.lstrip("+~") == "training.resume" else "the value"
             return f"; in {key}= put {what} in quotes, e.g. {shlex.quote(f'{key}={quoted}')}"
     return ""
+
+
+def _parses(parser: Any, override: str) -> bool:
+    """Whether Hydra's grammar takes ``override``."""
+    from hydra.errors import HydraException  # lazy: hydra only to compose
+
+    try:
+        parser.parse_overrides([override])
+    except HydraException:
+        return False
+    return True
 
 
 def _override_value(overrides: Sequence[str], key: str, default: Any = NO_VALUE) -> Any:

@@ -106,13 +106,22 @@ TASK_ONLY_OPTIONS = {
 }
 
 
+MAX_SPEED = 10.0
+"""The largest --speed (m/s, rad/s): far past what a humanoid walks; a larger one is a typo or another unit."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # task.KEY=VALUE may come after an option
     for kind, dests in TASK_ONLY_OPTIONS.items():
         given = [f"--{d.replace('_', '-')}" for d in dests if getattr(args, d) != parser.get_default(d)]
         if given and registry.kind(args.task) != kind:
             parser.error(f"{', '.join(given)}: {kind} option(s), not read with --task {args.task}")
+    if not 0 < args.speed <= MAX_SPEED:  # NaN fails too
+        parser.error(f"--speed {args.speed}: expected a number in (0, {MAX_SPEED:g}] (m/s forward and lateral, rad/s "
+                     "turning; each bin's direction is fixed)")
+    if args.envs_per_bin < 1:  # the motion-tracking numbers are EvalOptions' to check
+        parser.error(f"--envs-per-bin must be >= 1, got {args.envs_per_bin}")
     return run_cli("unilab-eval", _main, args)
 
 

@@ -24,7 +24,7 @@ from torch import nn
 
 import unilab
 from unilab.algo.sac.agent import FastSAC
-from unilab.runtime.checkpoint import load_checkpoint
+from unilab.runtime.checkpoint import load_agent, load_checkpoint
 from unilab.tasks.core.model import model_path
 from unilab.tasks.registry import kind, make_env, task_config
 
@@ -160,10 +160,7 @@ def export_policy(checkpoint: str | os.PathLike, out: str | os.PathLike) -> Expo
     task = payload.get("task") or (raw or {}).get("task", {}).get("name")
     if not isinstance(raw, dict) or task is None:
         raise ExportError(f"checkpoint {ckpt} holds no run config (config/task): cannot describe its task")
-    try:
-        agent = FastSAC.from_checkpoint(payload["agent"], device="cpu")
-    except (KeyError, TypeError, ValueError, RuntimeError) as err:
-        raise ExportError(f"checkpoint {ckpt}: the agent cannot be rebuilt ({type(err).__name__}: {err})") from err
+    agent = load_agent(payload, ckpt)
     task_cfg = task_config(task, raw["task"])
 
     meta: dict[str, Any] = {

@@ -23,10 +23,9 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from unilab.algo.sac.agent import FastSAC
 from unilab.dataclass_config import build_dataclass
 from unilab.eval.metrics import ERROR_NAMES, TrackingAccumulator, frame_errors, summarize
-from unilab.runtime.checkpoint import apply_task_overrides, load_checkpoint, stored_run_config
+from unilab.runtime.checkpoint import apply_task_overrides, load_agent, load_checkpoint, stored_run_config
 from unilab.runtime.config import SimConfig
 from unilab.tasks.g1_motion_tracking.env import task_motion_files
 from unilab.tasks.g1_motion_tracking.motion import clip_frame_counts
@@ -251,7 +250,7 @@ def eval_env(raw: dict[str, Any], payload: dict[str, Any] | None, policy: str, c
     kw["nthread"] = threads
     # a policy batch of a few rows gains nothing from more threads, and they would compete with physics
     torch.set_num_threads(threads or 1)
-    agent = FastSAC.from_checkpoint(payload["agent"], device=device) if policy == "checkpoint" else None
+    agent = load_agent(payload, device=device) if policy == "checkpoint" else None
     env = make_env(raw["task"]["name"], cfg, num_envs, pool_kwargs=kw, seed=seed)
     try:
         yield env, agent_policy(agent) if agent is not None else baseline_policy(env, policy, seed=seed)

@@ -10,12 +10,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Self
 
 from unilab.assets import g1_actuation, t1_robot
 from unilab.assets.holosoma import SCENES
-from unilab.dataclass_config import build_dataclass, check_fields
+from unilab.dataclass_config import build_dataclass, check_fields, check_file
 from unilab.tasks.core.model import INTEGRATORS
 
 ACTION_SCALE_MODES = ("effort_over_kp", "radians")
@@ -138,9 +137,8 @@ class RobotTaskConfig:
 
     def check_paths(self) -> None:
         """The user's model exists (checked before training starts anything)."""
-        xml = self.robot.model_xml
-        if xml is not None and not Path(xml).expanduser().is_file():
-            raise ValueError(f"task.robot.model_xml={xml}: no such file (expected an MJCF file, or null)")
+        if self.robot.model_xml is not None:
+            check_file(self.robot.model_xml, "task.robot.model_xml", "an MJCF file, or null")
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Self:

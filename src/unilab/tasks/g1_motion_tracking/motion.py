@@ -66,7 +66,8 @@ def model_joint_layout(model: mujoco.MjModel) -> tuple[list[str], np.ndarray, np
 def _load_npz(path: Path) -> dict[str, np.ndarray]:
     """Read and validate one clip; every problem becomes a MotionFileError naming the file."""
     if not path.is_file():
-        raise MotionFileError(f"{path}: motion file does not exist")
+        what = "a directory, not an npz clip" if path.is_dir() else "motion file does not exist"
+        raise MotionFileError(f"{path}: {what}")
     try:
         with np.load(path, allow_pickle=False) as npz:
             missing = [k for k in REQUIRED_KEYS if k not in npz.files]
