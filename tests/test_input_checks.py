@@ -282,15 +282,15 @@ def _sim2sim():
 
 
 @pytest.mark.parametrize("task, argv, message", [
-    ("g1_locomotion", ["--command", "nan", "0", "0"],
+    ("locomotion", ["--command", "nan", "0", "0"],
      "--command nan 0.0 0.0: expected finite numbers within +-10 (m/s, rad/s)"),
-    ("g1_motion_tracking", ["--command", "1", "0", "0"],
-     "--command is not read for a g1_motion_tracking policy (--clip is its option)"),
-    ("g1_locomotion", ["--clip", "c.npz"], "--clip is not read for a g1_locomotion policy (--command is its option)"),
+    ("motion_tracking", ["--command", "1", "0", "0"],
+     "--command is not read for a motion_tracking policy (--clip is its option)"),
+    ("locomotion", ["--clip", "c.npz"], "--clip is not read for a locomotion policy (--command is its option)"),
 ])
 def test_sim2sim_refuses_an_option_its_policy_does_not_read(monkeypatch, capsys, task, argv, message):
     mod = _sim2sim()
-    monkeypatch.setattr(mod, "read_policy", lambda _p: (None, {"task": task}))
+    monkeypatch.setattr(mod, "read_policy", lambda _p: (None, {"task_kind": task}))
     monkeypatch.setattr(mod, "run", lambda *_a, **_k: pytest.fail("rolled out"))
     monkeypatch.setattr(mod, "run_locomotion", lambda *_a, **_k: pytest.fail("rolled out"))
     assert mod.main(["policy.onnx", *argv]) == 2
