@@ -72,6 +72,8 @@ class ReplayBuffer:
                                 device=self.device)
             for f in stored_fields(self.record)
         }
+        # each field as (num_envs * capacity, ...) rows, the rows a sample gathers (views: writes show through)
+        self._rows = {name: t.view(-1, *t.shape[2:]) for name, t in self.storage.items()}
         self.observations = tuple(f.name for f in self.record if f.observation)
         self.ptr = 0
         self.size = 0
@@ -164,16 +166,16 @@ class ReplayBuffer:
         base = env * self.capacity
 
         def rows(name: str, at: torch.Tensor) -> torch.Tensor:
-            t = self.storage[name]
-            return t.view(-1, *t.shape[2:]).index_select(0, at)
+            return self._rows[name].index_select(0, at)
 
         # the window's first step: every sampled slot holds one (the step from start to the newest slot, ptr - 1)
         at_start = base + start
         returns = rows("reward", at_start)
         length = torch.ones_like(start)
         last, at_last = start, at_start
-        alive = ~(rows("terminated", at_start) | rows("truncated", at_start))
+        terminated, truncated = rows("terminated", at_start), rows("truncated", at_start)
         if self.n_steps > 1:
+            alive = ~(terminated | truncated)
             available = (self.ptr - 1 - start) % self.capacity + 1  # steps up to the newest; never past ptr
             for j in range(1, self.n_steps):  # loop over the window, vectorised over the batch
                 idx = (start + j) % self.capacity
@@ -184,12 +186,13 @@ class ReplayBuffer:
                 last = torch.where(use, idx, last)
                 alive = use & ~(rows("terminated", at) | rows("truncated", at))
             at_last = base + last
+            terminated, truncated = rows("terminated", at_last), rows("truncated", at_last)
 
         batch = {name: rows(name, at_last if name.startswith(NEXT) else at_start) for name in self.storage
                  if name not in ("reward", "terminated", "truncated")}
         batch["rewards"] = returns
         # a step that both fails and times out bootstraps (holosoma: truncations | ~dones)
-        batch["bootstrap"] = (~rows("terminated", at_last) | rows("truncated", at_last)).float()
+        batch["bootstrap"] = (~terminated | truncated).float()
         batch["discount"] = self._discount_powers[length]
         batch["n"] = length
         return batch
