@@ -56,9 +56,10 @@ HOST_COPIES = frozenset({"cpu", "numpy", "tolist"})
 LAUNCHES = frozenset({"cudaLaunchKernel", "cuLaunchKernel", "cuLaunchKernelEx", "cudaLaunchKernelExC",
                       "cudaGraphLaunch", "cudaMemcpyAsync", "cudaMemsetAsync"})
 """CUDA runtime and driver calls that put work on the device."""
-CUDA_SYNCS = frozenset({"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy",
-                        "cudaStreamWaitEvent_host"})
+CUDA_SYNCS = frozenset({"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy"})
 """CUDA runtime calls that make the host wait for the device."""
+COUNTED = "bench/counted"
+"""The profiler range around the counted updates."""
 PHASES = ("sample", "normalize", "critic_forward", "critic_backward", "critic_step", "temperature", "actor_forward",
           "actor_backward", "actor_step", "target_update", "metrics")
 """Our update's profiler ranges (``sac/<phase>``), in order."""
@@ -133,7 +134,7 @@ def count_per_update(step: Callable[[], None], updates: int, device: str) -> Cou
     """Run ``step`` (``updates`` updates) under the profiler and count per update (see module docs)."""
     import torch
     from torch.overrides import TorchFunctionMode
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity, profile, record_function
 
     copies: Counter[str] = Counter()
 
@@ -149,13 +150,14 @@ def count_per_update(step: Callable[[], None], updates: int, device: str) -> Cou
     if cuda:
         torch.cuda.synchronize()
     with profile(activities=activities) as prof:
-        with HostCopies():
+        with HostCopies(), record_function(COUNTED):
             step()
-        if cuda:
-            torch.cuda.synchronize()
     events = prof.events()
-    # from the first operator's start to the last one's end: the profiler's own start and stop left out
-    total_ms = (max(ev.time_range.end for ev in events) - min(ev.time_range.start for ev in events)) / 1000.0
+    # only what ran inside the counted frame: the profiler's own start, stop and synchronisation left out
+    frame = next(ev for ev in events if ev.name == COUNTED)
+    start, end = frame.time_range.start, frame.time_range.end
+    events = [ev for ev in events if ev is not frame and start <= ev.time_range.start and ev.time_range.end <= end]
+    total_ms = (frame.device_time_total if cuda else frame.cpu_time_total) / 1000.0
     syncs: Counter[str] = Counter()
     if cuda:
         launches = sum(1 for ev in events if ev.name in LAUNCHES)

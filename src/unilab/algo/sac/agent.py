@@ -119,8 +119,11 @@ class FastSAC:
             rate = torch.tensor(lr, device=self.device) if capturable else lr
             return torch.optim.AdamW(params, lr=rate, betas=betas, fused=True, capturable=capturable, **kw)
 
-        self.actor_optimizer = adamw(self.actor.parameters(), cfg.actor_lr, weight_decay=cfg.weight_decay)
-        self.critic_optimizer = adamw(self.critic.parameters(), cfg.critic_lr, weight_decay=cfg.weight_decay)
+        # the parameter lists, walked once (a load copies into these tensors)
+        self._actor_params, self._critic_params = list(self.actor.parameters()), list(self.critic.parameters())
+        self._target_params = list(self.critic_target.parameters())
+        self.actor_optimizer = adamw(self._actor_params, cfg.actor_lr, weight_decay=cfg.weight_decay)
+        self.critic_optimizer = adamw(self._critic_params, cfg.critic_lr, weight_decay=cfg.weight_decay)
         # AdamW's default weight decay (0.01) on log(alpha) too, as holosoma's temperature optimiser
         self.alpha_optimizer = adamw([self.log_alpha], cfg.alpha_lr)
         # on the device, read on the host only by nonfinite_counts() and read_metrics(): skipped-step counters,
@@ -337,7 +340,7 @@ class FastSAC:
             critic_loss, q_mean, q_target_mean, next_log_prob = self._critic_loss_fn(
                 obs_c, b["action"], b["rewards"], next_obs, next_obs_c, b["bootstrap"], b["discount"], alpha)
         critic_grad_norm, critic_skipped = self._step(
-            self.critic_optimizer, critic_loss, list(self.critic.parameters()), name="critic")
+            self.critic_optimizer, critic_loss, self._critic_params, name="critic")
         with record_function("sac/temperature"):
             # temperature at every critic step, on the next-state log-probs of the critic's target (holosoma's
             # loss: -alpha (log pi(a'|s') + target), so its gradient in log(alpha) scales with alpha)
@@ -351,19 +354,21 @@ class FastSAC:
             # the actor needs dQ/da only: with the critic's weights frozen, backward skips their gradients (one of
             # three matmuls per critic layer in this step) and the actor's gradient is the same
             with record_function("sac/actor_forward"):
-                self.critic.requires_grad_(False)
+                for p in self._critic_params:
+                    p.requires_grad_(False)
                 try:
                     actor_loss, log_prob, log_std_mean = self._actor_loss_fn(
                         obs, obs_c, self.log_alpha.detach().exp(), b["action"])
                 finally:
-                    self.critic.requires_grad_(True)
+                    for p in self._critic_params:
+                        p.requires_grad_(True)
             actor_grad_norm, actor_skipped = self._step(self.actor_optimizer, actor_loss,
-                                                        list(self.actor.parameters()), name="actor")
+                                                        self._actor_params, name="actor")
             with record_function("sac/metrics"), torch.no_grad():
                 _add_unless(self._actor_sums, actor_skipped, [actor_loss.detach(), -log_prob.mean(), log_std_mean,
                                                               actor_grad_norm.detach()])
         with record_function("sac/target_update"), torch.no_grad():  # Polyak average of the online critic
-            torch._foreach_lerp_(list(self.critic_target.parameters()), list(self.critic.parameters()), self.cfg.tau)
+            torch._foreach_lerp_(self._target_params, self._critic_params, self.cfg.tau)
         with record_function("sac/metrics"), torch.no_grad():
             _add_unless(self._critic_sums, critic_skipped, [critic_loss.detach(), q_mean, q_target_mean,
                                                             critic_grad_norm.detach(), alpha_loss.detach(),

@@ -6,6 +6,7 @@ evaluates every member (no Python loop over members in the update).
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 
@@ -164,8 +165,9 @@ class CriticEnsemble(nn.Module):
         split = critic_obs.shape[-1]
         x = torch.baddbmm(first.bias, critic_obs.unsqueeze(0).expand(q, -1, -1), first.weight[:, :split])
         x = torch.baddbmm(x, action.unsqueeze(0).expand(q, -1, -1), first.weight[:, split:])
-        out = self.net[1:](x)
-        return out if self.distributional else out.squeeze(-1)
+        for layer in itertools.islice(self.net, 1, None):  # (self.net[1:] would build a new Sequential per call)
+            x = layer(x)
+        return x if self.distributional else x.squeeze(-1)
 
     def q_values(self, critic_obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """Expected Q-values ``(num_q, B)`` in either mode."""
