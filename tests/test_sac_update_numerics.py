@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from unilab.algo.sac import FastSAC, SACConfig
 from unilab.algo.sac.graphs import CapturedUpdate
-from unilab.algo.sac.networks import project_distribution
+from unilab.algo.sac.networks import CriticEnsemble, project_distribution
 
 OBS, COBS, ACT = 6, 9, 3
 BOUND = [0.5, 2.0, 1.5]
@@ -266,3 +266,14 @@ def test_a_captured_update_skips_a_nonfinite_step_on_cuda():
     assert all(torch.equal(a, b) for a, b in zip(moments, (t for s in agent.critic_optimizer.state.values()
                                                            for t in s.values())))
     assert agent.nonfinite_counts()["critic"] == 1
+
+
+def test_expected_q_stays_float32_under_bf16_autocast():
+    """The actor's Q (a product with the support) must not drop to bf16 where the learner autocasts (CUDA)."""
+    critic = CriticEnsemble(COBS, ACT, [16, 8], distributional=True, num_atoms=21, v_min=V_MIN, v_max=V_MAX)
+    obs, action = torch.randn(32, COBS), torch.rand(32, ACT)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        q = critic.q_values(obs, action)
+        logits = critic(obs, action)
+    assert q.dtype == torch.float32
+    torch.testing.assert_close(q, _expectation(logits.float(), critic.support), rtol=1e-6, atol=1e-6)

@@ -172,9 +172,12 @@ class CriticEnsemble(nn.Module):
     def q_values(self, critic_obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """Expected Q-values ``(num_q, B)`` in either mode."""
         out = self.forward(critic_obs, action)
+        if not self.distributional:
+            return out
         # a product with the support: its backward hands softmax a contiguous gradient (a broadcast multiply and sum
-        # hands it an expanded one, whose backward is several times slower on the CPU)
-        return torch.softmax(out.float(), dim=-1) @ self.support if self.distributional else out
+        # hands it an expanded one, whose backward is several times slower on the CPU); in float32 under autocast too
+        with torch.autocast(device_type=out.device.type, enabled=False):
+            return torch.softmax(out.float(), dim=-1) @ self.support
 
 
 def project_distribution(probs: torch.Tensor, rewards: torch.Tensor, discounts: torch.Tensor, v_min: float,
