@@ -19,6 +19,9 @@ BENCHMARKS = {
     "learn": ("unilab.bench.learn",
               "fixed-budget G1 tracking run (default sac_cpu, 20 min) + unilab-eval: curve and tracking metrics; "
               "--arm/--seeds/--env-steps/--parallel compare recipes at equal env steps"),
+    "learner": ("unilab.bench.learner",
+                "one FastSAC update at a recipe's sizes (--algo, --task, --device): ms, split, ops and host syncs per "
+                "update, against holosoma's own update in the same run"),
     "gpu": ("unilab.bench.gpu_check",
             "sac recipe at 4096 envs on CUDA for --minutes: steps/s, learner ms/update, overlap, eval "
             "(--tiny or no CUDA: tiny CPU run)"),

@@ -374,7 +374,9 @@ class Trainer:
                 f"critic loss {counts['critic']}, actor loss {counts['actor']}, alpha {counts['alpha']}; "
                 f"non-finite parameters: {', '.join(bad[:8]) + (' ...' if len(bad) > 8 else '') if bad else 'none'}. "
                 f"Last finite checkpoint: {self.last_checkpoint or 'none written'}. "
-                "Lower algo.actor_lr / algo.critic_lr or set algo.max_grad_norm.")
+                "A NaN/inf reward, observation or done flag in the replayed batches ends here too (check the task's "
+                "reward weights); for losses that grow without bound, lower algo.actor_lr / algo.critic_lr or set "
+                "algo.max_grad_norm.")
         return counts["updates"]
 
     # ------------------------------------------------------------ persistence
