@@ -18,6 +18,9 @@ FAKE_MEMBERS = {
     "holosoma/data/robots/g1/scenes/scene_g1_29dof_wbt_plane.xml":
         b"<mujoco><include file='../g1_29dof.xml'/></mujoco>\n",
     "holosoma/data/robots/g1/meshes/pelvis.STL": bytes(range(256)) * 40,
+    "holosoma/data/robots/t1/t1_29dof.xml": b"<mujoco model='fake T1'/>\n",
+    "holosoma/data/robots/t1/t1_29dof.urdf": b"<robot/>\n",
+    "holosoma/data/robots/t1/meshes/Trunk.STL": bytes(range(256)) * 30,
     "holosoma/data/motions/g1_29dof/whole_body_tracking/terrain_slope.obj": b"v 0 0 0\n",
 }
 

@@ -39,7 +39,7 @@ def _model_cfg(cfg, tmp_path, xml: str):
     cfg = copy.deepcopy(cfg)
     path = tmp_path / "robot_variant.xml"
     path.write_text(xml)
-    cfg.model_xml = str(path)
+    cfg.robot.model_xml = str(path)
     return cfg
 
 

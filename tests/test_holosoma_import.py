@@ -315,7 +315,7 @@ def test_published_loco_policies_walk(name):
     from unilab.eval.locomotion import run
 
     source = prepare(name, overrides={"task.max_episode_length_s": 4.0})
-    res = run(None, "checkpoint", 0.5, 1, False, 0, "cpu", 1, {}, False, source=source)
+    res = run(source.task, None, "checkpoint", 0.5, 1, False, 0, "cpu", 1, {}, False, source=source)
     for b in res["bins"].values():
         assert b["survived"] == 1.0
     assert res["bins"]["forward"]["lin_vel_x_error"] < 0.25  # the 0.5 m/s command, its first seconds included

@@ -120,6 +120,8 @@ def test_joint_name_mismatch_lists_missing_and_extra(tiny_model, tmp_path):
         ("scaled_root", "root position .* over 1000 m"),
         ("scaled_rates", "'joint_vel' reaches"),
         ("absent", "does not exist"),
+        ("zero_quat", "root quaternion has zero norm at frame 0"),
+        ("directory", "a directory, not an npz clip"),
     ],
 )
 def test_bad_files_raise_motion_file_error(tiny_model, tmp_path, damage, expect):
@@ -147,6 +149,13 @@ def test_bad_files_raise_motion_file_error(tiny_model, tmp_path, damage, expect)
         path = save(tmp_path, "c.npz", dict(data, joint_vel=data["joint_vel"] * 1e6))
     elif damage == "absent":
         path = tmp_path / "c.npz"
+    elif damage == "zero_quat":  # every frame: nothing to normalise
+        jp = data["joint_pos"].copy()
+        jp[:, 3:7] = 0.0
+        path = save(tmp_path, "c.npz", dict(data, joint_pos=jp))
+    elif damage == "directory":
+        path = tmp_path / "c.npz"
+        path.mkdir()
     else:
         path = save(tmp_path, "c.npz", data)
         raw = path.read_bytes()

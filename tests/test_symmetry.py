@@ -15,6 +15,10 @@ def test_partner_names_swap_whole_side_words_only():
     assert partner_name("L_hip") == "R_hip"
     assert partner_name("waist_yaw_joint") == "waist_yaw_joint"
     assert partner_name("floor_roll") == "floor_roll"  # letters inside words are not sides
+    # the Booster T1's names: capitalised side words, first or last
+    assert partner_name("Left_Shoulder_Roll") == "Right_Shoulder_Roll"
+    assert partner_name("Hip_Yaw_Right") == "Hip_Yaw_Left" and partner_name("L_rail_3") == "R_rail_3"
+    assert partner_name("AAHead_yaw") == "AAHead_yaw" and partner_name("Trunk") == "Trunk"
 
 
 _ARMS = """

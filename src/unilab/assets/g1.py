@@ -7,9 +7,9 @@ from pathlib import Path
 
 import mujoco
 
-from unilab.assets.holosoma import MOTION_PREFIX, WHEEL_DATA_PREFIX, ensure_assets, manifest_paths
+from unilab.assets.holosoma import MOTION_PREFIX, SCENES, WHEEL_DATA_PREFIX, ensure_assets, manifest_paths
 
-SCENE_REL = "robots/g1/scenes/scene_g1_29dof_wbt_plane.xml"
+SCENE_REL = SCENES["g1"]
 MOTIONS_REL = MOTION_PREFIX[len(WHEEL_DATA_PREFIX):]
 # Clips recorded with a manipulated object (e.g. "..._w_obj.npz") carry an extra object body and a motion that only
 # makes sense with the object present, which the robot-only scene lacks.

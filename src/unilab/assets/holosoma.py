@@ -1,13 +1,14 @@
-"""Fetch, verify and cache the G1 model and motion clips shipped in the holosoma wheel.
+"""Fetch, verify and cache the robot models and motion clips shipped in the holosoma wheel.
 
-The Apache-2.0 wheel ``holosoma==0.0.3`` carries the Unitree G1 29-DoF MJCF (with meshes and scenes) and
-whole-body-tracking clips in the BeyondMimic npz layout. unilab never installs holosoma: it downloads the wheel with the
-user's own ``pip`` (so the user's index configuration applies), checks its sha256, and extracts only the robot and
-motion paths::
+The Apache-2.0 wheel ``holosoma==0.0.3`` carries the Unitree G1 29-DoF and Booster T1 29-DoF MJCFs (with meshes; the
+G1's with scenes) and whole-body-tracking clips in the BeyondMimic npz layout. unilab never installs holosoma: it
+downloads the wheel with the user's own ``pip`` (so the user's index configuration applies), checks its sha256, and
+extracts only the robot and motion paths, plus unilab's own scene for the T1 (its MJCF has no floor)::
 
     <cache>/holosoma-0.0.3/
         manifest.json                        # relative path -> size, sha256
         robots/g1/g1_29dof.xml, scenes/, meshes/
+        robots/t1/t1_29dof.xml, meshes/, scene_t1_29dof.xml (unilab's: the MJCF with a floor)
         motions/g1_29dof/whole_body_tracking/*.npz
     <cache>/downloads/holosoma-0.0.3-py3-none-any.whl
 
@@ -27,8 +28,9 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 from tqdm import tqdm
@@ -42,8 +44,16 @@ WHEEL_ENV_VAR = "UNILAB_HOLOSOMA_WHEEL"
 
 # Paths inside the wheel that unilab needs, and the prefix stripped on extraction.
 WHEEL_DATA_PREFIX = "holosoma/data/"
-ROBOT_PREFIX = "holosoma/data/robots/g1/"
+ROBOT_PREFIXES = ("holosoma/data/robots/g1/", "holosoma/data/robots/t1/")
 MOTION_PREFIX = "holosoma/data/motions/g1_29dof/whole_body_tracking/"
+SCENES = {"g1": "robots/g1/scenes/scene_g1_29dof_wbt_plane.xml", "t1": "robots/t1/scene_t1_29dof.xml"}
+"""Each built-in robot's scene MJCF (the robot on a floor) in the cache: ``task.robot.asset`` names a row."""
+URDFS = {"g1": "holosoma/data/robots/g1/g1_29dof.urdf", "t1": "holosoma/data/robots/t1/t1_29dof.urdf"}
+"""Each built-in robot's URDF in the wheel (not extracted: holosoma_inference's tracking policy reads one from a
+policy file's metadata)."""
+UNILAB_FILES = {"robots/t1/scene_t1_29dof.xml": "scene_t1_29dof.xml"}
+"""Files unilab adds to the cache (cache path -> file of ``unilab/assets/models``), hashed in the manifest like the
+wheel's: the T1 MJCF has no floor, so its scene includes it next to a plane."""
 MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT = 1
 
@@ -83,11 +93,12 @@ def sha256_file(path: Path) -> str:
 
 
 def is_wanted_member(name: str) -> bool:
-    """True for wheel members unilab extracts: the G1 robot tree and the tracking clips."""
+    """True for wheel members unilab extracts: the robot trees and the tracking clips."""
     if name.endswith("/"):
         return False
-    if name.startswith(ROBOT_PREFIX):
-        rest = name[len(ROBOT_PREFIX):]
+    prefix = next((p for p in ROBOT_PREFIXES if name.startswith(p)), None)
+    if prefix is not None:
+        rest = name[len(prefix):]
         # the MJCF files and the scenes/meshes they reference; URDFs are not used
         return rest.startswith(("scenes/", "meshes/")) or ("/" not in rest and rest.endswith(".xml"))
     if name.startswith(MOTION_PREFIX):
@@ -108,13 +119,15 @@ def read_manifest(root: Path) -> dict[str, dict] | None:
     return files if isinstance(files, dict) and files else None
 
 
-def check_cache(root: Path, *, full: bool = False) -> list[str]:
+def check_cache(root: Path, *, full: bool = False, required: Iterable[str] = SCENES.values()) -> list[str]:
     """Problems found in an extracted cache; empty means usable. Sizes only (a few stat calls, run on every load)
-    unless ``full``, which also re-hashes every file."""
+    unless ``full``, which also re-hashes every file. ``required``: paths the manifest must list (default: the robot
+    assets' scenes)."""
     files = read_manifest(root)
     if files is None:
         return [f"{root / MANIFEST_NAME}: missing or unreadable manifest"]
-    problems = []
+    # a cache built before a robot was added lacks its scene: rebuilt once, a superset of the older one
+    problems = [f"{root / rel}: not in the manifest" for rel in required if rel not in files]
     for rel, entry in files.items():
         path = root / rel
         try:
@@ -183,8 +196,8 @@ class PinnedWheel:
         return f"https://pypi.org/project/{self.package}/{self.version}/#files"
 
 
-HOLOSOMA_WHEEL = PinnedWheel("holosoma", HOLOSOMA_VERSION, WHEEL_NAME, WHEEL_SHA256, WHEEL_ENV_VAR, "the G1 assets",
-                             "~45 MB", "unilab-assets fetch")
+HOLOSOMA_WHEEL = PinnedWheel("holosoma", HOLOSOMA_VERSION, WHEEL_NAME, WHEEL_SHA256, WHEEL_ENV_VAR,
+                             "the robot assets", "~45 MB", "unilab-assets fetch")
 
 
 def acquire_wheel(wheel: PinnedWheel, cache_dir: Path | None, downloader: Callable[[Path], Path] | None = None,
@@ -248,9 +261,9 @@ def replace_tree(new: Path, root: Path) -> None:
 
 
 def extract_members(wheel: Path, dest: Path, progress: bool, wanted: Callable[[str], bool] = is_wanted_member,
-                    strip: str = WHEEL_DATA_PREFIX, required: str = ROBOT_PREFIX) -> dict[str, dict]:
+                    strip: str = WHEEL_DATA_PREFIX, required: Sequence[str] = ROBOT_PREFIXES) -> dict[str, dict]:
     """Extract the ``wanted`` members into ``dest`` (``strip`` removed from their paths; a wheel without a member
-    under ``required`` is refused); return the manifest table."""
+    under each prefix of ``required`` is refused); return the manifest table."""
     try:
         zf = zipfile.ZipFile(wheel)
     except (zipfile.BadZipFile, OSError) as exc:
@@ -258,8 +271,9 @@ def extract_members(wheel: Path, dest: Path, progress: bool, wanted: Callable[[s
     files: dict[str, dict] = {}
     with zf:
         members = [m for m in zf.infolist() if wanted(m.filename)]
-        if not any(m.filename.startswith(required) for m in members):
-            raise AssetError(f"{wheel} has no {required} tree")
+        for prefix in required:
+            if not any(m.filename.startswith(prefix) for m in members):
+                raise AssetError(f"{wheel} has no {prefix} tree")
         try:
             with tqdm(total=sum(m.file_size for m in members), desc=f"unilab: extract {wheel.name}", unit="B",
                       unit_scale=True, file=sys.stderr, leave=False, disable=not progress) as bar:
@@ -278,6 +292,16 @@ def extract_members(wheel: Path, dest: Path, progress: bool, wanted: Callable[[s
                     files[rel] = {"size": out.stat().st_size, "sha256": h.hexdigest()}
         except zipfile.BadZipFile as exc:
             raise AssetError(f"{wheel} is corrupt: {exc}") from exc
+    return files
+
+
+def _add_unilab_files(dest: Path) -> dict[str, dict]:
+    """Write :data:`UNILAB_FILES` into ``dest``; their manifest rows."""
+    files: dict[str, dict] = {}
+    for rel, name in UNILAB_FILES.items():
+        data = (resources.files("unilab.assets") / "models" / name).read_bytes()
+        (dest / rel).write_bytes(data)
+        files[rel] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
     return files
 
 
@@ -325,15 +349,22 @@ def ensure_assets(cache_dir: str | os.PathLike | None = None, *, force: bool = F
         tmp_root = Path(tempfile.mkdtemp(dir=base, prefix=f".{root.name}.tmp-"))
         try:
             manifest = {"format": MANIFEST_FORMAT, "source": WHEEL_NAME, "wheel_sha256": expected_sha256,
-                        "files": extract_members(wheel, tmp_root, progress)}
+                        "files": extract_members(wheel, tmp_root, progress) | _add_unilab_files(tmp_root)}
             (tmp_root / MANIFEST_NAME).write_text(json.dumps(manifest, indent=1, sort_keys=True))
             replace_tree(tmp_root, root)
         except BaseException:
             shutil.rmtree(tmp_root, ignore_errors=True)
             raise
     if progress:
-        print(f"unilab: G1 assets ready in {root}", file=sys.stderr, flush=True)
+        print(f"unilab: robot assets ready in {root}", file=sys.stderr, flush=True)
     return FetchResult(root=root, rebuilt=True, wheel=wheel)
+
+
+def wheel_file(cache_dir: str | os.PathLike | None = None, *, progress: bool = False) -> Path:
+    """The verified holosoma wheel itself (``$UNILAB_HOLOSOMA_WHEEL``, the cached download, or a fresh one): where
+    the recipe tests read holosoma's config values from."""
+    cdir = Path(cache_dir).expanduser() if cache_dir is not None else None
+    return acquire_wheel(HOLOSOMA_WHEEL, cdir, progress=progress)
 
 
 def read_wheel_member(member: str, cache_dir: str | os.PathLike | None = None, *, progress: bool = True) -> bytes:
@@ -341,7 +372,7 @@ def read_wheel_member(member: str, cache_dir: str | os.PathLike | None = None, *
     read from the wheel (downloaded, or found, as for :func:`ensure_assets`); AssetError naming a missing member."""
     cdir = Path(cache_dir).expanduser() if cache_dir is not None else None
     with cache_lock(assets_dir(cdir).parent):
-        wheel = acquire_wheel(HOLOSOMA_WHEEL, cdir, progress=progress)
+        wheel = wheel_file(cdir, progress=progress)
     try:
         with zipfile.ZipFile(wheel) as zf:
             return zf.read(member)
@@ -352,6 +383,14 @@ def read_wheel_member(member: str, cache_dir: str | os.PathLike | None = None, *
 def verify_assets(cache_dir: str | os.PathLike | None = None) -> list[str]:
     """Full check (sizes and sha256 of every file) of an existing cache; [] if intact."""
     return check_cache(assets_dir(cache_dir), full=True)
+
+
+def scene_xml_path(robot: str, cache_dir: str | os.PathLike | None = None) -> Path:
+    """The scene MJCF of built-in robot ``robot`` (a key of :data:`SCENES`), fetching the assets if needed."""
+    if robot not in SCENES:
+        raise ValueError(f"task.robot.asset: no built-in robot {robot!r} (built-in: {', '.join(SCENES)}); give your "
+                         "own MJCF as task.robot.model_xml")
+    return ensure_assets(cache_dir).root / SCENES[robot]
 
 
 def manifest_paths(root: Path, prefix: str, suffixes: Sequence[str] = ()) -> list[Path]:

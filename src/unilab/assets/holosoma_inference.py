@@ -79,17 +79,17 @@ def ensure_policies(cache_dir: str | os.PathLike | None = None, *, force: bool =
     (default: pip). AssetError says what to download and where to put it when the wheel cannot be had."""
     cdir = Path(cache_dir).expanduser() if cache_dir is not None else None
     root = policies_dir(cdir)
-    if not force and not check_cache(root):
+    if not force and not check_cache(root, required=PUBLISHED.values()):
         return root
     with cache_lock(root.parent):
-        if not force and not check_cache(root):
+        if not force and not check_cache(root, required=PUBLISHED.values()):
             return root
         got = acquire_wheel(wheel(), cdir, downloader, Path(wheel_path) if wheel_path else None, progress)
         tmp_root = Path(tempfile.mkdtemp(dir=root.parent, prefix=f".{root.name}.tmp-"))
         try:
             manifest = {"format": _MANIFEST_FORMAT, "source": WHEEL_NAME, "wheel_sha256": WHEEL_SHA256,
                         "files": extract_members(got, tmp_root, progress, _is_model, "holosoma_inference/",
-                                                 MODELS_PREFIX)}
+                                                 (MODELS_PREFIX,))}
             missing = sorted(set(PUBLISHED.values()) - set(manifest["files"]))
             if missing:
                 raise AssetError(f"{got} lacks {missing}")

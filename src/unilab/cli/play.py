@@ -53,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # task.KEY=VALUE may come after an option
     if (args.checkpoint is None) == (args.onnx is None):
         parser.error("give a checkpoint or --onnx FILE (one of them)")
     exit_on_sigterm()  # SIGTERM stops the rollout or the rendering worker like Ctrl-C: no partial video left

@@ -50,6 +50,7 @@ from unilab.interop.holosoma_actions import FALLBACK_SCALE
 from unilab.interop.holosoma_onnx import LOCO_INPUT, WBT_INPUTS, WBT_OUTPUTS
 from unilab.interop.holosoma_terms import ACTIONS, task_terms
 from unilab.runtime.checkpoint import apply_task_overrides, load_checkpoint
+from unilab.tasks import registry
 from unilab.tasks.registry import make_env, task_config
 
 OPSET = 17
@@ -57,8 +58,6 @@ REFERENCE_LEAD = 2
 """Frames the embedded tables lead ``time_step`` by (module doc: holosoma_inference's reference timing)."""
 MOTION_TERM = "motion_command"
 """The term only holosoma's tracking policy class supplies: its presence makes a tracking file."""
-G1_URDF = "holosoma/data/robots/g1/g1_29dof.urdf"
-"""The built-in G1's URDF in the holosoma wheel (holosoma_inference computes the torso orientation from it)."""
 
 
 @dataclass
@@ -142,10 +141,10 @@ def _urdf(cfg: Any, urdf: str | None, kind: str) -> str | None:
         if not path.is_file():
             raise ExportError(f"--urdf {urdf}: no such file")
         return path.read_text()
-    if cfg.model_xml is None:  # the built-in G1
-        from unilab.assets.holosoma import read_wheel_member  # noqa: PLC0415 - only for the built-in G1
+    if cfg.robot.model_xml is None:  # a built-in robot
+        from unilab.assets.holosoma import URDFS, read_wheel_member  # noqa: PLC0415 - only for a built-in robot
 
-        return read_wheel_member(G1_URDF).decode()
+        return read_wheel_member(URDFS[cfg.robot.asset]).decode()
     if kind == "wbt":
         raise ExportError("a tracking file needs the robot's URDF (holosoma_inference computes the torso "
                           "orientation from it): pass --urdf")
@@ -155,8 +154,9 @@ def _urdf(cfg: Any, urdf: str | None, kind: str) -> str | None:
 def export_holosoma(checkpoint: str | os.PathLike, out: str | os.PathLike, clip: str | None = None,
                     urdf: str | None = None, overrides: dict[str, Any] | None = None) -> HolosomaExport:
     """Write ``checkpoint``'s policy in holosoma's deploy format to ``out`` (module doc); ``clip``: the clip a
-    tracking file embeds; ``urdf``: the robot's URDF (default: the G1's, for the built-in model); ``overrides``:
-    ``task.KEY=VALUE`` changes to the stored task config (e.g. other clips). ExportError names what does not fit."""
+    tracking file embeds; ``urdf``: the robot's URDF (default: a built-in robot's, from the holosoma wheel);
+    ``overrides``: ``task.KEY=VALUE`` changes to the stored task config (e.g. other clips). ExportError names what does
+    not fit."""
     payload, ckpt = load_checkpoint(checkpoint)
     raw = payload.get("config")
     if not isinstance(raw, dict) or "task" not in raw:
@@ -204,8 +204,8 @@ def export_holosoma(checkpoint: str | os.PathLike, out: str | os.PathLike, clip:
                                                       "ang_vel_yaw": list(c.ang_vel_yaw)},
             "observation_layout": layout, "observation_clip": None if cfg.obs_clip is None else float(cfg.obs_clip),
             "default_joint_pos": [float(v) for v in env.action_default], "control_dt": float(env.control_dt),
-            "unilab_version": unilab.__version__, "task": task, "checkpoint": str(ckpt.resolve()),
-            "iteration": int(payload["iteration"]),
+            "unilab_version": unilab.__version__, "task": task, "task_kind": registry.kind(task),
+            "checkpoint": str(ckpt.resolve()), "iteration": int(payload["iteration"]),
         }
         if robot_urdf is not None:
             meta["robot_urdf"] = robot_urdf

@@ -145,10 +145,10 @@ def prepare(onnx: str, task: str | None = None, clip: str | None = None,
     if action_clip == "holosoma":
         task_raw.update(action_scale_mode="radians", action_scale=IMPORT_TARGET_RANGE,
                         action_bound_from_joint_range=False)
-    for key in ("kp", "kd"):
-        gains = getattr(policy, key)
-        if gains is not None:
-            task_raw[key] = {joint: float(v) for joint, v in zip(policy.dof_names, gains, strict=True)}
+    gains = {key: {joint: float(v) for joint, v in zip(policy.dof_names, getattr(policy, key), strict=True)}
+             for key in ("kp", "kd") if getattr(policy, key) is not None}
+    if gains:
+        task_raw["robot"] = gains
     clip_path = None
     if policy.kind == "wbt":
         if clip is not None:

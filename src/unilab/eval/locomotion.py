@@ -104,22 +104,22 @@ def format_locomotion(result: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
-def run(checkpoint: Path | None, policy_kind: str, speed: float, envs_per_bin: int, pushes: bool, seed: int,
-        device: str, threads: int | None, overrides: dict[str, Any], progress: bool,
+def run(task: str, checkpoint: Path | None, policy_kind: str, speed: float, envs_per_bin: int, pushes: bool,
+        seed: int, device: str, threads: int | None, overrides: dict[str, Any], progress: bool,
         randomization: bool = False, source: PolicySource | None = None) -> dict[str, Any]:
-    """``unilab-eval --task g1_locomotion``: build the env from the checkpoint's config (or the defaults for the
-    zero baseline) and evaluate the checkpoint's mean action or the zero action; ``source``: its policy on its
-    config instead (its task's config, as locomotion's)."""
+    """``unilab-eval --task <task>`` of a locomotion task: build the env from the checkpoint's config (or the task's
+    defaults for the zero baseline) and evaluate the checkpoint's mean action or the zero action; ``source``: its
+    policy on its config instead (a config of ``task``)."""
     if source is not None:
         raw, payload, checkpoint = source.raw, None, source.path
-        task = raw["task"]["name"]
+        if raw["task"]["name"] != task:
+            raise ValueError(f"--task {task}: the policy's config is {raw['task']['name']!r}'s")
     else:
         if policy_kind not in ("checkpoint", "zero"):
-            raise ValueError(f"--task g1_locomotion evaluates --policy checkpoint or zero, got {policy_kind!r}")
-        raw, payload, checkpoint = load_policy_config(checkpoint, policy_kind, overrides, "g1_locomotion")
-        task = "g1_locomotion"
+            raise ValueError(f"--task {task} evaluates --policy checkpoint or zero, got {policy_kind!r}")
+        raw, payload, checkpoint = load_policy_config(checkpoint, policy_kind, overrides, task)
         if raw["task"].get("name") != task:
-            raise ValueError(f"--task g1_locomotion: the checkpoint's task is {raw['task'].get('name')!r}")
+            raise ValueError(f"--task {task}: the checkpoint's task is {raw['task'].get('name')!r}")
     cfg = eval_config(task_config(task, raw["task"]), pushes, randomization)
     label = policy_kind if source is None else source.path.name
     with eval_env(raw, payload, policy_kind, cfg, len(BINS) * envs_per_bin, device, threads, seed,

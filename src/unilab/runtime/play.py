@@ -10,10 +10,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from unilab.algo.sac.agent import FastSAC
 from unilab.dataclass_config import build_dataclass
 from unilab.paths import check_writable
-from unilab.runtime.checkpoint import load_checkpoint, stored_run_config
+from unilab.runtime.checkpoint import load_agent, load_checkpoint, stored_run_config
 from unilab.runtime.config import PlayConfig, SimConfig
 from unilab.tasks.registry import make_env, task_config
 
@@ -57,6 +56,7 @@ def play(checkpoint: str | Path | None, options: PlayConfig | None = None, sourc
     target = Path(opts.out) if opts.out else folder / f"play_{payload['iteration']}.mp4"
     if video:  # an unwritable video path fails now, not after the rollout
         check_writable(target, "video")
+    agent = None if source is not None else load_agent(payload, path, device=opts.device or "cpu")
     env = make_env(name, task_cfg, opts.num_envs, pool_kwargs=kw, seed=opts.seed)
     if source is not None:
         act = source.make_policy(env)
@@ -64,8 +64,6 @@ def play(checkpoint: str | Path | None, options: PlayConfig | None = None, sourc
         zeros = np.zeros(env.num_envs, dtype=np.int64)
         obs = start(zeros, zeros) if start is not None else env.reset()
     else:
-        agent = FastSAC.from_checkpoint(payload["agent"], device=opts.device or "cpu")
-
         def act(o: dict[str, np.ndarray]) -> np.ndarray:
             return agent.act(torch.from_numpy(o["obs"]), deterministic=True).numpy()
 
