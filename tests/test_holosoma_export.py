@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from holosoma_harness import drive_locomotion, drive_tracking, still_start_clip
 
@@ -19,13 +20,16 @@ STEPS = 120
 def test_tracking_export_runs_in_holosoma_inference_as_in_unilab_eval(g1_short_run, tmp_path):
     from unilab.assets import g1
     from unilab.deploy.holosoma import export_holosoma
-    from unilab.interop.holosoma_onnx import read_embedded_clip
+    from unilab.motion_io.onnx_tables import embedded_clip
 
     clip = still_start_clip(g1.motion_paths()[0], tmp_path / "still_start.npz")
     overrides = {"task.motion_files": [str(clip)]}
     res = export_holosoma(g1_short_run, tmp_path / "wbt.onnx", overrides=overrides)
     assert res.kind == "wbt" and res.terms == sorted(res.terms) and res.obs_dim == 154
-    assert read_embedded_clip(res.path).joint_pos.shape[0] == 327  # the clip's 325 frames and the 2 held
+    # the tables lead by 2 frames; read back they are the clip's 325 frames and the 2 held, in place
+    tables, data = embedded_clip(res.path), np.load(clip)
+    assert tables.num_frames == 327 and tables.dof_names == tuple(str(n) for n in data["joint_names"])
+    np.testing.assert_allclose(tables.joint_pos, data["joint_pos"][:, 7:], atol=1e-6)
     out = drive_tracking(g1_short_run, res.path, overrides, STEPS)
     assert out["max_action_difference"] < 1e-5, out
     assert out["first_failure_holosoma_inference"] == out["first_failure_unilab_eval"], out

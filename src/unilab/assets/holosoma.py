@@ -249,15 +249,22 @@ def acquire_wheel(wheel: PinnedWheel, cache_dir: Path | None, downloader: Callab
     return cached
 
 
-def replace_tree(new: Path, root: Path) -> None:
-    """Move the directory ``new`` into place at ``root``, replacing a (damaged) tree there; readers never see a
-    half-written one."""
-    trash = root.with_name(f".{root.name}.old-{os.getpid()}") if root.exists() else None
-    if trash is not None:
-        os.replace(root, trash)
-    os.replace(new, root)
-    if trash is not None:
-        shutil.rmtree(trash, ignore_errors=True)
+def build_tree(root: Path, fill: Callable[[Path], dict]) -> None:
+    """Build the cache tree ``root`` in a temporary sibling: ``fill(tmp)`` writes the files and returns the manifest
+    (written as ``manifest.json``), then the tree replaces a (damaged) one at ``root``; readers never see a half-written
+    tree, and a failure leaves nothing behind."""
+    tmp = Path(tempfile.mkdtemp(dir=root.parent, prefix=f".{root.name}.tmp-"))
+    try:
+        (tmp / MANIFEST_NAME).write_text(json.dumps(fill(tmp), indent=1, sort_keys=True))
+        trash = root.with_name(f".{root.name}.old-{os.getpid()}") if root.exists() else None
+        if trash is not None:
+            os.replace(root, trash)
+        os.replace(tmp, root)
+        if trash is not None:
+            shutil.rmtree(trash, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def extract_members(wheel: Path, dest: Path, progress: bool, wanted: Callable[[str], bool] = is_wanted_member,
@@ -346,15 +353,8 @@ def ensure_assets(cache_dir: str | os.PathLike | None = None, *, force: bool = F
             return FetchResult(root=root, rebuilt=False, wheel=None)
         wheel = acquire_wheel(HOLOSOMA_WHEEL, cdir, downloader, Path(wheel_path) if wheel_path else None, progress,
                               expected_sha256)
-        tmp_root = Path(tempfile.mkdtemp(dir=base, prefix=f".{root.name}.tmp-"))
-        try:
-            manifest = {"format": MANIFEST_FORMAT, "source": WHEEL_NAME, "wheel_sha256": expected_sha256,
-                        "files": extract_members(wheel, tmp_root, progress) | _add_unilab_files(tmp_root)}
-            (tmp_root / MANIFEST_NAME).write_text(json.dumps(manifest, indent=1, sort_keys=True))
-            replace_tree(tmp_root, root)
-        except BaseException:
-            shutil.rmtree(tmp_root, ignore_errors=True)
-            raise
+        build_tree(root, lambda tmp: {"format": MANIFEST_FORMAT, "source": WHEEL_NAME, "wheel_sha256": expected_sha256,
+                                      "files": extract_members(wheel, tmp, progress) | _add_unilab_files(tmp)})
     if progress:
         print(f"unilab: robot assets ready in {root}", file=sys.stderr, flush=True)
     return FetchResult(root=root, rebuilt=True, wheel=wheel)

@@ -17,11 +17,8 @@ into a temporary directory renamed into place; every load checks the files' size
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -30,10 +27,10 @@ from unilab.assets.holosoma import (
     AssetError,
     PinnedWheel,
     acquire_wheel,
+    build_tree,
     cache_lock,
     check_cache,
     extract_members,
-    replace_tree,
 )
 
 PACKAGE = "holosoma-inference"
@@ -85,19 +82,15 @@ def ensure_policies(cache_dir: str | os.PathLike | None = None, *, force: bool =
         if not force and not check_cache(root, required=PUBLISHED.values()):
             return root
         got = acquire_wheel(wheel(), cdir, downloader, Path(wheel_path) if wheel_path else None, progress)
-        tmp_root = Path(tempfile.mkdtemp(dir=root.parent, prefix=f".{root.name}.tmp-"))
-        try:
-            manifest = {"format": _MANIFEST_FORMAT, "source": WHEEL_NAME, "wheel_sha256": WHEEL_SHA256,
-                        "files": extract_members(got, tmp_root, progress, _is_model, "holosoma_inference/",
-                                                 (MODELS_PREFIX,))}
-            missing = sorted(set(PUBLISHED.values()) - set(manifest["files"]))
+
+        def fill(tmp: Path) -> dict:
+            files = extract_members(got, tmp, progress, _is_model, "holosoma_inference/", (MODELS_PREFIX,))
+            missing = sorted(set(PUBLISHED.values()) - set(files))
             if missing:
                 raise AssetError(f"{got} lacks {missing}")
-            (tmp_root / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True))
-            replace_tree(tmp_root, root)
-        except BaseException:
-            shutil.rmtree(tmp_root, ignore_errors=True)
-            raise
+            return {"format": _MANIFEST_FORMAT, "source": WHEEL_NAME, "wheel_sha256": WHEEL_SHA256, "files": files}
+
+        build_tree(root, fill)
     if progress:
         print(f"unilab: holosoma's published policies ready in {root}", file=sys.stderr, flush=True)
     return root

@@ -39,9 +39,10 @@ fraction (terminated / ended), the same tracking errors averaged over the steps,
 Observation noise stays off and --randomization applies in both start modes.
 
 --onnx FILE evaluates a policy in holosoma's deploy format (holosoma_inference's ONNX; FILE may name a
-published one, e.g. fastsac_g1_29dof_dancing, fetched once into $UNILAB_CACHE) in the task whose
-observation pieces carry its terms: a tracking file on its embedded clip (or --clip), a locomotion file
-per command bin, with the file's gains, term order and scales and its action mapping. With
+published one, e.g. fastsac_g1_29dof_dancing, fetched once into $UNILAB_CACHE) in the task of its kind
+whose robot has the file's joints (dof_names; --task names one): the G1 files in g1_motion_tracking or
+g1_locomotion, the T1 files in t1_locomotion. A tracking file runs on its embedded clip (or --clip), a
+locomotion file per command bin, with the file's gains, term order and scales and its action mapping. With
 --randomization on, the report adds the metrics per quantile bin of each randomized quantity (friction,
 centre-of-mass offset, PD-gain scales, action delay, masses): a batch sim2sim robustness report."""
 
@@ -83,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--envs-per-clip", type=int, default=1, metavar="N",
                    help="envs rolled out per clip; only differ with --randomization on (default: 1)")
     g = p.add_argument_group("locomotion (--task g1_locomotion, t1_locomotion)")
-    g.add_argument("--task", default="g1_motion_tracking",
+    g.add_argument("--task", default=None,
                    choices=(*registry.tasks_of_kind("motion_tracking"), *registry.tasks_of_kind("locomotion")),
                    help="the task measured: motion tracking (the options above) or velocity-command locomotion: "
                         "one 20 s episode per env, envs split over the command bins standing, forward, lateral "
@@ -99,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--onnx", metavar="FILE", default=None,
                    help="evaluate this holosoma-format ONNX policy instead of a checkpoint: a file, or the name of "
                         "a published one (unilab-assets path --policies lists them; fetched on first use). The task "
-                        "is the one whose observation pieces carry the file's terms (--task picks among several)")
+                        "is the one of the file's kind whose robot has the file's dof_names (or --task, checked)")
     h.add_argument("--clip", metavar="NPZ", default=None,
                    help="--onnx tracking policy: evaluate on this clip instead of the one embedded in the file")
     h.add_argument("--action-clip", choices=("holosoma", "env"), default="holosoma",
@@ -124,6 +125,8 @@ TASK_ONLY_OPTIONS = {
 }
 
 
+DEFAULT_TASK = "g1_motion_tracking"
+"""--task when none is given (with --onnx: the task the file's joints choose)."""
 MAX_SPEED = 10.0
 """The largest --speed (m/s, rad/s): far past what a humanoid walks; a larger one is a typo or another unit."""
 
@@ -131,6 +134,7 @@ MAX_SPEED = 10.0
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_intermixed_args(argv)  # task.KEY=VALUE may come after an option
+    given_task, args.task = args.task, args.task or DEFAULT_TASK
     if args.clip is not None and args.onnx is None:
         parser.error("--clip: only with --onnx (a checkpoint's clips are task.motion_files)")
     if args.action_clip != parser.get_default("action_clip") and args.onnx is None:
@@ -138,7 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.onnx is not None:
         if args.policy != "checkpoint":
             parser.error("--onnx evaluates the file's policy: no --policy")
-        args.source = _onnx_source(args, parser)  # reads the file: its task decides which options apply
+        args.source = _onnx_source(args, parser, given_task)  # reads the file: its task decides which options apply
         args.task = args.source.task
     for kind, dests in TASK_ONLY_OPTIONS.items():
         given = [f"--{d.replace('_', '-')}" for d in dests if getattr(args, d) != parser.get_default(d)]
@@ -152,8 +156,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run_cli("unilab-eval", _main, args)
 
 
-def _onnx_source(args: argparse.Namespace, parser: argparse.ArgumentParser):
-    """The --onnx file ready to run (exit 2 naming the problem)."""
+def _onnx_source(args: argparse.Namespace, parser: argparse.ArgumentParser, task: str | None):
+    """The --onnx file ready to run in ``task`` (None: the one its joints choose); exit 2 naming the problem."""
     from unilab.eval.holosoma import prepare
     from unilab.interop.holosoma_onnx import HolosomaFormatError
 
@@ -161,8 +165,7 @@ def _onnx_source(args: argparse.Namespace, parser: argparse.ArgumentParser):
         checkpoint, overrides = task_overrides.split_targets(args.targets)
         if checkpoint is not None:
             raise ValueError(f"--onnx evaluates the file's policy: no RUN_DIR_OR_CHECKPOINT (got {checkpoint})")
-        explicit = args.task if args.task != parser.get_default("task") else None
-        return prepare(args.onnx, explicit, args.clip, overrides, args.threads, args.action_clip)
+        return prepare(args.onnx, task, args.clip, overrides, args.threads, args.action_clip)
     except (FileNotFoundError, ValueError, HolosomaFormatError) as err:
         parser.exit(2, f"unilab-eval: error: {err}\n")
     except RuntimeError as err:  # AssetError: the published policies cannot be fetched (the message says how)

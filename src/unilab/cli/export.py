@@ -37,13 +37,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "clips (default: the run's only clip)")
     p.add_argument("--urdf", default=None,
                    help="--format holosoma: the robot's URDF for holosoma_inference's forward kinematics (default: "
-                        "the G1's from the holosoma wheel for the built-in model)")
+                        "a built-in robot's, G1 or T1, from the holosoma wheel)")
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # task.KEY=VALUE may come after an option
     if args.format == "unilab":
         given = [f for f, v in (("--clip", args.clip), ("--urdf", args.urdf),
                                 ("task.KEY=VALUE", args.overrides or None)) if v]

@@ -9,7 +9,8 @@ tanh and clamp of ``unilab-export`` and outputs ``u = (scale_j / s_j) * a`` for 
 - tracking (``obs``, ``time_step`` -> ``actions``, ``joint_pos``, ``joint_vel``, ``ref_pos_xyz``, ``ref_quat_xyzw``):
   ``s_j = scale_j / bound_j`` in metadata ``action_scale`` (WholeBodyTrackingPolicy reads it), so ``u = bound_j * a``,
   the recipe's units, which is what the ``actions`` piece shows; one clip embedded as constant tables looked up at
-  ``clamp(time_step, 0, T-1)``, the reference body's (the task's anchor's) world pose, quaternion xyzw;
+  ``clamp(time_step, 0, T-1)`` (:mod:`unilab.motion_io.onnx_tables`), the reference body's (the task's anchor's)
+  world pose, quaternion xyzw;
 - locomotion (``actor_obs`` -> ``action``): ``s_j`` is holosoma_inference's locomotion ``policy_action_scale`` 0.25
   (LocomotionPolicy reads no metadata scale); with unilab's radians mode and joint-range bound ``u = bound_j * a``.
 
@@ -20,8 +21,8 @@ import meets them, :mod:`unilab.eval.holosoma`):
 
 - reference timing: holosoma_inference shows at decision n the motion its previous inference returned (``time_step``
   n - 1; the setup call's ``time_step`` 0 at decision 0), unilab's env the frame n + 1: the tables hold frame
-  ``t + 2`` at ``t`` (:data:`REFERENCE_LEAD`), so decisions n >= 1 see unilab's frame and decision 0 sees frame 2
-  instead of 1;
+  ``t + 2`` at ``t`` (:data:`REFERENCE_LEAD`, metadata ``reference_lead_frames``), so decisions n >= 1 see unilab's
+  frame and decision 0 sees frame 2 instead of 1;
 - start yaw: holosoma_inference removes the robot's yaw at the start and the table's at ``time_step`` 0 (frame 2):
   equal to unilab's observation when the robot starts on the clip's first frame and its yaw is frame 2's.
 
@@ -41,14 +42,16 @@ from typing import Any
 import numpy as np
 import onnx
 import torch
+from onnx import TensorProto, helper
 from torch import nn
 
 import unilab
 from unilab.algo.sac.agent import FastSAC
 from unilab.deploy.export import DeterministicPolicy, ExportError, save_with_metadata
 from unilab.interop.holosoma_actions import FALLBACK_SCALE
-from unilab.interop.holosoma_onnx import LOCO_INPUT, WBT_INPUTS, WBT_OUTPUTS
+from unilab.interop.holosoma_onnx import LOCO_INPUT
 from unilab.interop.holosoma_terms import ACTIONS, task_terms
+from unilab.motion_io.onnx_tables import CLIP_OUTPUTS, LEAD_KEY, TIME_STEP_INPUT, ClipTables, clip_graph_parts
 from unilab.runtime.checkpoint import apply_task_overrides, load_checkpoint
 from unilab.tasks import registry
 from unilab.tasks.registry import make_env, task_config
@@ -71,26 +74,17 @@ class HolosomaExport:
 
 
 class HolosomaGraph(nn.Module):
-    """holosoma's observation -> the policy's (gather, factor) -> deterministic action -> holosoma's output; with
-    ``tables`` (``(T, k)`` each: joint_pos, joint_vel, ref_pos_xyz, ref_quat_xyzw) also the clip at ``time_step``."""
+    """holosoma's observation -> the policy's (gather, factor) -> deterministic action -> holosoma's output."""
 
-    def __init__(self, agent: FastSAC, source: np.ndarray, factor: np.ndarray, out_scale: np.ndarray,
-                 tables: list[np.ndarray] | None = None):
+    def __init__(self, agent: FastSAC, source: np.ndarray, factor: np.ndarray, out_scale: np.ndarray):
         super().__init__()
         self.policy = DeterministicPolicy(agent)
         self.register_buffer("source", torch.as_tensor(source, dtype=torch.int64))
         self.register_buffer("factor", torch.as_tensor(factor, dtype=torch.float32))
         self.register_buffer("out_scale", torch.as_tensor(out_scale, dtype=torch.float32))
-        self.tables = nn.ParameterList([nn.Parameter(torch.as_tensor(t, dtype=torch.float32), requires_grad=False)
-                                        for t in tables or ()])
 
-    def forward(self, obs: torch.Tensor, time_step: torch.Tensor | None = None):
-        action = self.policy(obs.index_select(1, self.source) * self.factor) * self.out_scale
-        if time_step is None:
-            return action
-        last = self.tables[0].shape[0] - 1
-        index = time_step.long().squeeze(-1).clamp(0, last)
-        return (action, *(table[index] for table in self.tables))
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.policy(obs.index_select(1, self.source) * self.factor) * self.out_scale
 
 
 def _layout(env: Any, table: dict[str, tuple[str, ...]]) -> tuple[list[str], dict[str, int]]:
@@ -113,9 +107,9 @@ def _layout(env: Any, table: dict[str, tuple[str, ...]]) -> tuple[list[str], dic
     return terms, offset
 
 
-def _clip_tables(env: Any, clip: str | None) -> tuple[str, list[np.ndarray]]:
-    """The embedded clip: (name, [joint_pos, joint_vel, ref_pos_xyz, ref_quat_xyzw]) of ``clip`` (a name or index;
-    None: the run's only clip), frames leading by :data:`REFERENCE_LEAD`."""
+def _clip_tables(env: Any, clip: str | None) -> tuple[str, ClipTables]:
+    """The embedded clip: the name and tables of ``clip`` (a name or index; None: the run's only clip), the reference
+    body the env's anchor, frames leading by :data:`REFERENCE_LEAD`."""
     lib = env.motion
     names = [Path(f).stem for f in lib.files]
     if clip is None:
@@ -128,11 +122,12 @@ def _clip_tables(env: Any, clip: str | None) -> tuple[str, list[np.ndarray]]:
         c = int(clip)
     else:
         raise ExportError(f"--clip {clip!r}: not one of the run's clips {names}")
-    t = int(lib.num_frames[c])
-    rows = lib.clip_offsets[c] + np.minimum(np.arange(t) + REFERENCE_LEAD, t - 1)
-    quat = lib.body_quat_w[rows, env.anchor]
-    return names[c], [lib.joint_pos[rows], lib.joint_vel[rows], lib.body_pos_w[rows, env.anchor],
-                      quat[:, [1, 2, 3, 0]]]
+    rows = lib.clip_offsets[c] + np.arange(int(lib.num_frames[c]))
+    tables = ClipTables(joint_pos=lib.joint_pos[rows], joint_vel=lib.joint_vel[rows],
+                        ref_pos_xyz=lib.body_pos_w[rows, env.anchor],
+                        ref_quat_xyzw=lib.body_quat_w[rows, env.anchor][:, [1, 2, 3, 0]],
+                        dof_names=tuple(env.joint_names))
+    return names[c], tables.leading(REFERENCE_LEAD)
 
 
 def _urdf(cfg: Any, urdf: str | None, kind: str) -> str | None:
@@ -210,25 +205,38 @@ def export_holosoma(checkpoint: str | os.PathLike, out: str | os.PathLike, clip:
         if robot_urdf is not None:
             meta["robot_urdf"] = robot_urdf
         if kind == "wbt":
-            meta.update(clip=clip_name, reference_body=cfg.anchor_body, reference_lead_frames=REFERENCE_LEAD)
+            meta.update({"clip": clip_name, "reference_body": cfg.anchor_body, LEAD_KEY: REFERENCE_LEAD})
     finally:
         env.close()
-    graph = _onnx(HolosomaGraph(agent, source, factor, scale / s, tables).eval(), kind, env.obs_dim)
+    graph = _onnx(HolosomaGraph(agent, source, factor, scale / s).eval(), kind, env.obs_dim)
+    if tables is not None:
+        graph = _with_clip(graph, tables)
     out = save_with_metadata(graph, meta, out)
     return HolosomaExport(out, ckpt, kind, terms, int(source.size), meta)
 
 
 def _onnx(module: nn.Module, kind: str, obs_dim: int) -> onnx.ModelProto:
+    """The policy graph: ``obs`` -> ``actions`` (tracking) or ``actor_obs`` -> ``action`` (locomotion)."""
     buf = io.BytesIO()
-    obs = torch.zeros(1, obs_dim)
-    if kind == "wbt":
-        args, inputs, outputs = (obs, torch.zeros(1, 1)), list(WBT_INPUTS), list(WBT_OUTPUTS)
-    else:
-        args, inputs, outputs = (obs,), [LOCO_INPUT], ["action"]
+    inputs, outputs = (["obs"], ["actions"]) if kind == "wbt" else ([LOCO_INPUT], ["action"])
     axes = {name: {0: "batch"} for name in (*inputs, *outputs)}
     with warnings.catch_warnings(), torch.no_grad():  # TorchScript exporter: see unilab.deploy.export._onnx_graph
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.simplefilter("ignore", FutureWarning)
-        torch.onnx.export(module, args, buf, dynamo=False, opset_version=OPSET, input_names=inputs,
-                          output_names=outputs, dynamic_axes=axes)
+        torch.onnx.export(module, (torch.zeros(1, obs_dim),), buf, dynamo=False, opset_version=OPSET,
+                          input_names=inputs, output_names=outputs, dynamic_axes=axes)
     return onnx.load_model_from_string(buf.getvalue())
+
+
+def _with_clip(model: onnx.ModelProto, tables: ClipTables) -> onnx.ModelProto:
+    """``model`` with input ``time_step`` and the clip outputs of holosoma's tracking files
+    (:func:`unilab.motion_io.onnx_tables.clip_graph_parts`)."""
+    nodes, inits = clip_graph_parts(tables)
+    graph = model.graph
+    graph.node.extend(nodes)
+    graph.initializer.extend(inits)
+    graph.input.append(helper.make_tensor_value_info(TIME_STEP_INPUT, TensorProto.FLOAT, ["batch", 1]))
+    graph.output.extend(helper.make_tensor_value_info(
+        name, TensorProto.FLOAT, ["batch", getattr(tables, name).shape[1]]) for name in CLIP_OUTPUTS)
+    onnx.checker.check_model(model)
+    return model

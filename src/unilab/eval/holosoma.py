@@ -1,12 +1,14 @@
 """``unilab-eval --onnx FILE`` / ``play --onnx FILE``: a holosoma-format ONNX policy (:mod:`unilab.interop`) in a
 unilab env.
 
-The task is the one whose declared holosoma terms cover the file's (``--task`` picks among several); its config is the
-task's defaults with the file's ``kp`` / ``kd`` per joint name and, for a tracking file, the file's embedded clip with
-the base recovered by forward kinematics on the task's model (:mod:`unilab.interop.holosoma_clip`; written to
-``$UNILAB_CACHE/holosoma_clips/``) unless ``--clip`` names another. Each step the policy sees the file's observation
-assembled from the env's pieces (:class:`~unilab.interop.holosoma_terms.HolosomaObservation`) and its output becomes
-the env action that commands holosoma's PD targets (:class:`~unilab.interop.holosoma_actions.HolosomaActions`).
+The task is the registry task of the file's kind (tracking: motion_tracking, locomotion: locomotion) whose robot has
+exactly the file's ``dof_names`` as its joints, or the one ``--task`` names (checked the same way); its pieces must
+carry the file's terms. Its config is the task's defaults with the file's ``kp`` / ``kd`` per joint name and, for a
+tracking file, the file's embedded clip (:func:`unilab.motion_io.onnx_format.read_onnx`: the root recovered from the
+reference body's pose by forward kinematics on the task's model; written to ``$UNILAB_CACHE/holosoma_clips/``) unless
+``--clip`` names another. Each step the policy sees the file's observation assembled from the env's pieces
+(:class:`~unilab.interop.holosoma_terms.HolosomaObservation`) and its output becomes the env action that commands
+holosoma's PD targets (:class:`~unilab.interop.holosoma_actions.HolosomaActions`).
 
 Conventions the env keeps (holosoma_inference differs; the effect is small and zero where noted):
 
@@ -33,17 +35,17 @@ import numpy as np
 from unilab.assets.holosoma_inference import published_policy
 from unilab.cache import cache_dir
 from unilab.interop.holosoma_actions import HolosomaActions
-from unilab.interop.holosoma_clip import write_clip
-from unilab.interop.holosoma_onnx import PolicyFile, read_embedded_clip, read_policy_file, session
+from unilab.interop.holosoma_onnx import TASK_KINDS, PolicyFile, read_policy_file, session
 from unilab.interop.holosoma_terms import (
     HolosomaObservation,
     file_term_names,
     file_terms,
-    matching_task,
+    missing_terms,
     piece_widths,
     task_terms,
 )
 from unilab.runtime.checkpoint import apply_task_overrides
+from unilab.tasks import registry
 from unilab.tasks.registry import task_config
 
 IMPORT_TARGET_RANGE = 1000.0
@@ -135,12 +137,12 @@ def prepare(onnx: str, task: str | None = None, clip: str | None = None,
             overrides: dict[str, Any] | None = None, threads: int | None = None,
             action_clip: str = "holosoma") -> OnnxSource:
     """The :class:`OnnxSource` of ``onnx`` (a file or a published name); ``task``: the task to run it in (default:
-    the one whose holosoma terms cover the file's); ``clip``: a tracking file's clip (default: its embedded one);
+    :func:`choose_task`'s); ``clip``: a tracking file's clip (default: its embedded one);
     ``overrides``: ``task.KEY=VALUE`` changes on top; ``action_clip``: one of :data:`ACTION_CLIPS` (module doc)."""
     if action_clip not in ACTION_CLIPS:
         raise ValueError(f"--action-clip must be one of {', '.join(ACTION_CLIPS)}, got {action_clip!r}")
     policy = read_policy_file(resolve_file(onnx))
-    name = matching_task(file_term_names(policy), task)
+    name = choose_task(policy, task, overrides)
     task_raw: dict[str, Any] = {"name": name}
     if action_clip == "holosoma":
         task_raw.update(action_scale_mode="radians", action_scale=IMPORT_TARGET_RANGE,
@@ -165,15 +167,66 @@ def prepare(onnx: str, task: str | None = None, clip: str | None = None,
     return OnnxSource(policy, name, raw, clip_path, threads or 1, action_clip)
 
 
-def _embedded_clip(policy: PolicyFile, cfg: Any) -> Path:
-    """The file's clip as a unilab npz with the base recovered on ``cfg``'s model, cached by the file's content."""
-    from unilab.tasks.core.model import load_task_model  # noqa: PLC0415 - mujoco only when a clip is made
+def robot_joints(task: str, overrides: dict[str, Any] | None = None) -> list[str]:
+    """The joints of task ``task``'s robot (its model's, base excluded), with ``task.KEY=VALUE`` ``overrides``."""
+    from unilab.tasks.core.model import load_task_model  # noqa: PLC0415 - mujoco only once a file is read
+    from unilab.tasks.g1_motion_tracking.motion import model_joint_layout  # noqa: PLC0415
 
-    ref = policy.experiment("command", "setup_terms", "motion_command", "params", "motion_config", "body_name_ref")
-    ref_body = ref[0] if ref else cfg.anchor_body
+    cfg = task_config(task, apply_task_overrides({"name": task}, overrides))
+    return model_joint_layout(load_task_model(cfg))[0]
+
+
+def choose_task(policy: PolicyFile, task: str | None = None, overrides: dict[str, Any] | None = None) -> str:
+    """The task that runs ``policy``: ``task`` if given, else the registry task of the file's kind whose robot's joints
+    are the file's ``dof_names``; ValueError naming the file, the joints or the terms that do not fit."""
+    kind = TASK_KINDS[policy.kind]
+    names = set(policy.dof_names)
+    if task is not None:
+        if registry.kind(task) != kind:
+            raise ValueError(f"--task {task} is a {registry.kind(task)} task; {policy.path.name} is a {kind} policy "
+                             f"(tasks: {', '.join(registry.tasks_of_kind(kind))})")
+        joints = robot_joints(task, overrides)
+        if set(joints) != names:
+            raise ValueError(f"--task {task}: its robot's joints are not {policy.path.name}'s dof_names: "
+                             f"{_difference(policy.dof_names, joints)}")
+    else:
+        fits = [t for t in registry.tasks_of_kind(kind) if set(robot_joints(t, overrides)) == names]
+        if len(fits) != 1:
+            raise ValueError(f"{policy.path.name}: " + (
+                f"no {kind} task's robot has its {len(names)} joints ({_listed(policy.dof_names)})" if not fits
+                else f"the {kind} tasks {fits} all have its joints; pass --task"))
+        task = fits[0]
+    missing = missing_terms(file_term_names(policy), task)
+    if missing:
+        raise ValueError(f"{policy.path.name}: task {task} has no piece for its holosoma term(s) {missing}")
+    return task
+
+
+def _listed(names: list[str], most: int = 4) -> str:
+    return ", ".join(names[:most]) + (f", ... ({len(names)} in all)" if len(names) > most else "")
+
+
+def _difference(file_joints: list[str], robot_joints: list[str]) -> str:
+    """What differs between the file's joints and a robot's, a few names of each side."""
+    only_file = [n for n in file_joints if n not in robot_joints]
+    only_robot = [n for n in robot_joints if n not in file_joints]
+    return "; ".join(f"{what}: {_listed(names)}" for what, names in (
+        ("only in the file", only_file), ("only in the robot", only_robot)) if names) or "repeated names"
+
+
+def _embedded_clip(policy: PolicyFile, cfg: Any) -> Path:
+    """The file's clip as a unilab npz (the root recovered on ``cfg``'s model), cached by the file's content."""
+    from unilab.motion_io.convert import format_of, write_clip  # noqa: PLC0415 - mujoco only when a clip is made
+    from unilab.motion_io.onnx_format import read_onnx  # noqa: PLC0415
+    from unilab.tasks.core.model import load_task_model  # noqa: PLC0415
+
+    ref_body = policy.reference_body or cfg.anchor_body
     if ref_body != cfg.anchor_body:
         raise ValueError(f"{policy.path}: its reference body is {ref_body!r}, the task's anchor {cfg.anchor_body!r} "
                          f"(pass task.anchor_body={ref_body})")
+    model = load_task_model(cfg)
     digest = hashlib.sha256(policy.path.read_bytes()).hexdigest()[:12]
     out = cache_dir() / "holosoma_clips" / f"{policy.path.stem}-{digest}.npz"
-    return write_clip(read_embedded_clip(policy.path), load_task_model(cfg), ref_body, out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_clip(out, read_onnx(policy.path, model, policy.policy_fps, ref_body), model, format_of(out))
+    return out

@@ -5,7 +5,8 @@ Two kinds (holosoma_inference 0.1.3, ``policies/locomotion.py`` and ``policies/w
 - ``loco``: input ``actor_obs`` (1, D) -> output ``action`` (1, J) (the first output);
 - ``wbt`` (whole-body tracking): inputs ``obs`` (1, D) and ``time_step`` (1, 1) -> outputs ``actions`` (1, J) and the
   clip embedded as graph constants indexed by ``clamp(time_step, max=T-1)``: ``joint_pos`` / ``joint_vel`` (1, J),
-  ``ref_pos_xyz`` (1, 3) and ``ref_quat_xyzw`` (1, 4), the world pose of the reference body (the torso link).
+  ``ref_pos_xyz`` (1, 3) and ``ref_quat_xyzw`` (1, 4), the world pose of the reference body (the torso link); read by
+  :func:`unilab.motion_io.onnx_tables.embedded_clip`.
 
 ``metadata_props`` are JSON strings: ``dof_names`` (joint order of actions, dof_pos, dof_vel), ``kp``, ``kd``,
 ``robot_urdf`` (WBT: pinocchio computes the torso orientation from it), and in newer exports ``action_scale``
@@ -26,15 +27,15 @@ from typing import Any
 import numpy as np
 import onnx
 import onnxruntime as ort
-from onnx import numpy_helper
 
-KINDS = ("wbt", "loco")
-WBT_INPUTS = ("obs", "time_step")
-WBT_OUTPUTS = ("actions", "joint_pos", "joint_vel", "ref_pos_xyz", "ref_quat_xyzw")
+from unilab.motion_io.formats import HOLOSOMA_POLICY_FPS
+from unilab.motion_io.onnx_tables import CLIP_OUTPUTS, TIME_STEP_INPUT
+
+TASK_KINDS = {"wbt": "motion_tracking", "loco": "locomotion"}
+"""Each file kind and the kind of unilab task (``unilab.tasks.registry.Task.kind``) that runs it."""
+WBT_INPUTS = ("obs", TIME_STEP_INPUT)
+WBT_OUTPUTS = ("actions", *CLIP_OUTPUTS)
 LOCO_INPUT = "actor_obs"
-CLIP_FPS = 50.0
-"""The embedded clip's frame rate: one frame per policy step (holosoma_inference advances time_step by one per step
-at rl_rate 50 Hz)."""
 
 
 class HolosomaFormatError(ValueError):
@@ -54,18 +55,6 @@ class ObsTerm:
     @property
     def width(self) -> int:
         return self.dim * self.history
-
-
-@dataclass
-class EmbeddedClip:
-    """A WBT file's clip, one frame per policy step, joints in the file's ``dof_names`` order."""
-
-    joint_names: list[str]
-    joint_pos: np.ndarray  # (T, J) rad
-    joint_vel: np.ndarray  # (T, J) rad/s
-    ref_pos: np.ndarray  # (T, 3) world position of the reference body (m)
-    ref_quat_wxyz: np.ndarray  # (T, 4) its world orientation, (w, x, y, z)
-    fps: float = CLIP_FPS
 
 
 @dataclass
@@ -90,6 +79,22 @@ class PolicyFile:
     @property
     def kd(self) -> np.ndarray | None:
         return None if "kd" not in self.metadata else np.asarray(self.metadata["kd"], dtype=np.float64)
+
+    @property
+    def reference_body(self) -> str | None:
+        """A tracking file's reference body: metadata ``reference_body`` (``unilab-export --format holosoma``), else
+        the ``experiment_config``'s motion command ``body_name_ref``; None when the file names none."""
+        if isinstance(self.metadata.get("reference_body"), str):
+            return self.metadata["reference_body"]
+        ref = self.experiment("command", "setup_terms", "motion_command", "params", "motion_config", "body_name_ref")
+        return ref[0] if isinstance(ref, list) and ref else None
+
+    @property
+    def policy_fps(self) -> float:
+        """Policy steps per second, the embedded clip's frame rate: ``1 / control_dt`` of the metadata, else holosoma's
+        50 Hz (holosoma_inference advances ``time_step`` by one per step at ``rl_rate`` 50)."""
+        dt = self.metadata.get("control_dt")
+        return 1.0 / float(dt) if isinstance(dt, (int, float)) and dt > 0 else HOLOSOMA_POLICY_FPS
 
     def experiment(self, *keys: str) -> Any:
         """``experiment_config[k0][k1]...`` or None when the file has no such entry."""
@@ -170,51 +175,3 @@ def session(path: str | os.PathLike, threads: int = 1) -> ort.InferenceSession:
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = int(threads)
     return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-
-
-def _constant(model: onnx.ModelProto, name: str) -> np.ndarray | None:
-    for init in model.graph.initializer:
-        if init.name == name:
-            return numpy_helper.to_array(init)
-    for node in model.graph.node:
-        if node.op_type == "Constant" and node.output[0] == name:
-            return numpy_helper.to_array(node.attribute[0].t)
-    return None
-
-
-def read_embedded_clip(path: str | os.PathLike) -> EmbeddedClip:
-    """The clip a WBT file embeds: each motion output is ``Gather(table, clamp(time_step))`` of a constant table,
-    read directly (HolosomaFormatError naming the output when the graph computes it otherwise). A file whose metadata
-    ``reference_lead_frames`` is k (``unilab-export --format holosoma``: row t holds frame t + k) gives its frames
-    back in place, the first k repeating row 0."""
-    path = Path(path)
-    info = read_policy_file(path)
-    if info.kind != "wbt":
-        raise HolosomaFormatError(f"{path}: a locomotion policy embeds no clip")
-    model = onnx.load(str(path))
-    producer = {out: node for node in model.graph.node for out in node.output}
-    tables = {}
-    for name in WBT_OUTPUTS[1:]:
-        node, table = producer.get(name), None
-        while node is not None and node.op_type in ("Identity", "Squeeze", "Reshape", "Cast"):
-            node = producer.get(node.input[0])
-        if node is not None and node.op_type == "Gather":
-            table = _constant(model, node.input[0])
-        if table is None or table.ndim != 2:
-            raise HolosomaFormatError(f"{path}: output {name!r} is not a lookup in a constant (frames, k) table")
-        tables[name] = table.astype(np.float64)
-    t = {v.shape[0] for v in tables.values()}
-    if len(t) != 1:
-        raise HolosomaFormatError(f"{path}: the embedded tables have different frame counts {sorted(t)}")
-    j = len(info.dof_names)
-    for name, width in (("joint_pos", j), ("joint_vel", j), ("ref_pos_xyz", 3), ("ref_quat_xyzw", 4)):
-        if tables[name].shape[1] != width:
-            raise HolosomaFormatError(f"{path}: embedded {name} has {tables[name].shape[1]} columns, expected {width}")
-    lead = int(info.metadata.get("reference_lead_frames") or 0)
-    if 0 < lead < tables["joint_pos"].shape[0]:
-        for name, table in tables.items():
-            tables[name] = np.concatenate([np.repeat(table[:1], lead, axis=0), table[:-lead]])
-    quat = tables["ref_quat_xyzw"][:, [3, 0, 1, 2]]
-    quat /= np.linalg.norm(quat, axis=1, keepdims=True)
-    return EmbeddedClip(joint_names=list(info.dof_names), joint_pos=tables["joint_pos"],
-                        joint_vel=tables["joint_vel"], ref_pos=tables["ref_pos_xyz"], ref_quat_wxyz=quat)

@@ -1,8 +1,8 @@
-"""holosoma's observation terms in a unilab env: which task carries them, the file's term list, and the holosoma
-observation assembled from the env's own pieces.
+"""holosoma's observation terms in a unilab env: the terms a task's pieces carry, the file's term list, and the
+holosoma observation assembled from the env's own pieces.
 
 A task declares, next to its observation rows, the holosoma term each of its pieces is (``HOLOSOMA_TERMS`` in
-``unilab.tasks.<task>.observations``: term -> the pieces it concatenates). A file's terms are read from its metadata
+``unilab.tasks.<package>.observations``: term -> the pieces it concatenates). A file's terms are read from its metadata
 (``observation_layout``, else the ``experiment_config``'s actor group) or, for files that record neither (holosoma's
 published ones), holosoma_inference's own term lists (``config_values/observation.py``: ``wbt`` and
 ``loco_g1_29dof``/``loco_t1_29dof``, the same names); each term's width comes from the task's pieces.
@@ -39,28 +39,19 @@ ACTIONS = "actions"
 
 
 def task_terms(task: str) -> dict[str, tuple[str, ...]] | None:
-    """Task ``task``'s declared ``HOLOSOMA_TERMS``, or None when it declares none."""
+    """Task ``task``'s declared ``HOLOSOMA_TERMS`` (in its package's observations module), or None when it declares
+    none."""
     try:
-        module = import_module(f"unilab.tasks.{task}.observations")
-    except ModuleNotFoundError:
+        module = import_module(f"unilab.tasks.{TASKS[task].package}.observations")
+    except (KeyError, ModuleNotFoundError):
         return None
     return getattr(module, "HOLOSOMA_TERMS", None)
 
 
-def matching_task(names: Sequence[str], task: str | None = None) -> str:
-    """The task whose declared terms cover ``names`` (``task``: the one asked for, checked); ValueError naming the
-    terms and the candidates when none or several fit."""
-    if task is not None:
-        table = task_terms(task)
-        missing = sorted(set(names) - set(table or ()))
-        if table is None or missing:
-            raise ValueError(f"task {task!r} has no piece for holosoma's term(s) {missing or sorted(names)}")
-        return task
-    fits = [t for t in TASKS if (table := task_terms(t)) is not None and set(names) <= set(table)]
-    if len(fits) != 1:
-        raise ValueError(f"holosoma terms {sorted(names)}: " + ("no task has them" if not fits else
-                         f"tasks {fits} all have them; pass --task"))
-    return fits[0]
+def missing_terms(names: Sequence[str], task: str) -> list[str]:
+    """The terms of ``names`` no piece of task ``task`` carries (all of them when it declares none)."""
+    table = task_terms(task) or {}
+    return sorted(set(names) - set(table))
 
 
 def file_term_names(policy: PolicyFile) -> list[str]:
