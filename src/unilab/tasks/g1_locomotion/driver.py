@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from unilab.tasks.core.terms import compile_driver, driver_source
-from unilab.tasks.g1_locomotion.observations import OBS_PIECE_CALL, OBS_PIECES
-from unilab.tasks.g1_locomotion.rewards import REWARD_TERM_CALL, REWARD_TERMS
-from unilab.tasks.g1_locomotion.terminations import CONDITION_CALL, TERMINATIONS
+from unilab.tasks.core.terms import DriverSource, compile_driver, driver_source
+from unilab.tasks.g1_locomotion.observations import OBS_PIECES
+from unilab.tasks.g1_locomotion.rewards import REWARD_TERMS
+from unilab.tasks.g1_locomotion.terminations import TERMINATIONS
 
 START, GATHER, COMMAND, REWARDS, TERMINATE, OBSERVE, FINALS = 1, 2, 4, 8, 16, 32, 64
 STEP = GATHER | COMMAND | REWARDS | TERMINATE | OBSERVE | FINALS
@@ -41,7 +41,7 @@ from unilab.tasks.g1_locomotion.observations import gather_env
 
 @njit(cache=True, parallel=True, fastmath=False)
 def loco_driver(stages, s, rows, pool_state, index, gathered, terrain, cmd, cp, streams, start, params, weights,
-                thresholds, offs, noise_scale, noise_streams, lengths, returns, max_steps, bad, terms, reward, conds,
+                offs, noise_scale, noise_streams, lengths, returns, max_steps, bad, terms, reward, conds,
                 failed, out_reward, out_terminated, out_truncated, done, policy, critic, final_policy, final_critic,
                 terms_info, conds_info, obs_clip):
     start_qpos, start_qvel, default_pos, qpos_adr, action, last_action = start
@@ -78,15 +78,14 @@ def loco_driver(stages, s, rows, pool_state, index, gathered, terrain, cmd, cp, 
                 copy_final_obs(e, policy, critic, final_policy, final_critic)
 '''
 
-_BLOCKS = {"rewards": (REWARD_TERM_CALL, REWARD_TERMS), "terminations": (CONDITION_CALL, TERMINATIONS),
-           "observations": (OBS_PIECE_CALL, OBS_PIECES)}
+def loco_driver_source() -> DriverSource:
+    """The driver's source as compiled."""
+    return driver_source(_TEMPLATE, {"rewards": ("terms[e, {i}] = {call}", REWARD_TERMS),
+                                     "terminations": ("conds[e, {i}] = {call}", TERMINATIONS),
+                                     "observations": ("{call}", OBS_PIECES)},
+                         {"s": "s", "e": "e", "row": "row", "o": "offs[{i}]"})
 
 
 def loco_driver() -> Callable:
     """The compiled driver (see the module doc; arguments: the template)."""
-    return compile_driver(_TEMPLATE, _BLOCKS, "loco_driver")
-
-
-def loco_driver_source() -> str:
-    """The driver's source as compiled."""
-    return driver_source(_TEMPLATE, _BLOCKS)
+    return compile_driver(loco_driver_source(), "loco_driver")

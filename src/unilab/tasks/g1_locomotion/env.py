@@ -22,7 +22,7 @@ from unilab.tasks.core.symmetry import partner_indices
 from unilab.tasks.core.terrain import FLAT, add_to_spec, make_terrain
 from unilab.tasks.env_streams import env_streams
 from unilab.tasks.g1_locomotion.config import LocomotionConfig
-from unilab.tasks.g1_locomotion.driver import RESTART, SPLIT, START, STEP, loco_driver
+from unilab.tasks.g1_locomotion.driver import RESTART, SPLIT, START, STEP, loco_driver, loco_driver_source
 from unilab.tasks.g1_locomotion.observations import obs_layout
 from unilab.tasks.g1_locomotion.rewards import TERM_NAMES, RewardWeights
 from unilab.tasks.g1_locomotion.state import GATHERED, STEP_STATE, CommandParams, LocoArrays
@@ -76,7 +76,6 @@ class LocomotionEnv(DriverEnv):
         self.obs_scales = {"base_ang_vel": sc.base_ang_vel, "joint_vel": sc.joint_vel, "base_lin_vel": sc.base_lin_vel}
         """Each scaled piece's factor (its noise is drawn before it, as holosoma)."""
         self.noise_scale = self.layout.noise_scale(cfg.obs_noise, self.obs_scales)
-        self.thresholds = np.array([cfg.termination_force], dtype=np.float64)
         self.max_episode_steps = int(round(cfg.max_episode_length_s / self.control_dt))
         try:
             partner_indices(cfg.feet, "foot body")
@@ -104,6 +103,7 @@ class LocomotionEnv(DriverEnv):
         self.evaluating = False
         self._params = self._command_params()
         self.task_streams = env_streams(seed, n, tag=2)  # commands, gait, pushes, start states
+        self._driver_params = loco_driver_source().values(cfg)
         self._driver = loco_driver()
         self._no_start = (np.empty((0, self.pool.qpos.shape[1])), np.empty((0, self.pool.qvel.shape[1])))
 
@@ -134,7 +134,7 @@ class LocomotionEnv(DriverEnv):
             (self.qpos_adr, self.dof_adr, self.feet, self.foot_points, self.termination_bodies), self._gathered,
             self._terrain, self._cmd, self._params, self.task_streams,
             (sq, sv, self.default_joint_pos, self.qpos_adr, self.state.action, self.state.last_action),
-            self.rewards.params, self.rewards.weights, self.thresholds, self.layout.offsets, self.noise_scale,
+            self._driver_params, self.rewards.weights, self.layout.offsets, self.noise_scale,
             self.obs_noise_streams, self.book.lengths, self.book.returns, self.max_episode_steps,
             self._bad if bad is None else bad, self._terms, self._reward, self._conds, self._failed,
             out["reward"], out["terminated"], out["truncated"], self._done, policy, critic,

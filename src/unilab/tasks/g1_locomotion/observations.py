@@ -96,9 +96,6 @@ OBS_PIECES = (
 )
 NUM_POLICY = len(OBS_PIECES) - 1
 
-# a piece's line in a generated driver
-OBS_PIECE_CALL = "{f}(s, e, row, offs[{i}])"
-
 
 def obs_layout(num_joints: int) -> PieceLayout:
     """The actor and critic layout for ``num_joints`` joints (as many actions)."""

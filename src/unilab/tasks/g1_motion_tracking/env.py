@@ -30,7 +30,7 @@ from unilab.tasks.g1_motion_tracking.motion import MotionLibrary
 from unilab.tasks.g1_motion_tracking.observations import obs_layout
 from unilab.tasks.g1_motion_tracking.resets import StartFrameSampler, start_state
 from unilab.tasks.g1_motion_tracking.rewards import TERM_NAMES, RewardComputer
-from unilab.tasks.g1_motion_tracking.step_driver import RESTART, SPLIT, STEP, step_driver
+from unilab.tasks.g1_motion_tracking.step_driver import RESTART, SPLIT, STEP, step_driver, step_driver_source
 from unilab.tasks.g1_motion_tracking.terminations import CONDITION_NAMES
 from unilab.tasks.g1_motion_tracking.terms import GATHERED, STEP_STATE, TaskArrays
 
@@ -88,7 +88,6 @@ class MotionTrackingEnv(DriverEnv):
         self.ee_index = np.array([cfg.tracked_bodies.index(b) for b in cfg.end_effector_bodies], dtype=np.int64)
         self.qpos_adr = lib.joint_qposadr.astype(np.int64)
         self.dof_adr = lib.joint_dofadr.astype(np.int64)
-        self.thresholds = np.array([getattr(cfg.terminations, k) for k in CONDITION_NAMES], dtype=np.float64)
         self.rewards = RewardComputer(cfg.rewards, self.control_dt if cfg.reward_times_dt else 1.0)
         self.sampler = StartFrameSampler(lib, cfg.reset)
         self.layout = obs_layout(nj, len(cfg.tracked_bodies), cfg.policy_obs)  # the actor set picks the driver
@@ -118,8 +117,8 @@ class MotionTrackingEnv(DriverEnv):
             ref_body_ang=lib.body_ang_vel_w, ref_joint_pos=lib.joint_pos, ref_joint_vel=lib.joint_vel,
             soft_lo=self.soft_lo, soft_hi=self.soft_hi, default_joint_pos=self.default_joint_pos,
             action_bound=self.action_bound, joint_pos_bias=observed_joint_pos_bias(self.randomizer, nj),
-            contact_history=int(contacts_cfg.history_steps),
         )
+        self._params = step_driver_source(self.layout).values(cfg)
         self._step_driver = step_driver(self.layout)
 
     # ------------------------------------------------------------------
@@ -135,7 +134,7 @@ class MotionTrackingEnv(DriverEnv):
             (p.body_pos_w, p.body_quat_w, p.body_lin_vel_w, p.body_ang_vel_w, p.qpos, p.qvel),
             (self.body_ids, self.qpos_adr, self.dof_adr),
             self._gathered,
-            self.rewards.params, self.rewards.weights, self.thresholds, self.layout.offsets, self.noise_scale,
+            self._params, self.rewards.weights, self.layout.offsets, self.noise_scale,
             self.obs_noise_streams, self.book.lengths, self.book.returns, float(self.max_episode_steps),
             self._bad if bad is None else bad, self.state.action, self.state.last_action, self._terms, self._reward,
             self._conds, self._failed, out["reward"], out["terminated"], out["truncated"], self._done, policy, critic,

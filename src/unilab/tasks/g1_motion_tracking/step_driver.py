@@ -16,8 +16,8 @@ free (:mod:`unilab.sim.work_claims`: a late worker takes fewer, none waits for i
 ``update_state`` runs every stage but CLEAR; a restart runs GATHER | CLEAR | OBSERVE on the restarted rows.
 
 Rewards and terminations score the robot against the env's frame (``ref_index``), the observation shows the next
-(``ro``, clamped into the clip): the frame the next step's reward scores, as holosoma's motion command advances its
-clock after the reward and before the observation.
+(``obs_index``, clamped into the clip): the frame the next step's reward scores, as holosoma's motion command
+advances its clock after the reward and before the observation.
 
 Why one region: each region wakes the sleeping workers (passive OpenMP, :mod:`unilab.sim.numba_threads`) and waits
 for the slowest, a fork/join whose cost grows with the thread count while the work per thread shrinks; the seven
@@ -35,10 +35,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from unilab.tasks.core.observations import PieceLayout
-from unilab.tasks.core.terms import Term, compile_driver, driver_source
-from unilab.tasks.g1_motion_tracking.observations import OBS_PIECE_CALL
-from unilab.tasks.g1_motion_tracking.rewards import REWARD_TERM_CALL, REWARD_TERMS
-from unilab.tasks.g1_motion_tracking.terminations import CONDITION_CALL, TERMINATIONS
+from unilab.tasks.core.terms import DriverSource, compile_driver, driver_source
+from unilab.tasks.g1_motion_tracking.rewards import REWARD_TERMS
+from unilab.tasks.g1_motion_tracking.terminations import TERMINATIONS
 
 GATHER, REWARDS, TERMINATE, OBSERVE, FINALS, CLEAR = 1, 2, 4, 8, 16, 32
 STEP = GATHER | REWARDS | TERMINATE | OBSERVE | FINALS
@@ -50,14 +49,13 @@ _TEMPLATE = '''
 from unilab.sim.work_claims import LEAST_BYTES, claimed, new_counter, num_chunks
 from unilab.tasks.core.kernels import any_condition, any_nonzero, copy_final_obs, info_columns, weighted_sum, write_obs
 from unilab.tasks.g1_motion_tracking.observations import gather_env
-from unilab.tasks.g1_motion_tracking.motion import library_row
 from unilab.tasks.g1_motion_tracking.rewards import clear_contact_age, update_contact_age
 from unilab.tasks.g1_motion_tracking.step_driver import CLEAR, FINALS, GATHER, OBSERVE, REWARDS, TERMINATE
 from unilab.tasks.g1_motion_tracking.terminations import step_tail
 
 
 @njit(cache=True, parallel=True, fastmath=False)
-def step_driver(stages, s, rows, lookup, pool_state, index, gathered, params, weights, thresholds, offs, noise_scale,
+def step_driver(stages, s, rows, lookup, pool_state, index, gathered, params, weights, offs, noise_scale,
                 noise_streams, lengths, returns, max_steps, bad, action, last_action, terms, reward, conds, failed,
                 out_reward, out_terminated, out_truncated, done, policy, critic, final_policy, final_critic,
                 terms_info, conds_info, contacts, obs_clip):
@@ -76,7 +74,6 @@ def step_driver(stages, s, rows, lookup, pool_state, index, gathered, params, we
                 gather_env(e, clip, frame, clip_offsets, num_frames, pool_state, index, gathered)
             if stages & CLEAR:
                 clear_contact_age(e, contact_age)
-            r = s.ref_index[e]
             if stages & REWARDS:
                 update_contact_age(e, contact_force, contact_ids, contact_threshold, contact_age)
                 {rewards}
@@ -89,7 +86,6 @@ def step_driver(stages, s, rows, lookup, pool_state, index, gathered, params, we
                                     out_truncated)
                 info_columns(e, terms, conds, terms_info, conds_info)
             if stages & OBSERVE:
-                ro = library_row(clip_offsets, num_frames, clip[e], frame[e] + 1)
                 {observations}
                 write_obs(e, row, noise_scale, use_noise, noise_streams, obs_clip, policy, critic)
             if stages & FINALS and done[e]:
@@ -97,16 +93,14 @@ def step_driver(stages, s, rows, lookup, pool_state, index, gathered, params, we
 '''
 
 
-def _blocks(layout: PieceLayout) -> dict[str, tuple[str, tuple[Term, ...]]]:
-    return {"rewards": (REWARD_TERM_CALL, REWARD_TERMS), "terminations": (CONDITION_CALL, TERMINATIONS),
-            "observations": (OBS_PIECE_CALL, tuple(layout.pieces))}
+def step_driver_source(layout: PieceLayout) -> DriverSource:
+    """The driver's source for ``layout``'s observation pieces (``unilab-bench env-phases --show-driver`` prints it)."""
+    return driver_source(_TEMPLATE, {"rewards": ("terms[e, {i}] = {call}", REWARD_TERMS),
+                                     "terminations": ("conds[e, {i}] = {call}", TERMINATIONS),
+                                     "observations": ("{call}", tuple(layout.pieces))},
+                         {"s": "s", "e": "e", "row": "row", "o": "offs[{i}]"})
 
 
 def step_driver(layout: PieceLayout) -> Callable:
     """The driver for ``layout``'s observation pieces (see the module doc; arguments: the template)."""
-    return compile_driver(_TEMPLATE, _blocks(layout), "step_driver")
-
-
-def step_driver_source(layout: PieceLayout) -> str:
-    """The driver's source as compiled (``unilab-bench env-phases --show-driver`` prints it)."""
-    return driver_source(_TEMPLATE, _blocks(layout))
+    return compile_driver(step_driver_source(layout), "step_driver")

@@ -1,7 +1,8 @@
 """The per-env state of G1 tracking and the arrays every term function reads.
 
-Term functions share one signature ``f(s, e, r, p)``: ``s`` the env's :class:`TaskArrays`, ``e`` the env, ``r`` its
-reference frame (a motion library row), ``p`` the row's parameter (:mod:`unilab.tasks.core.terms`). State a new term
+Term functions read ``s``, the env's :class:`TaskArrays`, for env ``e`` (their other arguments: by name,
+:mod:`unilab.tasks.core.terms`); the reference frames are state rows: ``ref_index`` (what rewards and terminations
+score) and ``obs_index`` (what the observation shows). State a new term
 needs: a row in :data:`GATHERED` and its line in :func:`~.observations.gather_env` (which fills the rows in this
 order); the buffers, ``TaskArrays`` and the gather tuple follow.
 """
@@ -17,6 +18,7 @@ from unilab.tasks.core.state import StateSpec
 # dimensions: n envs, B tracked bodies, J joints, A actions, K undesired-contact bodies
 GATHERED = StateSpec((
     ("ref_index", ("n",), np.int64),  # each env's reference frame: a row of the motion library's arrays
+    ("obs_index", ("n",), np.int64),  # the frame its observation shows: the next, which the next step scores
     ("body_pos", ("n", "B", 3), np.float64),  # tracked bodies, world frame (velocities of the body origin)
     ("body_quat", ("n", "B", 4), np.float64),
     ("body_lin", ("n", "B", 3), np.float64),
@@ -47,5 +49,4 @@ TaskArrays = namedtuple("TaskArrays", [
     "soft_lo", "soft_hi", "default_joint_pos",        # (J,)
     "action_bound",    # (A,) factors from the [-1, 1] action to the recipe's (holosoma's) action
     "joint_pos_bias",  # (n, J) offsets of the default joint positions (domain randomization); (0, J): none
-    "contact_history", # int: a body counts while its contact_age is below this
 ])
