@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from unilab.tasks.core.driver import GATHER, OBSERVE, REWARDS, TERMINATE
 from unilab.tasks.core.symmetry import state_mirror
 from unilab.tasks.g1_locomotion.config import CurriculumConfig, LocomotionConfig
-from unilab.tasks.g1_locomotion.driver import GATHER, OBSERVE, REWARDS, TERMINATE
 from unilab.tasks.g1_locomotion.rewards import REWARD_TERMS, TERM_NAMES, RewardWeights
 
 pytestmark = pytest.mark.g1

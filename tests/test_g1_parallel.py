@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from unilab.sim import cpu, numba_threads
+from unilab.tasks.core.driver import GATHER, OBSERVE, REWARDS, TERMINATE, UPDATE
 from unilab.tasks.core.kernels import action_to_ctrl
 from unilab.tasks.env_streams import env_streams, fill_symmetric
 from unilab.tasks.g1_motion_tracking.config import (
@@ -27,9 +28,8 @@ from unilab.tasks.g1_motion_tracking.env import MotionTrackingEnv
 from unilab.tasks.g1_motion_tracking.observations import CRITIC_OBS, POLICY_OBS, obs_layout
 from unilab.tasks.g1_motion_tracking.resets import StartFrameSampler, start_state
 from unilab.tasks.g1_motion_tracking.rewards import REWARD_TERMS, TERM_NAMES
-from unilab.tasks.g1_motion_tracking.step_driver import GATHER, OBSERVE, REWARDS, TERMINATE
+from unilab.tasks.g1_motion_tracking.state import STATE
 from unilab.tasks.g1_motion_tracking.terminations import CONDITION_NAMES, TERMINATIONS
-from unilab.tasks.g1_motion_tracking.terms import GATHERED
 
 
 def _noisy_env(cfg, n=64, seed=5):
@@ -45,7 +45,7 @@ def _noisy_env(cfg, n=64, seed=5):
     return env
 
 
-def _parallel_update(env, rows, noise_streams, stages=(GATHER, REWARDS, TERMINATE, OBSERVE)):
+def _parallel_update(env, rows, noise_streams, stages=(GATHER, UPDATE, REWARDS, TERMINATE, OBSERVE)):
     """The env's step driver on the same state, outputs in the rows ``rows`` (noise from ``noise_streams``).
 
     ``stages``: the driver's stage masks, run in this order (one region each, or fused).
@@ -69,7 +69,7 @@ def _parallel_update(env, rows, noise_streams, stages=(GATHER, REWARDS, TERMINAT
         assert np.array_equal(info[0][i, rows], env._terms[rows, i].astype(np.float32), equal_nan=True), name
     for i, name in enumerate(CONDITION_NAMES):
         assert np.array_equal(info[1][i, rows], env._conds[rows, i]), name
-    state = tuple(b[rows] for b in GATHERED.values(env.state)[1:])  # the robot's; ref_index on its own
+    state = tuple(getattr(env.state, name)[rows] for name in STATE.names[1:])  # ref_index on its own
     return (env.state.ref_index[rows], state, env._terms[rows].copy(), env._reward[rows].copy(),
             env._conds[rows].copy(), out["obs"][rows], out["critic_obs"][rows])
 

@@ -187,7 +187,7 @@ def test_pd_gains_scale_kp_and_kd_per_env_and_joint_at_reset(tiny_cfg):
     np.testing.assert_array_equal(g[:, :, 1:], np.broadcast_to(env.model.actuator_gainprm[:, 1:], g[:, :, 1:].shape))
     # redrawn at a reset, for the reset envs only
     before = g.copy()
-    env._restart(np.array([3, 7]))
+    env.restart_rows(np.array([3, 7]), env.buffers())
     after = env.pool.batch.expanded("actuator_gainprm")
     moved = (after != before).any(axis=(1, 2))
     assert moved.tolist() == [i in (3, 7) for i in range(32)]
@@ -268,7 +268,7 @@ def test_push_timer_restarts_at_reset(tiny_cfg):
         env.step(np.zeros((8, 2), dtype=np.float32))
     assert (r.push_counter == 3).all()
     steps = r.push_steps.copy()
-    env._restart(np.array([1, 4]))
+    env.restart_rows(np.array([1, 4]), env.buffers())
     assert r.push_counter.tolist() == [3, 0, 3, 3, 0, 3, 3, 3]
     assert (r.push_steps[[0, 2, 3, 5, 6, 7]] == steps[[0, 2, 3, 5, 6, 7]]).all()
     assert np.all((r.push_steps >= 50) & (r.push_steps <= 150))  # U[1, 3] s at 0.02 s per step

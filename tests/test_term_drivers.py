@@ -3,16 +3,18 @@ they reach."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pytest
 from numba import njit
 
+from unilab.tasks.core.driver import step_driver_source
+from unilab.tasks.core.state import StateSpec
 from unilab.tasks.core.terms import Term, _reached_modules, compile_driver, driver_source
 from unilab.tasks.g1_motion_tracking.config import MotionTrackingConfig
+from unilab.tasks.g1_motion_tracking.env import MotionTrackingEnv
 from unilab.tasks.g1_motion_tracking.observations import obs_layout
-from unilab.tasks.g1_motion_tracking.step_driver import step_driver_source
 
 TEMPLATE = '''
 @njit(cache=True)
@@ -92,9 +94,25 @@ def test_two_rows_of_one_name_and_misplaced_parameters_are_refused():
 def test_the_cache_key_covers_every_module_the_step_driver_reaches():
     """An edit in any module whose jitted code the driver inlines must compile afresh: all are found by walking."""
     cfg = MotionTrackingConfig()
-    reached = _reached_modules(step_driver_source(obs_layout(29, len(cfg.tracked_bodies), cfg.policy_obs)).text)
+    layout = obs_layout(29, len(cfg.tracked_bodies), cfg.policy_obs)
+    reached = _reached_modules(step_driver_source(MotionTrackingEnv.rows, layout.pieces).text)
     for mod in ("unilab.sim.work_claims", "unilab.sim.quat", "unilab.tasks.env_streams",
                 "unilab.tasks.g1_motion_tracking.motion", "unilab.tasks.g1_motion_tracking.rewards",
                 "unilab.tasks.g1_motion_tracking.terminations", "unilab.tasks.g1_motion_tracking.observations",
-                "unilab.tasks.g1_motion_tracking.step_driver"):
+                "unilab.tasks.core.driver", "unilab.tasks.core.kernels", "unilab.tasks.core.contacts"):
         assert mod in reached, mod
+
+
+def test_a_driver_task_needs_the_action_rows_and_names_of_its_own():
+    rows = MotionTrackingEnv.rows
+    pieces = obs_layout(2, 3).pieces
+    with pytest.raises(ValueError, match=r"missing: \['last_action'\]"):
+        step_driver_source(replace(rows, state=StateSpec(tuple(r for r in rows.state.rows if r[0] != "last_action"))),
+                           pieces)
+    with pytest.raises(ValueError, match=r"template's own \(\['reward'\]\)"):
+        step_driver_source(replace(rows, writes=("reward",)), pieces)
+    # every row's line, by stage: a stateful row's update and its reset
+    text = step_driver_source(rows, pieces).text
+    assert "update_contact_age(s, e, contact_age, threshold=params[0])" in text
+    assert "reset_contact_age(s, e, contact_age)" in text
+    assert "timeout = timeout or timeouts_clip_end(s, e)" in text

@@ -171,29 +171,33 @@ def policy_obs_slices(num_joints: int, preset: str = "deployable") -> dict[str, 
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def gather_env(e, clip, frame, clip_offsets, num_frames, pool_state, index, gathered):
-    """Env ``e``'s motion library row of (``clip[e]``, ``frame[e]``) and robot state into its rows of ``gathered``
-    (:data:`~.terms.GATHERED`'s buffers, in its row order)."""
-    xpos, xquat, lin_w, ang_w, qpos, qvel = pool_state
-    body_ids, qpos_adr, dof_adr = index
-    (ref_index, obs_index, body_pos, body_quat, body_lin, body_ang, joint_pos, joint_vel, base_lin_b,
-     base_ang_b) = gathered
-    ref_index[e] = library_row(clip_offsets, num_frames, clip[e], frame[e])
-    obs_index[e] = library_row(clip_offsets, num_frames, clip[e], frame[e] + 1)
-    for b in range(body_ids.shape[0]):
-        i = body_ids[b]
+def gather_reference(s, e, ref_index, obs_index):
+    """Env ``e``'s reference frames: the motion library rows of its (clip, frame) and of the next frame."""
+    ref_index[e] = library_row(s.clip_offsets, s.num_frames, s.clip[e], s.frame[e])
+    obs_index[e] = library_row(s.clip_offsets, s.num_frames, s.clip[e], s.frame[e] + 1)
+
+
+@njit(cache=True, fastmath=False, inline="always")
+def gather_robot(s, e, body_pos, body_quat, body_lin, body_ang, joint_pos, joint_vel, base_lin_b, base_ang_b):
+    """Env ``e``'s tracked bodies, joints and base velocities from the pool."""
+    for b in range(s.body_ids.shape[0]):
+        i = s.body_ids[b]
         for c in range(3):
-            body_pos[e, b, c] = xpos[e, i, c]
-            body_lin[e, b, c] = lin_w[e, i, c]
-            body_ang[e, b, c] = ang_w[e, i, c]
+            body_pos[e, b, c] = s.body_pos_w[e, i, c]
+            body_lin[e, b, c] = s.body_lin_vel_w[e, i, c]
+            body_ang[e, b, c] = s.body_ang_vel_w[e, i, c]
         for c in range(4):
-            body_quat[e, b, c] = xquat[e, i, c]
-    for j in range(qpos_adr.shape[0]):
-        joint_pos[e, j] = qpos[e, qpos_adr[j]]
-        joint_vel[e, j] = qvel[e, dof_adr[j]]
+            body_quat[e, b, c] = s.body_quat_w[e, i, c]
+    qpos, qvel = s.qpos, s.qvel
+    for j in range(s.qpos_adr.shape[0]):
+        joint_pos[e, j] = qpos[e, s.qpos_adr[j]]
+        joint_vel[e, j] = qvel[e, s.dof_adr[j]]
     # floating base: qvel[0:3] is world linear velocity, qvel[3:6] body angular velocity
     v = qrot(qpos[e, 3], qpos[e, 4], qpos[e, 5], qpos[e, 6], qvel[e, 0], qvel[e, 1], qvel[e, 2], True)
     for c in range(3):
         base_lin_b[e, c] = v[c]
         base_ang_b[e, c] = qvel[e, 3 + c]
 
+
+GATHER = (Term("reference", gather_reference), Term("robot", gather_robot))
+"""The gather rows, in order."""

@@ -158,25 +158,25 @@ assert TRACKING_TERMS == tracking_term_names(), "a term's kind and its config de
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def update_contact_age(e, force, body_ids, threshold, contact_age):
+def update_contact_age(s, e, contact_age, threshold):
     """Env ``e``'s contact ages after a step: 0 for a body whose net contact force norm exceeds ``threshold``
-    (``force[e, b]``: of the step's last substep, as holosoma's MuJoCo backend samples it); saturating."""
-    for k in range(body_ids.shape[0]):
-        b = body_ids[k]
-        if force_norm(force, e, b) > threshold:
+    (of the step's last substep, as holosoma's MuJoCo backend samples it); saturating."""
+    for k in range(s.contact_bodies.shape[0]):
+        if force_norm(s.body_contact_force_w, e, s.contact_bodies[k]) > threshold:
             contact_age[e, k] = 0
         elif contact_age[e, k] < 1 << 30:
             contact_age[e, k] += 1
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def clear_contact_age(e, contact_age):
+def clear_contact_age(s, e, contact_age):
     """Env ``e`` restarted: no contact in its history (holosoma clears the contact-force history)."""
     for k in range(contact_age.shape[1]):
         contact_age[e, k] = 1 << 30
 
 
-
+# the stateful rows: the contact history undesired_contacts counts
+STATEFUL = (Term("contact_age", update_contact_age, config="rewards.undesired_contacts", reset=clear_contact_age),)
 
 class RewardComputer:
     """The step driver's weights of :data:`REWARD_TERMS` (x ``weight_scale``)."""

@@ -8,7 +8,6 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from unilab.tasks.core.kernels import settle_step
 from unilab.tasks.core.terms import Term
 
 
@@ -54,11 +53,10 @@ TERMINATIONS = (
 CONDITION_NAMES = tuple(t.name for t in TERMINATIONS)
 
 @njit(cache=True, fastmath=False, inline="always")
-def step_tail(e, failed, frame, clip, num_frames, lengths, max_steps, bad, reward, returns, terms, action,
-              last_action, out_reward, out_terminated, out_truncated):
-    """The step's end for env ``e`` (:func:`unilab.tasks.core.kernels.settle_step`) with its time-out: the clip's
-    last frame or ``max_steps``; returns done."""
-    timeout = frame[e] >= num_frames[clip[e]] - 1 or lengths[e] >= max_steps
-    return settle_step(e, failed, timeout, bad, reward, returns, terms, action, last_action, out_reward,
-                       out_terminated, out_truncated)
+def clip_end(s, e):
+    """Env ``e`` is at its clip's last frame."""
+    return s.frame[e] >= s.num_frames[s.clip[e]] - 1
 
+
+# time-outs (truncations) besides max_episode_length_s
+TIMEOUTS = (Term("clip_end", clip_end),)
