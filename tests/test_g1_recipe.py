@@ -8,6 +8,7 @@ import copy
 import mujoco
 import numpy as np
 import pytest
+from reference_helpers import g1_model  # tests/ is on the path (pytest's rootdir)
 from tiny_robot import ROBOT_XML, teleport
 
 from unilab.tasks.core.randomization import TERMS
@@ -107,10 +108,9 @@ def test_observation_shows_the_frame_the_next_reward_scores(tiny_cfg):
 def test_g1_effort_limits_are_holosomas():
     """config_values/robot.py g1_29dof dof_effort_limit_list (= the MJCF joints' actuatorfrcrange), not the
     motors' ctrlrange (88 for the 139 N m hip roll)."""
-    from unilab.assets import g1
-    from unilab.sim.mujoco.pd_model import effort_limits
+    from unilab.tasks.core.actuation import effort_limits
 
-    m = g1.load_model()
+    m = g1_model()
     effort = effort_limits(m)
     joint_of = {m.joint(int(m.actuator_trnid[a, 0])).name: effort[a] for a in range(m.nu)}
     assert sorted(joint_of) == sorted(G1_DOF_NAMES)
@@ -145,7 +145,7 @@ def test_g1_self_collisions_as_in_holosomas_wbt_experiment():
     wbt_fast_sac_enable_self_collisions = True  # config_values/wbt/g1/experiment.py, g1_29dof_wbt_fast_sac
     assert MotionTrackingConfig().self_collisions is wbt_fast_sac_enable_self_collisions
     assert ROBOT_CONAFFINITY == holosoma_robot_conaffinity(enable_self_collisions=False)
-    on, off = g1.load_model(), g1.load_model()
+    on, off = g1_model(), g1_model()
     changed = disable_self_collisions(off, "torso_link")
     robot = set(robot_bodies(off, "torso_link").tolist())
     assert changed == sum(1 for g in range(on.ngeom) if on.geom_bodyid[g] in robot
@@ -215,7 +215,7 @@ def test_friction_randomization_reaches_explicit_contact_pairs(tiny_cfg, tmp_pat
     floor = mujoco.mj_name2id(env.model, mujoco.mjtObj.mjOBJ_GEOM, "floor")
     box = mujoco.mj_name2id(env.model, mujoco.mjtObj.mjOBJ_GEOM, "base_box")
     for e in range(env.num_envs):
-        data = env.pool.batch.get_data(e)
+        data = env.pool._batch.get_data(e)
         pair = [i for i in range(data.ncon) if {data.contact.geom1[i], data.contact.geom2[i]} == {floor, box}]
         assert pair, f"env {e}: no floor-box contact"
         for i in pair:
@@ -268,7 +268,7 @@ def test_undesired_contacts_counts_bodies_touching_with_more_than_the_threshold(
     for step in range(10):
         if step == 3:
             env.pool.qvel[1, 2] = 3.0  # env 1 jumps off the floor: its contacts end, and leave the history later
-        states = env.pool.state_rows()
+        states = np.array(env.pool._batch.state, copy=True)
         history.append([_holosoma_touching(env.model, states[e], env.ctrl_default[e], cfg.decimation,
                                            env.contact_bodies, 1.0) for e in range(3)])
         _, _, term, trunc, info = env.step(zero)

@@ -1,6 +1,6 @@
 """Where env.step time goes: backend_step / update_state / reset_done, wall ms and cores used.
 
-Steps a G1 env (``--task``: motion tracking or locomotion) with random actions, then a bare BatchEnvPool of the
+Steps a G1 env (``--task``: motion tracking or locomotion) with random actions, then a bare physics pool of the
 same PD model, env count, thread sizing, substeps and post-step stage (``contacts``) from the same start states
 ("raw pool"), and prints per run
 
@@ -15,7 +15,7 @@ reset_done). update_state runs its stages in one parallel region, so its sub-pha
 stages one region each (``split_sub_phases``, interleaved in blocks with the others; same results), whose
 update_state total is printed too; a spin check (raw ``pool.step`` right after a parallel host phase vs alone:
 Numba's workers must not steal MuJoCo's cycles); and an Amdahl projection of each phase and of the host share to
-16, 32 and 64 cores from the parallel fraction measured here (DESIGN.md, "Scaling rule"; not a measurement).
+16, 32 and 64 cores from the parallel fraction measured here (:func:`amdahl`; not a measurement).
 
     python scripts/benchmark/env/benchmark_env_step_phase_cpu.py --num-envs 1024 --steps 100
     python scripts/benchmark/env/benchmark_env_step_phase_cpu.py --compare-cpu-ids 0-1 --json out.json
@@ -38,7 +38,7 @@ import psutil
 
 from unilab.bench.report import format_table, write_json
 from unilab.sim import cpu
-from unilab.sim.mujoco.pool import BatchEnvPool
+from unilab.sim.physics import make_pool
 from unilab.tasks.core.driver import OBSERVE, REWARDS, SPLIT
 from unilab.tasks.core.driver_env import SUBPHASES
 from unilab.telemetry.phase_timer import PhaseTimer
@@ -146,8 +146,8 @@ class _RawRunner:
         n = env.num_envs
         self.env = env
         # the env's pool settings, its post-step stage (contacts) included: the ratio is the host phases' cost
-        self.pool = BatchEnvPool(env.model, n, outputs=("xpos", "xquat", "cvel", "subtree_com"),
-                                 substeps=env.cfg.decimation, **{"contacts": env.pool.contacts, **pool_kwargs})
+        self.pool = make_pool(env.model, n, outputs=(), substeps=env.cfg.decimation,
+                              **{"contacts": env.pool.contacts, **pool_kwargs})
         self.ids = np.arange(n)
         self.q0, self.v0 = start_qpos, start_qvel
         self.pool.reset(self.ids, self.q0, self.v0)

@@ -60,7 +60,7 @@ class DriverRows:
     state: StateSpec
     """Per-env state rows (``action`` and ``last_action`` among them); every row function may write one by name."""
     writes: tuple[str, ...] = ()
-    """Other arrays row functions write, by name (the env's ``driver_writes``: random streams, a pool array)."""
+    """Other arrays row functions write, by name (``DriverEnv._compile_driver``'s: random streams, a pool array)."""
     start: tuple[Term, ...] = ()
     gather: tuple[Term, ...] = ()
     stateful: tuple[Term, ...] = ()
@@ -76,7 +76,7 @@ class DriverRows:
         return (*self.state.names, *self.writes)
 
 
-_TEMPLATE = '''
+TEMPLATE = '''
 from unilab.sim.work_claims import LEAST_BYTES, claimed, new_counter, num_chunks
 from unilab.tasks.core.driver import FINALS, GATHER, OBSERVE, RESET, REWARDS, START, TERMINATE, UPDATE
 from unilab.tasks.core.kernels import (any_condition, any_nonzero, copy_final_obs, info_columns, settle_step,
@@ -127,7 +127,7 @@ def step_driver(stages, rows, s, w, params, weights, book, scratch, obs, out):
 
 # every name the template binds or reads (a state row of one of these names would shadow it)
 _TEMPLATE_NAMES = {node.id if isinstance(node, ast.Name) else node.arg
-                   for node in ast.walk(ast.parse(re.sub(r"\{\w+\}", "pass", _TEMPLATE)))
+                   for node in ast.walk(ast.parse(re.sub(r"\{\w+\}", "pass", TEMPLATE)))
                    if isinstance(node, (ast.Name, ast.arg))}
 
 
@@ -141,7 +141,7 @@ def step_driver_source(rows: DriverRows, pieces: tuple[Term, ...]) -> DriverSour
         raise ValueError(f"a driver task needs state rows {REQUIRED_STATE} (missing: {missing}) and no state or "
                          f"written array named like the template's own ({taken})")
     unpack = textwrap.fill(", ".join(written), 100, subsequent_indent="    " * 2)
-    template = _TEMPLATE.replace("{unpack}", f"({unpack}) = w" if len(written) > 1 else f"{written[0]}, = w")
+    template = TEMPLATE.replace("{unpack}", f"({unpack}) = w" if len(written) > 1 else f"{written[0]}, = w")
     names = {"s": "s", "e": "e", "i": "i", "row": "row", "o": "offs[{i}]", "lengths": "lengths",
              **{name: name for name in written}}
     resets = tuple(replace(t, func=t.reset) for t in rows.stateful if t.reset is not None)

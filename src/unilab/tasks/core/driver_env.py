@@ -5,7 +5,8 @@
 randomizer's step terms) and steps the pool; ``update_state`` runs the driver's stages in one parallel region (or,
 with ``split_sub_phases``, one timed region per stage: the benchmark's breakdown, same results); ``reset_done``
 records the ended episodes and restarts them. A task supplies its rows (``rows``), the struct its rows read
-(``arrays``), the arrays they write (``driver_writes``), its start states (``start_state``) and hooks.
+(``arrays``, :meth:`DriverEnv._struct`), the arrays they write besides the state (:meth:`DriverEnv._compile_driver`),
+its start states (``start_state``) and hooks.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import mujoco
 import numpy as np
 
 from unilab.sim import numba_threads
-from unilab.sim.physics import BODY_STATE, CONTACT_FORCE, make_pool
+from unilab.sim.physics import BODY_STATE, CONTACT_FORCE, OutputUnavailable, make_pool
 from unilab.sim.physics import SUBPHASES as POOL_SUBPHASES
 from unilab.sim.spec import FINAL
 from unilab.tasks.base import Buffers, EpisodeBook, Obs, PoolEnv, StepResult, observations, result
@@ -65,22 +66,24 @@ class DriverEnv(PoolEnv):
         self.action_dim = int(self.model.nu)
         return act
 
-    def _make_pool(self, pool_kwargs: dict | None, seed: int, body: str, contacts_error: str | None) -> None:
+    def _make_pool(self, pool_kwargs: dict | None, seed: int, body: str, contacts_key: str | None) -> None:
         """The physics pool (``pool_kwargs``: the ``sim.*`` options), its timer, Numba's host threads and the
         randomizer (``body``: the base body its terms default to).
 
-        ``contacts_error``: the task reads contact forces (``CONTACT_FORCE``), and this is the error a pool asked for
-        with ``contacts=False`` gets; None: by default the stage after a step or reset skips collision (restarts'
+        ``contacts_key``: the config key whose rows read contact forces (``CONTACT_FORCE``), named in the error of a
+        pool that cannot give them; None: by default the stage after a step or reset skips collision (restarts'
         forward ~2.5x cheaper, same values).
         """
         kwargs = dict(pool_kwargs or {})
-        contact_outputs = (CONTACT_FORCE,) if contacts_error else ()
+        contact_outputs = (CONTACT_FORCE,) if contacts_key else ()
         outputs = tuple(dict.fromkeys([*kwargs.pop("outputs", ()), *BODY_STATE, *contact_outputs]))
         kwargs.setdefault("substeps", self.cfg.decimation)
-        if contacts_error and kwargs.get("contacts") is False:
-            raise ValueError(contacts_error)
-        kwargs.setdefault("contacts", bool(contacts_error))
-        self.pool = make_pool(self.model, self.num_envs, outputs=outputs, **kwargs)
+        kwargs.setdefault("contacts", bool(contacts_key))
+        try:
+            self.pool = make_pool(self.model, self.num_envs, outputs=outputs, **kwargs)
+        except OutputUnavailable as err:
+            raise ValueError(f"{contacts_key} reads contact forces, which this physics pool cannot give: {err}"
+                             ) from err
         self.timer = PhaseTimer()
         self.pool.timer = self.timer  # backend_step's sub-phases: physics, check_health
         self.host_thread_ids = numba_threads.configure(self.pool.nthread, self.pool.cpu_ids)

@@ -135,7 +135,7 @@ def pd_gains_reset(r: DomainRandomizer, cfg, rng, rows: np.ndarray) -> None:
 @njit(cache=True, parallel=True, fastmath=False)
 def _pd_gains_reset(rows, streams, kp_range, kd_range, kp, kd, kp_scale, kd_scale, gainprm, biasprm):
     """Per restarted env (its own stream): a kp and a kd factor per actuator, and the PD servo of
-    pd_model.make_pd_model with them: force = gain0 ctrl + bias1 q + bias2 qdot = kp (ctrl - q) - kd qdot."""
+    actuation.make_pd_model with them: force = gain0 ctrl + bias1 q + bias2 qdot = kp (ctrl - q) - kd qdot."""
     for i in prange(rows.shape[0]):
         e = rows[i]
         for a in range(kp.shape[0]):

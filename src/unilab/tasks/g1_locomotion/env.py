@@ -14,7 +14,6 @@ import numpy as np
 
 from unilab.tasks.base import Buffers
 from unilab.tasks.core.collisions import disable_self_collisions, matching_bodies
-from unilab.tasks.core.contacts import require_contact_forces
 from unilab.tasks.core.driver import START, DriverRows
 from unilab.tasks.core.driver_env import DriverEnv
 from unilab.tasks.core.joints import match_joint_values
@@ -66,9 +65,7 @@ class LocomotionEnv(DriverEnv):
         self.foot_points = _body_ids(self.model, cfg.foot_points, "task.foot_points")
         self.termination_bodies = matching_bodies(self.model, cfg.base_body, cfg.termination_bodies,
                                                   "task.termination_bodies")
-        require_contact_forces(self.model, "task.termination_bodies")
-        self._make_pool(pool_kwargs, seed, cfg.base_body,
-                        "g1_locomotion's termination reads contact forces: drop contacts=False")
+        self._make_pool(pool_kwargs, seed, cfg.base_body, "task.termination_bodies")
 
         self.qpos_adr = self.model.jnt_qposadr[1:].astype(np.int64)
         self.dof_adr = self.model.jnt_dofadr[1:].astype(np.int64)

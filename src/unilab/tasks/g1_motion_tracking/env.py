@@ -19,7 +19,6 @@ import numpy as np
 from unilab.sim.physics import CONTACT_FORCE
 from unilab.tasks.base import Buffers, Obs, observations
 from unilab.tasks.core.collisions import disable_self_collisions, matching_bodies
-from unilab.tasks.core.contacts import require_contact_forces
 from unilab.tasks.core.driver import RESTART, DriverRows
 from unilab.tasks.core.driver_env import DriverEnv
 from unilab.tasks.core.model import load_task_model
@@ -70,17 +69,14 @@ class MotionTrackingEnv(DriverEnv):
         # reset joint noise is clipped to holosoma's simulator soft limits (robot soft_dof_pos_limit)
         self.reset_lo, self.reset_hi = act.limits(cfg.reset.noise.joint_pos_limit_factor)
 
-        # the undesired_contacts bodies (under the anchor's root); their net contact force is computed in a
-        # step only for a model with an acceleration-stage sensor (the G1 MJCF has an accelerometer)
+        # the undesired_contacts bodies (under the anchor's root): with them, the pool gives contact forces
         contacts_cfg = cfg.rewards.undesired_contacts
         self.contact_bodies = np.zeros(0, dtype=np.int64)
         if contacts_cfg.weight != 0:
-            require_contact_forces(self.model, "task.rewards.undesired_contacts (or set its weight to 0)")
             self.contact_bodies = matching_bodies(self.model, cfg.anchor_body, contacts_cfg.bodies,
                                                   "task.rewards.undesired_contacts.bodies", full=False)
-        self._make_pool(pool_kwargs, seed, cfg.anchor_body,
-                        ("task.rewards.undesired_contacts needs the pool's contacts; set its weight to 0 or drop "
-                         "contacts=False") if self.contact_bodies.size else None)
+        self._make_pool(pool_kwargs, seed, cfg.anchor_body, "task.rewards.undesired_contacts (set its weight to 0 "
+                        "to turn it off)" if self.contact_bodies.size else None)
 
         self.body_ids = lib.body_ids.astype(np.int64)
         self.anchor = int(lib.anchor_index)
