@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from reference_helpers import g1_model  # tests/ is on the path (pytest's rootdir)
 
 from unilab.assets import cli, g1, holosoma
 
@@ -212,7 +213,7 @@ def test_real_fetch_and_model(tmp_path):
     res = holosoma.ensure_assets(tmp_path / "cache", progress=False)
     assert res.rebuilt
     assert holosoma.verify_assets(tmp_path / "cache") == []
-    model = g1.load_model(tmp_path / "cache")
+    model = g1_model(tmp_path / "cache")
     assert (model.nq, model.nv, model.nu, model.nbody) == (36, 35, 29, 33)
     clips = g1.motion_paths(tmp_path / "cache")
     assert clips and all(p.suffix == ".npz" and "_w_obj" not in p.name for p in clips)

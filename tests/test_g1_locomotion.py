@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from reference_helpers import state_mirror  # tests/ is on the path (pytest's rootdir)
 
 from unilab.tasks.core.driver import GATHER, OBSERVE, REWARDS, TERMINATE
-from unilab.tasks.core.symmetry import state_mirror
 from unilab.tasks.g1_locomotion.config import CurriculumConfig, LocomotionConfig
 from unilab.tasks.g1_locomotion.rewards import REWARD_TERMS, TERM_NAMES, RewardWeights
+from unilab.tasks.registry import task_config
 
 pytestmark = pytest.mark.g1
 N = 16
@@ -432,7 +433,7 @@ def test_domain_randomization_is_holosomas_locomotion_recipe():
     cfg = eval_config(LocomotionConfig(), pushes=True)
     assert not any(cfg.randomization.active(t) for t in ("friction", "mass", "pd_gains", "action_delay"))
     with pytest.raises(ValueError, match="task.randomization.push: not used by g1_locomotion"):
-        LocomotionConfig().from_dict({"randomization": {"push": {"enabled": True}}})
+        task_config("g1_locomotion", {"randomization": {"push": {"enabled": True}}})
     assert mujoco.mj_name2id(env.model, mujoco.mjtObj.mjOBJ_BODY, "torso_link") == torso
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 import pytest
+from reference_helpers import g1_model, quat_error_angle, quat_mul  # tests/ is on the path (pytest's rootdir)
 
-from unilab.sim.quat import quat_error_angle, quat_mul, quat_normalize, quat_slerp
+from unilab.sim.quat import quat_normalize, quat_slerp
 from unilab.tasks.g1_motion_tracking.motion import MotionFileError, MotionLibrary, resample_indices
 
 TINY_XML = """
@@ -231,7 +232,7 @@ def test_g1_fk_matches_npz_body_poses():
     """
     from unilab.assets import g1
 
-    model = g1.load_model()
+    model = g1_model()
     names = [model.body(i).name for i in range(1, model.nbody)]
     for path in g1.motion_paths(include_terrain_clips=True):
         with np.load(path) as npz:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 import pytest
+from reference_helpers import QUAT, g1_model, state_mirror  # tests/ is on the path (pytest's rootdir)
 
-from unilab.tasks.core.symmetry import joint_mirror, partner_name, state_mirror
+from unilab.tasks.core.symmetry import joint_mirror, partner_name
 
 
 def test_partner_names_swap_whole_side_words_only():
@@ -106,9 +107,7 @@ def test_axes_that_are_not_mirror_images_are_refused_by_name():
 
 @pytest.mark.g1
 def test_g1_mirror_maps_each_joint_range_onto_its_partner_and_steps_mirrored():
-    from unilab.assets import g1
-
-    model = g1.load_model()
+    model = g1_model()
     sm = state_mirror(model)
     ranges = model.jnt_range[1:]
     np.testing.assert_allclose(np.sort(sm.joints(ranges.T).T, axis=1), ranges, atol=1e-6)
@@ -119,7 +118,7 @@ def test_g1_mirror_maps_each_joint_range_onto_its_partner_and_steps_mirrored():
 
 def _mirrored_clip(src, dst, model) -> None:
     """Write the mirror image of clip ``src`` (the fields the motion library reads) to ``dst``."""
-    from unilab.tasks.core.symmetry import AXIAL, QUAT, REFLECT
+    from unilab.tasks.core.symmetry import AXIAL, REFLECT
 
     d = np.load(src)
     names = [str(n) for n in d["joint_names"]]
@@ -145,7 +144,7 @@ def test_g1_observations_of_the_mirrored_robot_on_the_mirrored_clip_are_the_mirr
     from unilab.tasks.g1_motion_tracking.config import MotionTrackingConfig, ResetConfig
     from unilab.tasks.g1_motion_tracking.env import MotionTrackingEnv
 
-    model = g1.load_model()
+    model = g1_model()
     clip = g1.motion_paths()[0]
     _mirrored_clip(clip, tmp_path / "mirrored.npz", model)
     envs = []

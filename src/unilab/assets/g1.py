@@ -5,8 +5,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import mujoco
-
 from unilab.assets.holosoma import MOTION_PREFIX, WHEEL_DATA_PREFIX, ensure_assets, manifest_paths
 
 SCENE_REL = "robots/g1/scenes/scene_g1_29dof_wbt_plane.xml"
@@ -37,8 +35,3 @@ def motion_paths(cache_dir: str | os.PathLike | None = None, *, include_object_c
     return [p for p in manifest_paths(assets_root(cache_dir), MOTIONS_REL, (".npz",))
             if (include_object_clips or OBJECT_CLIP_MARKER not in p.name)
             and (include_terrain_clips or not any(m in p.name for m in TERRAIN_CLIP_MARKERS))]
-
-
-def load_model(cache_dir: str | os.PathLike | None = None) -> mujoco.MjModel:
-    """Compile the G1 scene into an MjModel."""
-    return mujoco.MjModel.from_xml_path(str(scene_xml_path(cache_dir)))

@@ -4,13 +4,11 @@ only to change its default (``train --help`` reads the docstrings along the clas
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Self
 
 from unilab.assets import g1_actuation
-from unilab.dataclass_config import build_dataclass, check_fields
+from unilab.dataclass_config import check_fields
 from unilab.tasks.core.model import INTEGRATORS
 
 ACTION_SCALE_MODES = ("effort_over_kp", "radians")
@@ -83,8 +81,3 @@ class RobotTaskConfig:
         """The user's model exists (checked before training starts anything)."""
         if self.model_xml is not None and not Path(self.model_xml).expanduser().is_file():
             raise ValueError(f"task.model_xml={self.model_xml}: no such file (expected an MJCF file, or null)")
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Self:
-        """Build from a plain mapping (e.g. ``OmegaConf.to_container(cfg.task)``); unknown keys raise."""
-        return build_dataclass(cls, data, "task")

@@ -17,4 +17,3 @@ def contact(s, e, threshold):
 
 # the table: order = column of info["termination_terms"]
 TERMINATIONS = (Term("contact", contact, config="termination_force"),)
-CONDITION_NAMES = tuple(t.name for t in TERMINATIONS)

@@ -164,11 +164,6 @@ def obs_layout(num_joints: int, num_bodies: int, preset: str = "deployable") -> 
     return PieceLayout(pieces, len(mine), num_joints, num_bodies)
 
 
-def policy_obs_slices(num_joints: int, preset: str = "deployable") -> dict[str, slice]:
-    """Where each named piece sits in the policy observation."""
-    return obs_layout(num_joints, 0, preset).policy_slices
-
-
 
 @njit(cache=True, fastmath=False, inline="always")
 def gather_reference(s, e, ref_index, obs_index):

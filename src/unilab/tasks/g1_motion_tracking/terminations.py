@@ -50,7 +50,6 @@ TERMINATIONS = (
     Term("anchor_orientation", anchor_orientation),
     Term("end_effector_height", end_effector_height),
 )
-CONDITION_NAMES = tuple(t.name for t in TERMINATIONS)
 
 @njit(cache=True, fastmath=False, inline="always")
 def clip_end(s, e):
