@@ -146,8 +146,10 @@ class _RawRunner:
         n = env.num_envs
         self.env = env
         # the env's pool settings, its post-step stage (contacts) included: the ratio is the host phases' cost
-        self.pool = make_pool(env.model, n, outputs=(), substeps=env.cfg.decimation,
-                              **{"contacts": env.pool.contacts, **pool_kwargs})
+        # the fields the env's pool copies out after each call for its body state (MuJoCo's), without its velocity
+        # shift (backend_step's check_health)
+        self.pool = make_pool(env.model, n, outputs=("xpos", "xquat", "cvel", "subtree_com"),
+                              substeps=env.cfg.decimation, **{"contacts": env.pool.contacts, **pool_kwargs})
         self.ids = np.arange(n)
         self.q0, self.v0 = start_qpos, start_qvel
         self.pool.reset(self.ids, self.q0, self.v0)
