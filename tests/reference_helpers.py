@@ -1,4 +1,4 @@
-"""Reference helpers only the tests use: NumPy quaternion products, the mirror of a free-floating robot's state,
+"""Reference helpers only the tests use: a quaternion error angle, the mirror of a free-floating robot's state,
 a stream's draws in bulk, a thread's CPU set."""
 
 from __future__ import annotations
@@ -10,21 +10,10 @@ import mujoco
 import numpy as np
 from numba import njit, prange
 
-from unilab.assets import g1
 from unilab.tasks.core.symmetry import AXIAL, REFLECT, JointMirror, joint_mirror
 from unilab.tasks.env_streams import next_symmetric
 
 QUAT = np.array([1.0, -1.0, 1.0, -1.0])  # how a (w, x, y, z) rotation quaternion maps under the mirror
-
-
-def quat_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Hamilton product ``a * b``."""
-    aw, ax, ay, az = np.moveaxis(a, -1, 0)
-    bw, bx, by, bz = np.moveaxis(b, -1, 0)
-    return np.stack([aw * bw - ax * bx - ay * by - az * bz,
-                     aw * bx + ax * bw + ay * bz - az * by,
-                     aw * by - ax * bz + ay * bw + az * bx,
-                     aw * bz + ax * by - ay * bx + az * bw], axis=-1)
 
 
 def quat_error_angle(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -82,7 +71,3 @@ def thread_affinity(tid: int) -> set[int]:
     """The CPU set thread ``tid`` may run on (Linux)."""
     return set(os.sched_getaffinity(tid))
 
-
-def g1_model(cache_dir: str | os.PathLike | None = None) -> mujoco.MjModel:
-    """The built-in G1 scene, compiled."""
-    return mujoco.MjModel.from_xml_path(str(g1.scene_xml_path(cache_dir)))

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from reference_helpers import g1_model  # tests/ is on the path (pytest's rootdir)
 
 from unilab.assets import cli, g1, holosoma
 
@@ -19,6 +18,9 @@ FAKE_MEMBERS = {
     "holosoma/data/robots/g1/scenes/scene_g1_29dof_wbt_plane.xml":
         b"<mujoco><include file='../g1_29dof.xml'/></mujoco>\n",
     "holosoma/data/robots/g1/meshes/pelvis.STL": bytes(range(256)) * 40,
+    "holosoma/data/robots/t1/t1_29dof.xml": b"<mujoco model='fake T1'/>\n",
+    "holosoma/data/robots/t1/t1_29dof.urdf": b"<robot/>\n",
+    "holosoma/data/robots/t1/meshes/Trunk.STL": bytes(range(256)) * 30,
     "holosoma/data/motions/g1_29dof/whole_body_tracking/terrain_slope.obj": b"v 0 0 0\n",
 }
 
@@ -213,7 +215,7 @@ def test_real_fetch_and_model(tmp_path):
     res = holosoma.ensure_assets(tmp_path / "cache", progress=False)
     assert res.rebuilt
     assert holosoma.verify_assets(tmp_path / "cache") == []
-    model = g1_model(tmp_path / "cache")
+    model = g1.load_model(tmp_path / "cache")
     assert (model.nq, model.nv, model.nu, model.nbody) == (36, 35, 29, 33)
     clips = g1.motion_paths(tmp_path / "cache")
     assert clips and all(p.suffix == ".npz" and "_w_obj" not in p.name for p in clips)

@@ -85,7 +85,8 @@ def test_main_writes_the_json_with_fixed_keys(tmp_path, monkeypatch, capsys):
     assert "curve/return_final" in capsys.readouterr().out
 
 
-def test_locomotion_is_evaluated_per_command_bin_against_the_zero_policy(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("task", ["g1_locomotion", "t1_locomotion"])
+def test_locomotion_is_evaluated_per_command_bin_against_the_zero_policy(task, tmp_path, monkeypatch, capsys):
     run = _tiny_run(tmp_path / "logs" / "run", [1.0, 2.0, 3.0])
     ckpt = run / "model_33.pt"
     ckpt.write_bytes(b"stand-in")
@@ -104,14 +105,14 @@ def test_locomotion_is_evaluated_per_command_bin_against_the_zero_policy(tmp_pat
     monkeypatch.setattr(learn, "run_training", lambda cmd: (0, run, ckpt, 12.5))
     monkeypatch.setattr(learn, "run_eval", fake_eval)
     out = tmp_path / "learn.json"
-    assert learn.main(["--task", "g1_locomotion", "--minutes", "0.1", "--out", str(out)]) == 0
+    assert learn.main(["--task", task, "--minutes", "0.1", "--out", str(out)]) == 0
     data = json.loads(out.read_text())
     assert data["algo"] == "sac_cpu_loco" and data["eval"] == dict.fromkeys(METRIC_NAMES)
     assert data["eval_locomotion"]["checkpoint"]["overall"]["episode_length_s"] == 3.0
     assert data["eval_locomotion"]["zero"]["overall"]["episode_length_s"] == 1.5
     # the checkpoint once more without pushes: standing still vs falling to pushes
     assert data["eval_locomotion"]["checkpoint_no_pushes"]["overall"]["episode_length_s"] == 20.0
-    assert all(c[c.index("--task") + 1] == "g1_locomotion" for c in commands) and len(commands) == 3
+    assert all(c[c.index("--task") + 1] == task for c in commands) and len(commands) == 3
     printed = capsys.readouterr().out
     assert "locomotion/zero/episode_length_s" in printed and "locomotion/checkpoint_no_pushes/" in printed
 
@@ -277,16 +278,19 @@ def test_gpu_check_tiny_path_end_to_end(tmp_path):
     assert data["steps_per_sec"] > 0 and data["eval"] == dict.fromkeys(METRIC_NAMES)
 
 
-def test_pinned_runs_a_command_on_the_given_cpus():
+def test_a_child_command_runs_on_the_given_cpus():
     import os
     import subprocess
     import sys
 
+    from unilab.bench import children
+
     cpu = sorted(os.sched_getaffinity(0))[-1]
     probe = [sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"]
-    out = subprocess.run(learn.pinned(probe, [cpu]), capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(children.command(probe, [cpu]), capture_output=True, text=True, check=True).stdout
     assert out.strip() == f"[{cpu}]"
-    assert learn.pinned(probe, None) == probe
+    out = subprocess.run(children.command(probe, None), capture_output=True, text=True, check=True).stdout
+    assert out.strip() == str(sorted(os.sched_getaffinity(0)))
 
 
 def test_arm_src_runs_an_arm_on_another_checkout(tmp_path, monkeypatch):

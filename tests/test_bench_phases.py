@@ -7,7 +7,8 @@ import pytest
 
 @pytest.mark.g1
 @pytest.mark.slow
-def test_benchmark_script_smoke(tmp_path):
+@pytest.mark.parametrize("task", ["g1_motion_tracking", "t1_locomotion"])
+def test_benchmark_script_smoke(task, tmp_path):
     import json
     import os
     import subprocess
@@ -18,11 +19,13 @@ def test_benchmark_script_smoke(tmp_path):
     out = tmp_path / "bench.json"
     env = dict(os.environ)
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1] / "src") + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.run([sys.executable, str(script), "--num-envs", "8", "--steps", "4", "--warmup", "1",
-                           "--block", "2", "--json", str(out)], capture_output=True, text=True, env=env, timeout=600)
+    proc = subprocess.run([sys.executable, str(script), "--task", task, "--num-envs", "8", "--steps", "4", "--warmup",
+                           "1", "--block", "2", "--json", str(out)], capture_output=True, text=True, env=env,
+                          timeout=600)
     assert proc.returncode == 0, proc.stderr
     assert "backend_step" in proc.stdout and "env / raw steps/s" in proc.stdout
     data = json.loads(out.read_text())
+    assert data["task"] == task
     (run,) = data["runs"]
     assert set(run["phases"]) == {"backend_step", "update_state", "reset_done", "env.step"}
     assert run["phases"]["env.step"]["count"] == 4

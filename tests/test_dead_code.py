@@ -17,6 +17,7 @@ WHITELIST = {
     # reached by name, not by Python code
     "BatchEnvPool": "sim/physics.BACKENDS names it in a string",
     "PendulumEnv": "tasks/registry.TASKS names it in a string",
+    "t1_locomotion": "tasks/registry.TASKS names the preset function in a string",
     "step_driver": "the generated driver's function, compiled by name (tasks/core/driver.py)",
     "offs": "the driver template's observation offsets, read by the generated lines",
     "_worker_main": "render/video.py's subprocess runs it by name",
@@ -55,6 +56,12 @@ WHITELIST = {
     "infos": "holosoma's logging interface's parameters",
     "extra_log_dicts": "holosoma's logging interface's parameters",
     "onnx_file_path": "holosoma's export interface's parameter",
+    # bench/holosoma_sac.py: what holosoma's FastSAC modules, loaded from its wheel, read and call
+    "__path__": "the import system reads it of the stand-in packages holosoma's modules import from",
+    "TensorDict": "holosoma's replay buffer imports it from the tensordict stand-in",
+    "symmetry_utils": "holosoma's FastSAC agent reads it when use_symmetry is on",
+    "augment_observations": "holosoma's SymmetryUtils interface, called by its FastSAC agent",
+    "augment_actions": "holosoma's SymmetryUtils interface, called by its FastSAC agent",
     # data and interfaces that users and tests read
     "tile_kinds": "tasks/core/terrain.Terrain: each tile's kind",
     "nbytes": "algo/sac/replay.ReplayBuffer: its memory",

@@ -573,10 +573,12 @@ def test_clip_frame_counts_are_the_motion_librarys(tiny_cfg):
 
 
 @pytest.mark.parametrize(("argv", "named"), [
-    (["--speed", "1.0"], "--speed: g1_locomotion option(s), not read with --task g1_motion_tracking"),
-    (["--pushes", "off", "--envs-per-bin", "4"], "--envs-per-bin, --pushes: g1_locomotion option(s)"),
-    (["--task", "g1_locomotion", "--starts", "random"], "--starts: g1_motion_tracking option(s), not read with "
+    (["--speed", "1.0"], "--speed: locomotion option(s), not read with --task g1_motion_tracking"),
+    (["--pushes", "off", "--envs-per-bin", "4"], "--envs-per-bin, --pushes: locomotion option(s)"),
+    (["--task", "g1_locomotion", "--starts", "random"], "--starts: motion_tracking option(s), not read with "
                                                         "--task g1_locomotion"),
+    (["--task", "t1_locomotion", "--clips", "a"], "--clips: motion_tracking option(s), not read with "
+                                                  "--task t1_locomotion"),
 ])
 def test_an_option_the_task_does_not_read_is_refused(argv, named, capsys):
     from unilab.cli import eval as eval_cli

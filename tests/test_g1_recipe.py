@@ -8,7 +8,6 @@ import copy
 import mujoco
 import numpy as np
 import pytest
-from reference_helpers import g1_model  # tests/ is on the path (pytest's rootdir)
 from tiny_robot import ROBOT_XML, teleport
 
 from unilab.tasks.core.randomization import TERMS
@@ -40,7 +39,7 @@ def _model_cfg(cfg, tmp_path, xml: str):
     cfg = copy.deepcopy(cfg)
     path = tmp_path / "robot_variant.xml"
     path.write_text(xml)
-    cfg.model_xml = str(path)
+    cfg.robot.model_xml = str(path)
     return cfg
 
 
@@ -108,9 +107,10 @@ def test_observation_shows_the_frame_the_next_reward_scores(tiny_cfg):
 def test_g1_effort_limits_are_holosomas():
     """config_values/robot.py g1_29dof dof_effort_limit_list (= the MJCF joints' actuatorfrcrange), not the
     motors' ctrlrange (88 for the 139 N m hip roll)."""
+    from unilab.assets import g1
     from unilab.tasks.core.actuation import effort_limits
 
-    m = g1_model()
+    m = g1.load_model()
     effort = effort_limits(m)
     joint_of = {m.joint(int(m.actuator_trnid[a, 0])).name: effort[a] for a in range(m.nu)}
     assert sorted(joint_of) == sorted(G1_DOF_NAMES)
@@ -145,7 +145,7 @@ def test_g1_self_collisions_as_in_holosomas_wbt_experiment():
     wbt_fast_sac_enable_self_collisions = True  # config_values/wbt/g1/experiment.py, g1_29dof_wbt_fast_sac
     assert MotionTrackingConfig().self_collisions is wbt_fast_sac_enable_self_collisions
     assert ROBOT_CONAFFINITY == holosoma_robot_conaffinity(enable_self_collisions=False)
-    on, off = g1_model(), g1_model()
+    on, off = g1.load_model(), g1.load_model()
     changed = disable_self_collisions(off, "torso_link")
     robot = set(robot_bodies(off, "torso_link").tolist())
     assert changed == sum(1 for g in range(on.ngeom) if on.geom_bodyid[g] in robot

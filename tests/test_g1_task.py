@@ -5,10 +5,9 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 import pytest
-from reference_helpers import quat_mul  # tests/ is on the path (pytest's rootdir)
 from tiny_robot import ZERO_NOISE, teleport
 
-from unilab.sim.quat import quat_normalize, quat_rotate_inv
+from unilab.sim.quat import quat_mul, quat_normalize, quat_rotate_inv
 from unilab.tasks.core.driver_env import SUBPHASES
 from unilab.tasks.g1_motion_tracking.config import (
     MotionTrackingConfig,
@@ -254,7 +253,7 @@ def test_config_rejects_unknown_keys_and_bad_values():
 
 
 def test_unmatched_gain_pattern_is_an_error(tiny_cfg):
-    tiny_cfg.kp = {"j_a": 10.0}
+    tiny_cfg.robot.kp = {"j_a": 10.0}
     with pytest.raises(ValueError, match="kp: no pattern matches joint.*j_b"):
         MotionTrackingEnv(tiny_cfg, 2)
 
@@ -308,7 +307,7 @@ def test_policy_noise_only_on_policy_obs(tiny_cfg):
 
 
 def test_missing_user_model_is_a_clear_error(tiny_cfg, tmp_path):
-    tiny_cfg.model_xml = str(tmp_path / "nope.xml")
+    tiny_cfg.robot.model_xml = str(tmp_path / "nope.xml")
     with pytest.raises(FileNotFoundError, match="nope.xml"):
         MotionTrackingEnv(tiny_cfg, 2)
 

@@ -58,6 +58,82 @@ def test_a_nonfinite_critic_step_is_skipped_and_counted():
     assert agent.nonfinite_parameters() == []
 
 
+def _state(agent: FastSAC, *parts: str) -> list[torch.Tensor]:
+    """The tensors of ``parts`` (modules, or optimisers with their moments and step counts)."""
+    out = []
+    for part in parts:
+        obj = getattr(agent, part)
+        if isinstance(obj, torch.optim.Optimizer):
+            out += [t.clone() for s in obj.state.values() for t in s.values() if isinstance(t, torch.Tensor)]
+        else:
+            out += [t.detach().clone() for t in obj.state_dict().values()]
+    return out
+
+
+UNTOUCHED = {"rewards": ("critic", "critic_optimizer"), "bootstrap": ("critic", "critic_optimizer"),
+             "discount": ("critic", "critic_optimizer"), "next_obs": ("critic", "critic_optimizer"),
+             "next_critic_obs": ("critic", "critic_optimizer"),
+             "critic_obs": ("critic", "critic_optimizer", "critic_obs_normalizer"),
+             "obs": ("actor", "actor_optimizer", "obs_normalizer")}
+"""A bad value in each batch key: what must not move (the step it reaches is skipped; a normaliser leaves the batch
+out when it merges that key)."""
+
+
+@pytest.mark.parametrize("distributional", [True, False])
+@pytest.mark.parametrize("key,value", [("rewards", math.nan), ("rewards", math.inf), ("rewards", -math.inf),
+                                       ("obs", math.nan), ("next_obs", math.nan), ("critic_obs", math.inf),
+                                       ("next_critic_obs", math.inf), ("bootstrap", math.nan),
+                                       ("discount", math.inf)])
+@pytest.mark.parametrize("static", [False, True])
+def test_any_nonfinite_input_ends_in_the_skip_path_for_both_critics(distributional, key, value, static):
+    """Issue 42: a NaN reward weight made the distributional critic's projection index out of bounds. Every
+    non-finite number reaching the learner ends in the skip path instead: no error, the step it reaches skipped
+    (weights and optimiser state untouched), the normalisers' statistics finite, the skip counted (so training
+    stops after algo.max_nonfinite_updates in a row)."""
+    from unilab.algo.sac.graphs import CapturedUpdate
+
+    cfg = SACConfig(num_envs=4, batch_size=32, buffer_size=16, actor_hidden_dims=[16], critic_hidden_dims=[16],
+                    policy_frequency=2, distributional=distributional, num_atoms=11)
+    agent = FastSAC(cfg, 3, 4, 2, device="cpu")
+    if static:  # the captured update's program
+        agent._captured = CapturedUpdate(agent)
+    agent.update(_batch())
+    agent.update(_batch())  # the actor and all optimisers have state
+    before = _state(agent, *UNTOUCHED[key])
+    bad = _batch()
+    bad[key] = bad[key].clone()
+    bad[key].view(-1)[5] = value
+    for k in range(3):  # the 2nd of these is an actor step
+        agent.update(bad)
+        counts = agent.nonfinite_counts()
+        if key == "obs":  # only the actor's loss sees it
+            assert counts["critic"] == 0 and counts["actor"] == counts["updates"] == (k >= 1), counts
+        else:
+            assert counts["critic"] == counts["streak"] == counts["updates"] == k + 1, counts
+    assert all(torch.equal(a, b) for a, b in zip(before, _state(agent, *UNTOUCHED[key]), strict=True))
+    assert agent.nonfinite_parameters() == []  # the target's Polyak step moved it towards the untouched critic
+    agent.update(_batch())
+    assert agent.nonfinite_counts()["streak"] == 0
+
+
+def test_training_stops_after_max_nonfinite_updates_in_a_row():
+    from types import SimpleNamespace
+
+    from unilab.runtime.trainer import NonFiniteTraining, Trainer
+
+    cfg = SACConfig(num_envs=4, batch_size=32, buffer_size=16, actor_hidden_dims=[16], critic_hidden_dims=[16],
+                    num_atoms=11, max_nonfinite_updates=3)
+    agent = FastSAC(cfg, 3, 4, 2, device="cpu")
+    trainer = Trainer.__new__(Trainer)  # only what the check reads
+    trainer.spec, trainer.iteration, trainer.last_checkpoint = SimpleNamespace(algo=cfg), 7, None
+    for _ in range(2):
+        agent.update(_batch(reward=math.nan))
+    assert trainer._check_finite(agent) == 2
+    agent.update(_batch(reward=math.nan))
+    with pytest.raises(NonFiniteTraining, match="algo.max_nonfinite_updates=3.*critic loss 3"):
+        trainer._check_finite(agent)
+
+
 def _one_critic_step(rank: int) -> tuple[float, list[torch.Tensor]]:
     """One critic step whose loss differs between the ranks only in a term non-finite on rank 1."""
     torch.manual_seed(0)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 import pytest
-from reference_helpers import g1_model, quat_error_angle, quat_mul  # tests/ is on the path (pytest's rootdir)
+from reference_helpers import quat_error_angle  # tests/ is on the path (pytest's rootdir)
 
-from unilab.sim.quat import quat_normalize, quat_slerp
+from unilab.sim.quat import quat_mul, quat_normalize, quat_slerp
 from unilab.tasks.g1_motion_tracking.motion import MotionFileError, MotionLibrary, resample_indices
 
 TINY_XML = """
@@ -121,6 +121,8 @@ def test_joint_name_mismatch_lists_missing_and_extra(tiny_model, tmp_path):
         ("scaled_root", "root position .* over 1000 m"),
         ("scaled_rates", "'joint_vel' reaches"),
         ("absent", "does not exist"),
+        ("zero_quat", "root quaternion has zero norm at frame 0"),
+        ("directory", "a directory, not an npz clip"),
     ],
 )
 def test_bad_files_raise_motion_file_error(tiny_model, tmp_path, damage, expect):
@@ -148,6 +150,13 @@ def test_bad_files_raise_motion_file_error(tiny_model, tmp_path, damage, expect)
         path = save(tmp_path, "c.npz", dict(data, joint_vel=data["joint_vel"] * 1e6))
     elif damage == "absent":
         path = tmp_path / "c.npz"
+    elif damage == "zero_quat":  # every frame: nothing to normalise
+        jp = data["joint_pos"].copy()
+        jp[:, 3:7] = 0.0
+        path = save(tmp_path, "c.npz", dict(data, joint_pos=jp))
+    elif damage == "directory":
+        path = tmp_path / "c.npz"
+        path.mkdir()
     else:
         path = save(tmp_path, "c.npz", data)
         raw = path.read_bytes()
@@ -232,7 +241,7 @@ def test_g1_fk_matches_npz_body_poses():
     """
     from unilab.assets import g1
 
-    model = g1_model()
+    model = g1.load_model()
     names = [model.body(i).name for i in range(1, model.nbody)]
     for path in g1.motion_paths(include_terrain_clips=True):
         with np.load(path) as npz:

@@ -144,11 +144,11 @@ def test_each_critic_regresses_onto_its_own_target_distribution():
         target_logits = agent.critic_target(batch["next_critic_obs"], next_a * bound)
         online = F.log_softmax(agent.critic(batch["critic_obs"], batch["action"] * bound), dim=-1)
     gk = batch["bootstrap"] * batch["discount"]
-    support = agent.critic.support
+    cfg_v = (agent.cfg.v_min, agent.cfg.v_max)
     ref = 0.0
     for i in range(2):  # holosoma: critic_losses.mean(dim=1).sum(dim=0), member i on target member i
         shifted = batch["rewards"] - gk * alpha * next_lp_ref
-        target_i = project_distribution(torch.softmax(target_logits[i], -1), shifted, gk, support)
+        target_i = project_distribution(torch.softmax(target_logits[i], -1), shifted, gk, cfg_v[0], cfg_v[1])
         ref = ref + (-(target_i * online[i]).sum(-1)).mean()
     torch.testing.assert_close(loss, ref)
     torch.testing.assert_close(next_lp, next_lp_ref.mean())

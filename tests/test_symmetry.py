@@ -5,7 +5,7 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 import pytest
-from reference_helpers import QUAT, g1_model, state_mirror  # tests/ is on the path (pytest's rootdir)
+from reference_helpers import QUAT, state_mirror  # tests/ is on the path (pytest's rootdir)
 
 from unilab.tasks.core.symmetry import joint_mirror, partner_name
 
@@ -16,6 +16,10 @@ def test_partner_names_swap_whole_side_words_only():
     assert partner_name("L_hip") == "R_hip"
     assert partner_name("waist_yaw_joint") == "waist_yaw_joint"
     assert partner_name("floor_roll") == "floor_roll"  # letters inside words are not sides
+    # the Booster T1's names: capitalised side words, first or last
+    assert partner_name("Left_Shoulder_Roll") == "Right_Shoulder_Roll"
+    assert partner_name("Hip_Yaw_Right") == "Hip_Yaw_Left" and partner_name("L_rail_3") == "R_rail_3"
+    assert partner_name("AAHead_yaw") == "AAHead_yaw" and partner_name("Trunk") == "Trunk"
 
 
 _ARMS = """
@@ -107,7 +111,9 @@ def test_axes_that_are_not_mirror_images_are_refused_by_name():
 
 @pytest.mark.g1
 def test_g1_mirror_maps_each_joint_range_onto_its_partner_and_steps_mirrored():
-    model = g1_model()
+    from unilab.assets import g1
+
+    model = g1.load_model()
     sm = state_mirror(model)
     ranges = model.jnt_range[1:]
     np.testing.assert_allclose(np.sort(sm.joints(ranges.T).T, axis=1), ranges, atol=1e-6)
@@ -144,7 +150,7 @@ def test_g1_observations_of_the_mirrored_robot_on_the_mirrored_clip_are_the_mirr
     from unilab.tasks.g1_motion_tracking.config import MotionTrackingConfig, ResetConfig
     from unilab.tasks.g1_motion_tracking.env import MotionTrackingEnv
 
-    model = g1_model()
+    model = g1.load_model()
     clip = g1.motion_paths()[0]
     _mirrored_clip(clip, tmp_path / "mirrored.npz", model)
     envs = []

@@ -10,6 +10,7 @@ from tiny_robot import ROBOT_XML, ZERO_NOISE, tiny_clip
 
 from unilab.cli.config import ConfigError, compose_config, to_run_spec
 from unilab.tasks.core.joints import match_joint_values
+from unilab.tasks.core.robot_config import RobotConfig
 from unilab.tasks.g1_motion_tracking.config import (
     MotionTrackingConfig,
     ResetConfig,
@@ -35,9 +36,9 @@ def tiny(tmp_path):
     clip = tmp_path / "clip.npz"
     np.savez(clip, **tiny_clip(60))
     cfg = MotionTrackingConfig(
-        model_xml=str(xml), motion_files=[str(clip)], tracked_bodies=["base", "upper", "tip"], anchor_body="base",
-        end_effector_bodies=["tip"], default_joint_pos={"j_a": 0.1}, kp={".*": 20.0}, kd={".*": 1.0},
-        max_episode_length_s=None, reset=ResetConfig(noise=ZERO_NOISE),
+        robot=RobotConfig(model_xml=str(xml), default_joint_pos={"j_a": 0.1}, kp={".*": 20.0}, kd={".*": 1.0}),
+        motion_files=[str(clip)], tracked_bodies=["base", "upper", "tip"], anchor_body="base",
+        end_effector_bodies=["tip"], max_episode_length_s=None, reset=ResetConfig(noise=ZERO_NOISE),
     )
     cfg.rewards.undesired_contacts.weight = 0.0  # the tiny robot has no acceleration-stage sensor for cfrc_ext
     return cfg, clip
@@ -54,9 +55,9 @@ def _env(cfg: MotionTrackingConfig) -> MotionTrackingEnv:
 
 def test_exact_joint_key_beats_an_earlier_pattern(tiny):
     cfg, _ = tiny
-    cfg.kp = {".*": 20.0, "j_b": 55.0}  # a Hydra `+task.kp.j_b=55` lands after the pattern
-    cfg.kd = {"j_.*": 1.0, "j_a": 3.0}
-    cfg.default_joint_pos = {".*": 0.3, "j_b": -0.2}
+    cfg.robot.kp = {".*": 20.0, "j_b": 55.0}  # a Hydra `+task.robot.kp.j_b=55` lands after the pattern
+    cfg.robot.kd = {"j_.*": 1.0, "j_a": 3.0}
+    cfg.robot.default_joint_pos = {".*": 0.3, "j_b": -0.2}
     env = _env(cfg)
     assert env.kp.tolist() == [20.0, 55.0]
     assert env.kd.tolist() == [3.0, 1.0]
@@ -68,20 +69,20 @@ def test_exact_joint_key_beats_an_earlier_pattern(tiny):
 
 def test_two_patterns_with_different_values_are_an_error_naming_both(tiny):
     cfg, _ = tiny
-    cfg.kp = {"j_.*": 20.0, ".*_b": 30.0}
+    cfg.robot.kp = {"j_.*": 20.0, ".*_b": 30.0}
     with pytest.raises(ValueError, match=r"kp: joint 'j_b' matches both 'j_\.\*' \(20\) and '\.\*_b' \(30\)"):
         _env(cfg)
 
 
 def test_two_patterns_with_equal_values_are_fine(tiny):
     cfg, _ = tiny
-    cfg.kp = {"j_.*": 20.0, ".*_b": 20.0}
+    cfg.robot.kp = {"j_.*": 20.0, ".*_b": 20.0}
     assert _env(cfg).kp.tolist() == [20.0, 20.0]
 
 
 def test_a_misspelt_joint_name_is_an_error(tiny):
     cfg, _ = tiny
-    cfg.kd = {".*": 1.0, "j_c": 9.0}
+    cfg.robot.kd = {".*": 1.0, "j_c": 9.0}
     with pytest.raises(ValueError, match=r"kd: key\(s\) \['j_c'\] name no joint"):
         _env(cfg)
 
@@ -92,19 +93,19 @@ def test_a_non_numeric_value_names_its_key():
 
 
 def test_command_line_knee_override_wins_on_g1_joints():
-    """The issue's command line: ``+task.kp.left_knee_joint=1e9`` must reach the left knee only."""
-    cfg = to_run_spec(compose_config(["task=g1_motion_tracking", "+task.kp.left_knee_joint=1e9"])).task_cfg
+    """The issue's command line: ``+task.robot.kp.left_knee_joint=1e9`` must reach the left knee only."""
+    cfg = to_run_spec(compose_config(["task=g1_motion_tracking", "+task.robot.kp.left_knee_joint=1e9"])).task_cfg
     assert isinstance(cfg, MotionTrackingConfig)  # typed once, here; the collector gets this object
-    kp = match_joint_values(cfg.kp, G1_JOINTS, None, "kp")
+    kp = match_joint_values(cfg.robot.kp, G1_JOINTS, None, "kp")
     assert kp[G1_JOINTS.index("left_knee_joint")] == 1e9
     assert kp[G1_JOINTS.index("right_knee_joint")] == pytest.approx(99.10)
 
 
 def test_packaged_g1_maps_have_no_conflicting_patterns():
     cfg = to_run_spec(compose_config(["task=g1_motion_tracking"])).task_cfg
-    kp = match_joint_values(cfg.kp, G1_JOINTS, None, "kp")
-    kd = match_joint_values(cfg.kd, G1_JOINTS, None, "kd")
-    q0 = match_joint_values(cfg.default_joint_pos, G1_JOINTS, 0.0, "default_joint_pos")
+    kp = match_joint_values(cfg.robot.kp, G1_JOINTS, None, "kp")
+    kd = match_joint_values(cfg.robot.kd, G1_JOINTS, None, "kd")
+    q0 = match_joint_values(cfg.robot.default_joint_pos, G1_JOINTS, 0.0, "default_joint_pos")
     assert kp[G1_JOINTS.index("left_wrist_roll_joint")] == pytest.approx(14.25)
     assert kd[G1_JOINTS.index("right_wrist_yaw_joint")] == pytest.approx(1.068)
     assert q0[G1_JOINTS.index("right_shoulder_roll_joint")] == pytest.approx(-0.2)

@@ -22,8 +22,9 @@ from unilab.runtime.config import PlayConfig, RunSpec, SimConfig, TrainingConfig
 from unilab.tasks import registry
 
 CONFIG = Path(__file__).resolve().parents[1] / "src" / "unilab" / "config"
-SCHEMAS = {"algo": lambda _: SACConfig, "task": registry.config_class, "sim": lambda _: SimConfig,
-           "training": lambda _: TrainingConfig}
+# each group's defaults of a preset: a task preset's are its registry row's (a robot and its recipe's values)
+SCHEMAS = {"algo": lambda _: SACConfig(), "task": lambda name: registry.task_config(name, {}),
+           "sim": lambda _: SimConfig(), "training": lambda _: TrainingConfig()}
 
 
 def _presets() -> list[tuple[str, str]]:
@@ -41,7 +42,7 @@ def test_presets_differ_from_the_dataclass_defaults_only_by_their_diff(group, pr
     if parents[0] in group_options(group):  # a diff on another preset
         defaults = OmegaConf.to_container(compose_config([f"{group}={parents[0]}"])[group], resolve=True)
     else:
-        defaults = dataclasses.asdict(SCHEMAS[group](preset)())
+        defaults = dataclasses.asdict(SCHEMAS[group](preset))
     diff = {k: v for k, v in composed.items() if v != defaults[k]}
     assert diff == body
     assert composed.keys() == defaults.keys()
@@ -67,9 +68,9 @@ def test_upstream_command_line_composes():
 
 def test_run_spec_is_typed_pickles_and_rebuilds_from_its_raw_config():
     """The collector gets the typed task config as it is; play rebuilds the same objects from the stored raw config."""
-    spec = to_run_spec(compose_config(["+task.kp.left_knee_joint=120", "task.reset.noise.joint_pos=0.2"]))
+    spec = to_run_spec(compose_config(["+task.robot.kp.left_knee_joint=120", "task.reset.noise.joint_pos=0.2"]))
     assert isinstance(spec.task_cfg, registry.config_class("g1_motion_tracking"))
-    assert spec.task_cfg.kp["left_knee_joint"] == 120.0 and spec.task_cfg.reset.noise.joint_pos == 0.2
+    assert spec.task_cfg.robot.kp["left_knee_joint"] == 120.0 and spec.task_cfg.reset.noise.joint_pos == 0.2
     assert pickle.loads(pickle.dumps(spec.task_cfg)) == spec.task_cfg
     again = RunSpec.from_raw(yaml.safe_load(yaml.safe_dump(spec.raw)))  # as config.yaml / the checkpoint store it
     for part in ("algo", "task_cfg", "sim", "training"):
@@ -157,7 +158,7 @@ def _leaf_keys(node, prefix: str) -> list[str]:
     return keys
 
 
-@pytest.mark.parametrize("task", ["pendulum", "g1_motion_tracking", "g1_locomotion"])
+@pytest.mark.parametrize("task", ["pendulum", "g1_motion_tracking", "g1_locomotion", "t1_locomotion"])
 def test_help_documents_every_key_of_every_group(task, capsys):
     assert train_cli.main(["--task", task, "--help"]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -173,9 +174,11 @@ def test_help_documents_every_key_of_every_group(task, capsys):
     assert not missing, f"undocumented in --help: {missing}"
     if task == "g1_motion_tracking":
         assert "  task.reset.noise.root_lin_vel = [0.5, 0.5, 0.2]" in lines
-        assert "task.rewards.body_pos.sigma" in documented and "task.kp" in documented
-    if task == "g1_locomotion":  # a term of its own subclass still says what it measures
+        assert "task.rewards.body_pos.sigma" in documented and "task.robot.kp" in documented
+    if task.endswith("_locomotion"):  # a term of its own subclass still says what it measures
         assert documented["task.rewards.pose.weight"].startswith("Sum over joints of weight x (q - default)^2:")
+    if task == "t1_locomotion":  # the preset's values are the ones shown
+        assert "  task.robot.base_body = Trunk" in lines and "  task.obs_scales.joint_vel = 0.1" in lines
 
 
 def test_help_says_which_recipe_its_values_are(capsys):

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
+from unilab.tasks.core.robot_config import RobotConfig
 from unilab.tasks.g1_motion_tracking.config import (
     ContactTerm,
     MotionTrackingConfig,
@@ -74,8 +75,8 @@ def tiny_task_config(tmp_path: Path) -> MotionTrackingConfig:
         np.savez(path, **tiny_clip(T))
         clips.append(str(path))
     return MotionTrackingConfig(
-        model_xml=str(xml), motion_files=clips, tracked_bodies=["base", "upper", "tip"], anchor_body="base",
-        end_effector_bodies=["tip"], default_joint_pos={"j_a": 0.1}, kp={".*": 20.0}, kd={".*": 1.0},
+        robot=RobotConfig(model_xml=str(xml), default_joint_pos={"j_a": 0.1}, kp={".*": 20.0}, kd={".*": 1.0}),
+        motion_files=clips, tracked_bodies=["base", "upper", "tip"], anchor_body="base", end_effector_bodies=["tip"],
         max_episode_length_s=None, reset=ResetConfig(noise=ZERO_NOISE),
         # the settings these tests were written for (the task's defaults before the holosoma FastSAC recipe)
         policy_obs="privileged", obs_noise=ObsNoiseConfig(0.0, 0.0, 0.0, 0.0, 0.0, 0.0), action_scale=1.0,

@@ -4,13 +4,13 @@
     python scripts/deploy/sim2sim.py policy.onnx [--clip NPZ] [--model MJCF] [--steps N] [--json PATH]
     python scripts/deploy/sim2sim.py loco.onnx [--command VX VY WZ] [--model MJCF] [--steps N] [--json PATH]
 
-A motion-tracking policy (metadata task g1_motion_tracking) tracks a clip, as below. A locomotion policy
-(g1_locomotion) starts upright at the metadata's base_height with its joints at the defaults and walks at
-``--command`` (forward, lateral m/s, yaw rate rad/s; default 0.5 0 0) with the evaluation gait clock (legs
-at phases 0 and -pi, advancing 2 pi control_dt / gait_period_s per step, both at pi while the command is
-zero); it reports whether it survived (no termination body's net contact force above termination_force),
-the episode length and the mean absolute forward, lateral and yaw-rate errors in the base frame (the
-definitions of ``unilab-eval --task g1_locomotion``).
+A motion-tracking policy (metadata task_kind motion_tracking) tracks a clip, as below. A locomotion policy
+(task_kind locomotion: g1_locomotion, t1_locomotion) starts upright at the metadata's base_height with its joints
+at the defaults and walks at ``--command`` (forward, lateral m/s, yaw rate rad/s; default 0.5 0 0) with the
+evaluation gait clock (legs at phases 0 and -pi, advancing 2 pi control_dt / gait_period_s per step, both at pi
+while the command is zero); it reports whether it survived (no termination body's net contact force above
+termination_force), the episode length and the mean absolute forward, lateral and yaw-rate errors in the base frame
+(the definitions of ``unilab-eval --task <task>``).
 
 This is the proof that the exported contract is complete: it imports only
 mujoco, numpy and onnxruntime (no unilab), reads every number it needs from
@@ -70,10 +70,10 @@ LOCO_METRIC_KEYS = ("survived", "episode_length_s", "lin_vel_x_error", "lin_vel_
 _REQUIRED = ("obs_dim", "action_dim", "joint_names", "obs_joint_names", "default_joint_pos", "action_scale",
              "action_bound", "kp", "kd", "effort_limit", "control_dt", "sim_dt", "decimation", "self_collisions",
              "obs_layout", "model_xml")
-_TASK_REQUIRED = {
-    "g1_motion_tracking": ("anchor_body", "tracked_bodies", "end_effector_bodies", "termination_thresholds",
+_TASK_REQUIRED = {  # by the metadata's task_kind (motion_tracking where an older file has none)
+    "motion_tracking": ("anchor_body", "tracked_bodies", "end_effector_bodies", "termination_thresholds",
                            "motion_files"),
-    "g1_locomotion": ("base_body", "base_height", "termination_bodies", "termination_force", "gait_period_s"),
+    "locomotion": ("base_body", "base_height", "termination_bodies", "termination_force", "gait_period_s"),
 }
 
 
@@ -141,9 +141,11 @@ def read_policy(path: Path) -> tuple[ort.InferenceSession, dict]:
             meta[key] = json.loads(value)
         except json.JSONDecodeError as err:
             raise Sim2SimError(f"{path}: metadata {key!r} is not JSON ({err})") from err
-    task = meta.get("task", "g1_motion_tracking")
+        except RecursionError:  # a hostile file: nesting past Python's recursion limit
+            raise Sim2SimError(f"{path}: metadata {key!r} nests too deep to be read") from None
+    task = meta.get("task_kind", "motion_tracking")
     if task not in _TASK_REQUIRED:
-        raise Sim2SimError(f"{path}: metadata task {task!r}: sim2sim runs {sorted(_TASK_REQUIRED)}")
+        raise Sim2SimError(f"{path}: metadata task_kind {task!r}: sim2sim runs {sorted(_TASK_REQUIRED)}")
     missing = [k for k in (*_REQUIRED, *_TASK_REQUIRED[task]) if k not in meta]
     if missing:
         raise Sim2SimError(f"{path}: metadata lacks {missing} (export it with unilab-export from a "
@@ -178,7 +180,7 @@ def check_metadata(meta: dict) -> None:
     for key in ("sim_dt", "control_dt"):
         if not (_number(meta[key]) and 0 < meta[key] < math.inf):
             raise bad(key, "a finite number of seconds > 0")
-    tracking = meta.get("task", "g1_motion_tracking") == "g1_motion_tracking"
+    tracking = meta.get("task_kind", "motion_tracking") == "motion_tracking"
     names = ("tracked_bodies", "end_effector_bodies") if tracking else ("termination_bodies",)
     for key in ("joint_names", "obs_joint_names", *names):
         v, may_be_empty = meta[key], key == "end_effector_bodies"
@@ -253,7 +255,11 @@ def load_pd_model(path: Path, meta: dict) -> tuple[mujoco.MjModel, np.ndarray]:
     """The MJCF with PD position servos; returns the model and, per actuator, its index in the action."""
     if not path.is_file():
         raise Sim2SimError(f"model {path} does not exist (pass --model MJCF)")
-    model = mujoco.MjModel.from_xml_path(str(path))
+    try:
+        model = mujoco.MjModel.from_xml_path(str(path))
+    except ValueError as err:  # MuJoCo's parse and compile errors
+        why = " ".join(str(err).split())[:200] or type(err).__name__
+        raise Sim2SimError(f"model {path}: MuJoCo cannot load it ({why})") from err
     model.opt.timestep = float(meta["sim_dt"])
     if meta.get("integrator") is not None:
         if meta["integrator"] not in _INTEGRATORS:
@@ -327,8 +333,9 @@ def load_reference(path: Path, model: mujoco.MjModel, control_dt: float, bodies:
             fps = float(np.asarray(npz["fps"]).reshape(-1)[0])
             jp, jv = np.asarray(npz["joint_pos"], float), np.asarray(npz["joint_vel"], float)
             clip_names = [str(n) for n in npz["joint_names"]]
-    except (OSError, KeyError, ValueError) as err:
+    except (OSError, KeyError, ValueError, IndexError) as err:
         raise Sim2SimError(f"clip {path}: unreadable ({type(err).__name__}: {err})") from err
+    check_clip(path, fps, jp, jv, len(clip_names))
     # every hinge/slide joint of the model, by name (the free joint is the root)
     jnames = [model.joint(j).name for j in range(model.njnt) if model.jnt_type[j] != mujoco.mjtJoint.mjJNT_FREE]
     missing = [n for n in jnames if n not in clip_names]
@@ -364,6 +371,27 @@ def load_reference(path: Path, model: mujoco.MjModel, control_dt: float, bodies:
         pos[t] = data.xpos[bodies]
         quat[t] = data.xquat[bodies]
     return {"qpos": qpos, "qvel": qvel, "body_pos": pos, "body_quat": quat, "num_frames": n_out}
+
+
+FPS_RANGE = (1.0, 10_000.0)
+
+
+def check_clip(path: Path, fps: float, jp: np.ndarray, jv: np.ndarray, num_joints: int) -> None:
+    """The checks unilab's motion library makes of a clip it reads (Sim2SimError naming the file and the frame): a
+    frame rate in FPS_RANGE, joint_pos (T, 7 + J) and joint_vel (T, 6 + J) with T >= 2, every value finite, and root
+    quaternions that can be normalised."""
+    if not FPS_RANGE[0] <= fps <= FPS_RANGE[1]:
+        raise Sim2SimError(f"clip {path}: fps {fps} is outside [{FPS_RANGE[0]:g}, {FPS_RANGE[1]:g}]")
+    if jp.ndim != 2 or jp.shape[1] != 7 + num_joints or jp.shape[0] < 2 or jv.shape != (jp.shape[0], 6 + num_joints):
+        raise Sim2SimError(f"clip {path}: joint_pos {jp.shape} / joint_vel {jv.shape} are not (T, {7 + num_joints}) / "
+                           f"(T, {6 + num_joints}) with T >= 2 for its {num_joints} joints")
+    for key, values in (("joint_pos", jp), ("joint_vel", jv)):
+        bad = ~np.isfinite(values).all(axis=1)
+        if bad.any():
+            raise Sim2SimError(f"clip {path}: {key} has NaN/inf values (first at frame {int(np.argmax(bad))})")
+    small = np.linalg.norm(jp[:, 3:7], axis=1) < 1e-6
+    if small.any():
+        raise Sim2SimError(f"clip {path}: root quaternion has zero norm at frame {int(np.argmax(small))}")
 
 
 # ------------------------------------------------------------------ observation pieces
@@ -673,6 +701,10 @@ def check_writable(path: Path) -> None:
         raise OSError(f"cannot write {path} ({type(err).__name__}: {err.strerror or err})") from err
 
 
+DEFAULT_COMMAND = (0.5, 0.0, 0.0)
+MAX_COMMAND = 10.0  # m/s, rad/s: far past what a humanoid walks; a larger one is a typo or another unit
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="sim2sim.py",
@@ -687,7 +719,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=None,
                    help="control steps to run: frames 0..N are measured (unilab-eval --max-frames N+1); "
                    "default: the whole clip, from its first frame to its last")
-    p.add_argument("--command", type=float, nargs=3, default=(0.5, 0.0, 0.0), metavar=("VX", "VY", "WZ"),
+    p.add_argument("--command", type=float, nargs=3, default=None, metavar=("VX", "VY", "WZ"),
                    help="locomotion policies: the velocity command, forward and lateral m/s, yaw rate rad/s "
                    "(default: 0.5 0 0); --steps default: 20 s")
     p.add_argument("--json", type=Path, default=None, help="also write the metrics (and per-step errors) here")
@@ -705,10 +737,19 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as err:
             print(f"sim2sim: error: --json: {err}", file=sys.stderr)
             return 2
+    if args.command is not None and not all(abs(v) <= MAX_COMMAND for v in args.command):  # NaN fails too
+        print(f"sim2sim: error: --command {' '.join(map(str, args.command))}: expected finite numbers within "
+              f"+-{MAX_COMMAND:g} (m/s, rad/s)", file=sys.stderr)
+        return 2
     try:
         _, meta = read_policy(args.policy)
-        if meta.get("task") == "g1_locomotion":
-            res = run_locomotion(args.policy, args.model, args.steps, tuple(args.command))
+        loco = meta.get("task_kind") == "locomotion"
+        unread = "--clip" if loco and args.clip is not None else "--command" if not loco and args.command else None
+        if unread is not None:  # an option the policy's task does not read would be ignored without a word
+            raise Sim2SimError(f"{unread} is not read for a {meta.get('task_kind', 'motion_tracking')} policy "
+                               f"({'--command' if loco else '--clip'} is its option)")
+        if loco:
+            res = run_locomotion(args.policy, args.model, args.steps, tuple(args.command or DEFAULT_COMMAND))
         else:
             res = run(args.policy, args.clip, args.model, args.steps)
     except Sim2SimError as err:

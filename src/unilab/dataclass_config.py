@@ -11,10 +11,12 @@ from __future__ import annotations
 import dataclasses
 import math
 import operator
+import os
 import re
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 from omegaconf import OmegaConf
@@ -22,18 +24,48 @@ from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBase
 
 T = TypeVar("T")
 NO_VALUE = object()  # describe_config_error: the refused value is not known
+NONFINITE_OK = "nonfinite_ok"
+"""``field(metadata={NONFINITE_OK: True})``: the field takes NaN and +-inf, which every other number refuses."""
 
 
-def build_dataclass(cls: type[T], data: Mapping[str, Any], where: str) -> T:
-    """A checked ``cls`` instance from ``data`` (errors name ``where.<key>``)."""
+def build_dataclass(cls: type[T] | T, data: Mapping[str, Any], where: str) -> T:
+    """A checked ``cls`` instance from ``data`` (errors name ``where.<key>``); ``cls`` may be an instance, whose values
+    are then the defaults (a mapping field merges ``data``'s keys into the instance's, not the class's)."""
     if not isinstance(data, Mapping):
         raise ValueError(f"{where} must be a mapping, got {data!r}")
-    check_strict_bools(cls, data, where)
+    check_strict_bools(cls if isinstance(cls, type) else type(cls), data, where)
     try:
         node = OmegaConf.merge(OmegaConf.structured(cls), dict(data))
+        check_finite(cls, OmegaConf.to_container(node, resolve=True), where)
         return OmegaConf.to_object(node)  # type: ignore[return-value]
     except OmegaConfBaseException as err:
         raise ValueError(describe_config_error(err, where)) from None
+
+
+def check_finite(cls: type, data: Mapping[str, Any], where: str) -> None:
+    """Refuse NaN and +-inf anywhere in ``data`` (``cls``'s values: numbers, lists and mappings of them, nested
+    dataclass fields), except in a field declared :data:`NONFINITE_OK`: a NaN reward weight or an infinite threshold
+    would only show up as NaN losses or an env that never ends, long after the start."""
+    cls = cls if isinstance(cls, type) else type(cls)  # an instance stands for its class
+    fields = {f.name: f for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else {}
+    for key, value in data.items():
+        field = fields.get(key)
+        if field is not None and field.metadata.get(NONFINITE_OK):
+            continue
+        name = f"{where}.{key}"
+        hint = field_type(cls, key)
+        if dataclasses.is_dataclass(hint) and isinstance(value, Mapping):
+            check_finite(hint, value, name)
+            continue
+        stack = [(name, value)]
+        while stack:  # lists and mappings of numbers, first to last
+            name, value = stack.pop(0)
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ValueError(f"invalid value for {name}: {value} (expected a finite number)")
+            if isinstance(value, Mapping):
+                stack += [(f"{name}.{k}", v) for k, v in value.items()]
+            elif isinstance(value, (list, tuple)):
+                stack += [(f"{name}[{i}]", v) for i, v in enumerate(value)]
 
 
 def describe_type(hint: Any) -> str:
@@ -118,3 +150,12 @@ def check_fields(cfg: Any, prefix: str, rules: Iterable[tuple[Sequence[str], Cal
 def is_low_high(value: Sequence[float], lo: float = -math.inf) -> bool:
     """``value`` is a [low, high] pair with lo <= low <= high (NaN fails)."""
     return len(value) == 2 and lo <= value[0] <= value[1]
+
+
+def check_file(path: str | os.PathLike, key: str, expected: str) -> None:
+    """``path`` (``~`` expanded) is a file; else ValueError ``<key>=<path>: ...`` saying that it does not exist or is a
+    directory, and what ``key`` expects."""
+    p = Path(path).expanduser()
+    if not p.is_file():
+        what = "a directory, not a file" if p.is_dir() else "no such file"
+        raise ValueError(f"{key}={path}: {what} (expected {expected})")

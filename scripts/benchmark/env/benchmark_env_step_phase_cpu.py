@@ -2,7 +2,7 @@
 
 import sys
 
-from unilab.bench.env_step_phase_cpu import main
+from unilab.cli.bench import main
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # as `unilab-bench env-phases`
+    sys.exit(main(["env-phases", *sys.argv[1:]]))

@@ -1,6 +1,8 @@
 """Physics steps/s of unilab's BatchEnvPool by thread count; see `--help`."""
 
-from unilab.bench.pool_thread_scaling import main
+import sys
 
-if __name__ == "__main__":
-    main()
+from unilab.cli.bench import main
+
+if __name__ == "__main__":  # as `unilab-bench pool-threads`
+    sys.exit(main(["pool-threads", *sys.argv[1:]]))

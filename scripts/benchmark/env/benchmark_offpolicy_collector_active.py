@@ -1,6 +1,8 @@
 """Collector-only steps/s with a stub policy vs raw env steps/s; see `--help`."""
 
-from unilab.bench.offpolicy_collector_active import main
+import sys
 
-if __name__ == "__main__":
-    main()
+from unilab.cli.bench import main
+
+if __name__ == "__main__":  # as `unilab-bench collector`
+    sys.exit(main(["collector", *sys.argv[1:]]))

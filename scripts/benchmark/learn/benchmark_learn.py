@@ -2,7 +2,7 @@
 
 import sys
 
-from unilab.bench.learn import main
+from unilab.cli.bench import main
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # as `unilab-bench learn`
+    sys.exit(main(["learn", *sys.argv[1:]]))

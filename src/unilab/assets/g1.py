@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from unilab.assets.holosoma import MOTION_PREFIX, WHEEL_DATA_PREFIX, ensure_assets, manifest_paths
+import mujoco
 
-SCENE_REL = "robots/g1/scenes/scene_g1_29dof_wbt_plane.xml"
+from unilab.assets.holosoma import MOTION_PREFIX, SCENES, WHEEL_DATA_PREFIX, ensure_assets, manifest_paths
+
+SCENE_REL = SCENES["g1"]
 MOTIONS_REL = MOTION_PREFIX[len(WHEEL_DATA_PREFIX):]
 # Clips recorded with a manipulated object (e.g. "..._w_obj.npz") carry an extra object body and a motion that only
 # makes sense with the object present, which the robot-only scene lacks.
@@ -35,3 +37,8 @@ def motion_paths(cache_dir: str | os.PathLike | None = None, *, include_object_c
     return [p for p in manifest_paths(assets_root(cache_dir), MOTIONS_REL, (".npz",))
             if (include_object_clips or OBJECT_CLIP_MARKER not in p.name)
             and (include_terrain_clips or not any(m in p.name for m in TERRAIN_CLIP_MARKERS))]
+
+
+def load_model(cache_dir: str | os.PathLike | None = None) -> mujoco.MjModel:
+    """Compile the G1 scene into an MjModel."""
+    return mujoco.MjModel.from_xml_path(str(scene_xml_path(cache_dir)))

@@ -1,13 +1,14 @@
-"""Fetch, verify and cache the G1 model and motion clips shipped in the holosoma wheel.
+"""Fetch, verify and cache the robot models and motion clips shipped in the holosoma wheel.
 
-The Apache-2.0 wheel ``holosoma==0.0.3`` carries the Unitree G1 29-DoF MJCF (with meshes and scenes) and
-whole-body-tracking clips in the BeyondMimic npz layout. unilab never installs holosoma: it downloads the wheel with the
-user's own ``pip`` (so the user's index configuration applies), checks its sha256, and extracts only the robot and
-motion paths::
+The Apache-2.0 wheel ``holosoma==0.0.3`` carries the Unitree G1 29-DoF and Booster T1 29-DoF MJCFs (with meshes; the
+G1's with scenes) and whole-body-tracking clips in the BeyondMimic npz layout. unilab never installs holosoma: it
+downloads the wheel with the user's own ``pip`` (so the user's index configuration applies), checks its sha256, and
+extracts only the robot and motion paths, plus unilab's own scene for the T1 (its MJCF has no floor)::
 
     <cache>/holosoma-0.0.3/
         manifest.json                        # relative path -> size, sha256
         robots/g1/g1_29dof.xml, scenes/, meshes/
+        robots/t1/t1_29dof.xml, meshes/, scene_t1_29dof.xml (unilab's: the MJCF with a floor)
         motions/g1_29dof/whole_body_tracking/*.npz
     <cache>/downloads/holosoma-0.0.3-py3-none-any.whl
 
@@ -29,6 +30,7 @@ import tempfile
 import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 from tqdm import tqdm
@@ -43,8 +45,13 @@ WHEEL_ENV_VAR = "UNILAB_HOLOSOMA_WHEEL"
 
 # Paths inside the wheel that unilab needs, and the prefix stripped on extraction.
 WHEEL_DATA_PREFIX = "holosoma/data/"
-ROBOT_PREFIX = "holosoma/data/robots/g1/"
+ROBOT_PREFIXES = ("holosoma/data/robots/g1/", "holosoma/data/robots/t1/")
 MOTION_PREFIX = "holosoma/data/motions/g1_29dof/whole_body_tracking/"
+SCENES = {"g1": "robots/g1/scenes/scene_g1_29dof_wbt_plane.xml", "t1": "robots/t1/scene_t1_29dof.xml"}
+"""Each built-in robot's scene MJCF (the robot on a floor) in the cache: ``task.robot.asset`` names a row."""
+UNILAB_FILES = {"robots/t1/scene_t1_29dof.xml": "scene_t1_29dof.xml"}
+"""Files unilab adds to the cache (cache path -> file of ``unilab/assets/models``), hashed in the manifest like the
+wheel's: the T1 MJCF has no floor, so its scene includes it next to a plane."""
 MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT = 1
 
@@ -84,11 +91,12 @@ def sha256_file(path: Path) -> str:
 
 
 def is_wanted_member(name: str) -> bool:
-    """True for wheel members unilab extracts: the G1 robot tree and the tracking clips."""
+    """True for wheel members unilab extracts: the robot trees and the tracking clips."""
     if name.endswith("/"):
         return False
-    if name.startswith(ROBOT_PREFIX):
-        rest = name[len(ROBOT_PREFIX):]
+    prefix = next((p for p in ROBOT_PREFIXES if name.startswith(p)), None)
+    if prefix is not None:
+        rest = name[len(prefix):]
         # the MJCF files and the scenes/meshes they reference; URDFs are not used
         return rest.startswith(("scenes/", "meshes/")) or ("/" not in rest and rest.endswith(".xml"))
     if name.startswith(MOTION_PREFIX):
@@ -115,7 +123,8 @@ def check_cache(root: Path, *, full: bool = False) -> list[str]:
     files = read_manifest(root)
     if files is None:
         return [f"{root / MANIFEST_NAME}: missing or unreadable manifest"]
-    problems = []
+    # a cache built before a robot was added lacks its scene: rebuilt once, a superset of the older one
+    problems = [f"{root / rel}: not in the manifest" for rel in SCENES.values() if rel not in files]
     for rel, entry in files.items():
         path = root / rel
         try:
@@ -192,7 +201,7 @@ def _acquire_wheel(cache_dir: Path | None, expected_sha256: str, downloader: Cal
             got = downloader(Path(tmp))
         except WheelDownloadError as exc:
             raise AssetError(
-                f"could not download the G1 assets: {exc}\n"
+                f"could not download the robot assets: {exc}\n"
                 f"unilab needs the file {WHEEL_NAME} (holosoma {HOLOSOMA_VERSION} from PyPI, {WHEEL_URL_HINT},\n"
                 f"sha256 {WHEEL_SHA256}). Download it on a machine with network access and either\n"
                 f"  - put it at {cached}\n"
@@ -215,8 +224,9 @@ def _extract(wheel: Path, dest: Path, progress: bool) -> dict[str, dict]:
     files: dict[str, dict] = {}
     with zf:
         members = [m for m in zf.infolist() if is_wanted_member(m.filename)]
-        if not any(m.filename.startswith(ROBOT_PREFIX) for m in members):
-            raise AssetError(f"{wheel} has no {ROBOT_PREFIX} tree")
+        for prefix in ROBOT_PREFIXES:
+            if not any(m.filename.startswith(prefix) for m in members):
+                raise AssetError(f"{wheel} has no {prefix} tree")
         try:
             with tqdm(total=sum(m.file_size for m in members), desc=f"unilab: extract {wheel.name}", unit="B",
                       unit_scale=True, file=sys.stderr, leave=False, disable=not progress) as bar:
@@ -235,6 +245,10 @@ def _extract(wheel: Path, dest: Path, progress: bool) -> dict[str, dict]:
                     files[rel] = {"size": out.stat().st_size, "sha256": h.hexdigest()}
         except zipfile.BadZipFile as exc:
             raise AssetError(f"{wheel} is corrupt: {exc}") from exc
+    for rel, name in UNILAB_FILES.items():
+        data = (resources.files("unilab.assets") / "models" / name).read_bytes()
+        (dest / rel).write_bytes(data)
+        files[rel] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
     return files
 
 
@@ -294,13 +308,21 @@ def ensure_assets(cache_dir: str | os.PathLike | None = None, *, force: bool = F
             shutil.rmtree(tmp_root, ignore_errors=True)
             raise
     if progress:
-        print(f"unilab: G1 assets ready in {root}", file=sys.stderr, flush=True)
+        print(f"unilab: robot assets ready in {root}", file=sys.stderr, flush=True)
     return FetchResult(root=root, rebuilt=True, wheel=wheel)
 
 
 def verify_assets(cache_dir: str | os.PathLike | None = None) -> list[str]:
     """Full check (sizes and sha256 of every file) of an existing cache; [] if intact."""
     return check_cache(assets_dir(cache_dir), full=True)
+
+
+def scene_xml_path(robot: str, cache_dir: str | os.PathLike | None = None) -> Path:
+    """The scene MJCF of built-in robot ``robot`` (a key of :data:`SCENES`), fetching the assets if needed."""
+    if robot not in SCENES:
+        raise ValueError(f"task.robot.asset: no built-in robot {robot!r} (built-in: {', '.join(SCENES)}); give your "
+                         "own MJCF as task.robot.model_xml")
+    return ensure_assets(cache_dir).root / SCENES[robot]
 
 
 def manifest_paths(root: Path, prefix: str, suffixes: Sequence[str] = ()) -> list[Path]:

@@ -36,15 +36,17 @@ from typing import Any
 import numpy as np
 import psutil
 
+from unilab.bench.options import at_least, cpu_list
 from unilab.bench.report import format_table, write_json
 from unilab.sim import cpu
 from unilab.sim.physics import make_pool
 from unilab.tasks.core.driver import OBSERVE, REWARDS, SPLIT
 from unilab.tasks.core.driver_env import SUBPHASES
+from unilab.tasks.registry import kind, task_config, tasks_of_kind
 from unilab.telemetry.phase_timer import PhaseTimer
 
 PHASES = ("backend_step", "update_state", "reset_done")
-TASKS = ("g1_motion_tracking", "g1_locomotion")
+TASKS = (*tasks_of_kind("motion_tracking"), *tasks_of_kind("locomotion"))
 PROJECT_CORES = (16, 32, 64)
 
 
@@ -58,11 +60,10 @@ class TaskBench:
 
 def task_bench(name: str) -> TaskBench:
     """The :class:`TaskBench` of task ``name`` (one of :data:`TASKS`)."""
-    if name == "g1_locomotion":
-        from unilab.tasks.g1_locomotion.config import LocomotionConfig
+    if kind(name) == "locomotion":
         from unilab.tasks.g1_locomotion.env import LocomotionEnv
 
-        return TaskBench(LocomotionConfig(), LocomotionEnv)
+        return TaskBench(task_config(name, {}), LocomotionEnv)
     from unilab.tasks.g1_motion_tracking.config import MotionTrackingConfig
     from unilab.tasks.g1_motion_tracking.env import MotionTrackingEnv
 
@@ -369,16 +370,17 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="unilab-bench env-phases", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     p.add_argument("--task", choices=TASKS, default=TASKS[0], help=f"the task (default: {TASKS[0]})")
-    p.add_argument("--num-envs", type=int, default=1024)
-    p.add_argument("--steps", type=int, default=60, help="timed env steps per run")
-    p.add_argument("--warmup", type=int, default=5, help="untimed steps before timing")
-    p.add_argument("--block", type=int, default=5,
+    p.add_argument("--num-envs", type=at_least(1), default=1024)
+    p.add_argument("--steps", type=at_least(1), default=60, help="timed env steps per run")
+    p.add_argument("--warmup", type=at_least(0), default=5, help="untimed steps before timing")
+    p.add_argument("--block", type=at_least(1), default=5,
                    help="env and raw-pool steps alternate in blocks of this many (shared machine load hits both)")
-    p.add_argument("--cpu-ids", default=None, help="pin the pool's threads, e.g. 0-1 (one thread per id)")
-    p.add_argument("--compare-cpu-ids", default=None,
+    p.add_argument("--cpu-ids", type=cpu_list, default=None,
+                   help="pin the pool's threads, e.g. 0-1 (one thread per id)")
+    p.add_argument("--compare-cpu-ids", type=cpu_list, default=None,
                    help="A/B in one invocation: default sizing vs pinned to these cpu ids")
-    p.add_argument("--nthread", type=int, default=None, help="thread count (default: the sizing rule)")
-    p.add_argument("--thread-steps", type=int, default=6,
+    p.add_argument("--nthread", type=at_least(1), default=None, help="thread count (default: the sizing rule)")
+    p.add_argument("--thread-steps", type=at_least(0), default=6,
                    help="extra env steps timed per thread group (calling thread, Numba, MuJoCo; 0: none)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default=None, help="also write the results to this JSON file")
@@ -411,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     runs: list[tuple[list[int] | None, int | None]] = [] if args.cpu_ids else [(None, args.nthread)]
     if args.cpu_ids or args.compare_cpu_ids:
-        runs.append((cpu.parse_cpu_ids(args.cpu_ids or args.compare_cpu_ids), None))
+        runs.append((args.cpu_ids or args.compare_cpu_ids, None))
 
     print(f"usable cpus {cpu.usable_cpus()}; {args.task}, decimation {cfg.decimation}, sim dt {cfg.sim_dt}")
     results = []

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from unilab.bench import learn
+from unilab.bench import children, learn
 from unilab.bench.report import format_table, write_json
 from unilab.eval.metrics import METRIC_NAMES
 
@@ -79,7 +79,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     eval_frames = args.eval_max_frames or (10 if tiny else None)
     episodes = min(args.random_episodes, 8) if tiny else args.random_episodes
     out = Path(args.out or Path(args.log_root) / f"gpu_check{'_tiny' if tiny else ''}.json")
+    if (error := learn.unwritable(out)) is not None:
+        print(f"unilab-bench gpu: error: {error}", file=sys.stderr)
+        return 2
+    with children.stop_signals():  # a stop signal: the training stops with a final checkpoint, the JSON is written
+        rc = _run(args, tiny, cuda, eval_frames, episodes, out)
+    return 128 + children.stopped() if children.stopped() else rc
 
+
+def _run(args: argparse.Namespace, tiny: bool, cuda: bool, eval_frames: int | None, episodes: int, out: Path) -> int:
+    """Train, evaluate, write the JSON; the return code."""
     sizes = ([*TINY_OVERRIDES, f"algo.max_iterations={args.iterations}"] if tiny  # else the time limit ends the run
              else [f"algo.num_envs={args.num_envs}", "algo.max_iterations=10000000"])
     cmd = learn.train_command(args, "sac", "gpu_check", sizes)

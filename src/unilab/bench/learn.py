@@ -3,7 +3,9 @@
 Runs ``train`` (default: ``--algo sac_cpu`` for 20 minutes, ``training.time_limit_s``) as a subprocess, then
 ``unilab-eval``, and writes one JSON with keys fixed across commits: the learning-curve summary read back from the
 run's TensorBoard scalars (episode return and length, steps/s, iterations, env steps, wall time) and the final tracking
-metrics. Compare commits with the same flags on the same machine.
+metrics. Compare commits with the same flags on the same machine. A training's output is kept in a log file beside its
+run directories; a stop signal stops the trainings with their final checkpoints and still writes the JSON
+(:mod:`unilab.bench.children`).
 
 Recipe comparison (``--arm``, ``--seeds``, ``--env-steps``, ``--parallel``): every arm x seed trains to the same env
 steps (``algo.max_iterations`` = env steps / num_envs; ``--minutes`` stays a wall-time cap), optionally side by side on
@@ -14,6 +16,7 @@ speed), one PNG shows episode length vs env steps of every run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import math
@@ -33,8 +36,10 @@ from typing import Any
 
 import yaml
 
+from unilab.bench import children
 from unilab.bench.report import format_table, write_json
 from unilab.eval.metrics import METRIC_NAMES
+from unilab.paths import check_writable
 from unilab.sim.cpu import usable_cpus
 
 TASK = "g1_motion_tracking"
@@ -52,9 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "with the learning-curve summary and the tracking metrics (compare it across commits).",
     )
     p.add_argument("--algo", default=None, help="algorithm recipe (train --algo; default: the task's CPU recipe, "
-                   "sac_cpu for motion tracking, sac_cpu_loco for g1_locomotion)")
-    p.add_argument("--task", default=TASK, help=f"train --task (default: {TASK}); g1_locomotion is evaluated with "
-                   "unilab-eval --task g1_locomotion (command bins, and the zero policy as the baseline)")
+                   "sac_cpu for motion tracking, sac_cpu_loco for g1_locomotion and t1_locomotion)")
+    p.add_argument("--task", default=TASK, help=f"train --task (default: {TASK}); a locomotion task (g1_locomotion, "
+                   "t1_locomotion) is evaluated with unilab-eval --task <task> (command bins, and the zero policy as "
+                   "the baseline)")
     p.add_argument("--minutes", type=float, default=20.0, help="training budget in minutes (training.time_limit_s; "
                    "default: 20); with --env-steps a wall-time cap that stops a run early (the JSON says which "
                    "budget ended it)")
@@ -106,15 +112,6 @@ def train_command(args: argparse.Namespace, algo: str | None = None, name: str =
             f"training.log_root={args.log_root}", f"training.experiment_name={name}", *sizes, *args.overrides]
 
 
-def pinned(cmd: list[str], cpus: Sequence[int] | None) -> list[str]:
-    """``cmd`` with its process, threads and children pinned to ``cpus``, by a Python trampoline: ``preexec_fn``
-    is unsafe while other threads run (parallel runs start from threads), and ``taskset`` is not everywhere."""
-    if cpus is None:
-        return list(cmd)
-    pin = f"import os, sys; os.sched_setaffinity(0, {sorted(set(cpus))}); os.execvp(sys.argv[1], sys.argv[1:])"
-    return [sys.executable, "-c", pin, *cmd]
-
-
 _print_lock = threading.Lock()
 
 
@@ -124,25 +121,56 @@ def _announce(cmd: Sequence[str], tag: str = "") -> None:
         print(f"unilab-bench learn: {tag}{' '.join(cmd)}", flush=True)
 
 
+def training_log(cmd: Sequence[str]) -> Path:
+    """Where a ``train`` command's output goes: ``<training.log_root>/<training.experiment_name>_<time>.log`` (the run
+    directory is not known before the training makes it)."""
+    keys = dict(a.split("=", 1) for a in cmd if a.startswith(("training.log_root=", "training.experiment_name=")))
+    root = Path(keys.get("training.log_root", "logs"))
+    name = keys.get("training.experiment_name", "train").replace("/", "_")
+    root.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y-%m-%d_%H-%M-%S")
+    for k in range(1000):
+        path = root / (f"{name}_{stamp}.log" if k == 0 else f"{name}_{stamp}-{k}.log")
+        with contextlib.suppress(FileExistsError):
+            path.open("x").close()
+            return path
+    raise FileExistsError(f"no free training log name {name}_{stamp}-<k>.log in {root}")
+
+
 def run_training(cmd: list[str], prefix: str = "", cpus: Sequence[int] | None = None,
                  env: dict[str, str] | None = None) -> tuple[int, Path | None, Path | None, float]:
-    """Run ``train``, echoing each output line after ``prefix`` (parallel runs stay readable); returns (rc, run
-    dir, final checkpoint, wall s)."""
+    """Run ``train`` with its output in a log file (:func:`training_log`; :mod:`unilab.bench.children`: a killed
+    benchmark leaves the training stopping cleanly), echoing each line of it after ``prefix`` (parallel runs stay
+    readable); returns (rc, run dir, final checkpoint, wall s). After a stop signal nothing is started."""
     run_dir = checkpoint = None
+    if children.stopped() is not None:
+        return 128 + children.stopped(), None, None, 0.0
+    log_path = training_log(cmd)
     t0 = time.monotonic()
-    with subprocess.Popen(pinned(cmd, cpus), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          bufsize=1, env=env) as proc:
-        for line in proc.stdout:
-            with _print_lock:
-                sys.stdout.write(prefix + line)
-                sys.stdout.flush()
-            if line.startswith("unilab: logging to "):
-                run_dir = Path(line.removeprefix("unilab: logging to ").strip())
-            elif line.startswith("unilab: run directory ") and "; checkpoint " in line:
-                head, _, tail = line.partition("; checkpoint ")
-                run_dir = Path(head.removeprefix("unilab: run directory ").strip())
-                checkpoint = Path(tail.strip())
-        rc = proc.wait()
+    with open(log_path, "rb") as follow:
+        partial = b""
+
+        def echo() -> None:
+            nonlocal run_dir, checkpoint, partial
+            for raw in follow.readlines():
+                if not raw.endswith(b"\n"):  # the training is still writing this line
+                    partial += raw
+                    continue
+                line, partial = (partial + raw).decode(errors="replace"), b""
+                with _print_lock:
+                    sys.stdout.write(prefix + line)
+                    sys.stdout.flush()
+                if line.startswith("unilab: logging to "):
+                    run_dir = Path(line.removeprefix("unilab: logging to ").strip())
+                elif line.startswith("unilab: run directory ") and "; checkpoint " in line:
+                    head, _, tail = line.partition("; checkpoint ")
+                    run_dir = Path(head.removeprefix("unilab: run directory ").strip())
+                    checkpoint = Path(tail.strip())
+
+        with open(log_path, "ab") as log:
+            rc = children.run(cmd, cpus, poll=echo, stdout=log, stderr=subprocess.STDOUT, env=env)
+    with _print_lock:
+        print(f"unilab-bench learn: {prefix}training output kept in {log_path}", flush=True)
     return rc, run_dir, checkpoint, time.monotonic() - t0
 
 
@@ -158,12 +186,15 @@ def eval_command(args: argparse.Namespace, checkpoint: Path, json_path: Path) ->
 
 def run_eval(cmd: list[str], cpus: Sequence[int] | None = None, env: dict[str, str] | None = None) -> int:
     """Run ``unilab-eval`` (its table and progress go to the terminal), pinned to ``cpus`` when given."""
-    return subprocess.run(pinned(cmd, cpus), env=env).returncode
+    return children.run(cmd, cpus, env=env)
 
 
 def eval_report(cmd: list[str], json_path: Path, cpus: Sequence[int] | None = None, tag: str = "",
                 env: dict[str, str] | None = None) -> tuple[int, dict[str, Any] | None]:
-    """Announce and :func:`run_eval` ``cmd``; its return code and the JSON it wrote (None when it failed)."""
+    """Announce and :func:`run_eval` ``cmd``; its return code and the JSON it wrote (None when it failed). Nothing
+    runs after a stop signal."""
+    if children.stopped() is not None:
+        return 128 + children.stopped(), None
     _announce(cmd, tag)
     rc = run_eval(cmd, cpus, env)
     return rc, json.loads(json_path.read_text()) if rc == 0 and json_path.is_file() else None
@@ -241,7 +272,8 @@ def recipe(args: argparse.Namespace) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.algo = recipe(args)
-    compare = args.arm or args.seeds is not None or args.env_steps is not None or args.parallel != 1
+    compare = (args.arm or args.arm_src or args.seeds is not None or args.env_steps is not None
+               or args.parallel != 1)
     # all refused before minutes of training
     bounds = [("--eval-start-stride", args.eval_start_stride, 1, False), ("--minutes", args.minutes, 0, True)]
     if compare:
@@ -251,9 +283,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if error:
         print(f"unilab-bench learn: error: {error}", file=sys.stderr)
         return 2
-    if compare:
-        return compare_main(args)
+    with children.stop_signals():  # a stop signal: the trainings stop with a final checkpoint, the report is written
+        rc = compare_main(args) if compare else single_main(args)
+    return 128 + children.stopped() if children.stopped() else rc
+
+
+def single_main(args: argparse.Namespace) -> int:
+    """One training of the base recipe, then the evaluation of its final checkpoint; one JSON."""
     out = Path(args.out or Path(args.log_root) / f"learn_{args.algo}_{args.minutes:g}min.json")
+    if (error := unwritable(out)) is not None:
+        print(f"unilab-bench learn: error: {error}", file=sys.stderr)
+        return 2
     cmd = train_command(args)
     _announce(cmd)
     rc, run_dir, checkpoint, wall_s = run_training(cmd)
@@ -263,12 +303,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     num_envs = int(yaml.safe_load((run_dir / "config.yaml").read_text())["algo"]["num_envs"])
     curve = curve_summary(read_curves(run_dir), num_envs, checkpoint)
     evaluation, eval_rc, locomotion = {}, None, None
-    if checkpoint is not None and checkpoint.is_file() and args.task == "g1_locomotion":
-        locomotion = {kind: locomotion_eval(checkpoint, kind, run_dir / "eval" / f"final_locomotion_{kind}.json")
+    if checkpoint is not None and checkpoint.is_file() and is_locomotion(args.task):
+        locomotion = {kind: locomotion_eval(args.task, checkpoint, kind,
+                                            run_dir / "eval" / f"final_locomotion_{kind}.json")
                       for kind in ("checkpoint", "zero")}
         # standing still survives pushes-free episodes too: this one tells "falls to pushes" from "cannot stand"
         locomotion["checkpoint_no_pushes"] = locomotion_eval(
-            checkpoint, "checkpoint", run_dir / "eval" / "final_locomotion_no_pushes.json", pushes=False)
+            args.task, checkpoint, "checkpoint", run_dir / "eval" / "final_locomotion_no_pushes.json", pushes=False)
         eval_rc = 0 if all(locomotion.values()) else 1
     elif checkpoint is not None and checkpoint.is_file():
         eval_json = run_dir / "eval" / "final.json"
@@ -281,7 +322,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               "checkpoint": None if checkpoint is None else str(checkpoint), "train_returncode": rc,
               "train_process_wall_s": wall_s, "curve": curve, "eval_returncode": eval_rc,
               "eval": {m: overall.get(m) for m in METRIC_NAMES}, "eval_clips": evaluation.get("clips", {}),
-              "eval_locomotion": locomotion}
+              "eval_locomotion": locomotion, "stop_signal": children.stopped()}
     rows = [(f"curve/{k}", v) for k, v in curve.items()] + [(f"eval/{k}", v) for k, v in report["eval"].items()]
     for kind, res in (locomotion or {}).items():
         rows += [(f"locomotion/{kind}/{k}", v) for k, v in ((res or {}).get("overall") or {}).items()]
@@ -376,8 +417,9 @@ def parse_seeds(text: str | None) -> list[int]:
         seeds = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise ValueError(f"--seeds {text!r}: expected comma-separated integers such as 0,1") from None
-    if not seeds or len(set(seeds)) != len(seeds):
-        raise ValueError(f"--seeds {text!r}: expected distinct comma-separated integers such as 0,1")
+    if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+        raise ValueError(f"--seeds {text!r}: expected distinct comma-separated integers >= 0 such as 0,1 "
+                         "(each is algo.seed and training.seed)")
     return seeds
 
 
@@ -495,29 +537,39 @@ def run_job(args: argparse.Namespace, job: Job, cpus: list[int] | None) -> dict[
                env_steps_target=None if job.iterations is None else job.iterations * job.num_envs,
                train_process_wall_s=wall_s, eval=dict.fromkeys(METRIC_NAMES))
     if run_dir is None or not run_dir.is_dir():
-        run["stopped_by"] = "error"
+        run["stopped_by"] = "signal" if children.stopped() else "error"
         return run
     facts = run_facts(run_dir, checkpoint, job.num_envs, job.num_updates)
     run.update({k: v for k, v in facts.items() if k in RUN_KEYS})
     reached = job.iterations is not None and run["iterations"] is not None and run["iterations"] >= job.iterations
-    run["stopped_by"] = "error" if rc != 0 else "env_steps" if reached else "time"
+    stopped = rc != 0 and children.stopped() is not None
+    run["stopped_by"] = "signal" if stopped else "error" if rc != 0 else "env_steps" if reached else "time"
     if checkpoint is None or not checkpoint.is_file():
         return run
     if "motion_tracking" in args.task:
         eval_json = run_dir / "eval" / "final.json"
         ecmd = eval_command(args, checkpoint, eval_json) + ["--no-plot", "--no-progress"]
         run.update(final_eval(ecmd, checkpoint, eval_json, args.random_episodes, cpus, tag, env))
-    if args.task == "g1_locomotion":
-        run["eval_locomotion"] = locomotion_eval(checkpoint, "checkpoint", run_dir / "eval" / "final_locomotion.json",
-                                                 cpus, tag, env)
+    if is_locomotion(args.task):
+        run["eval_locomotion"] = locomotion_eval(args.task, checkpoint, "checkpoint",
+                                                 run_dir / "eval" / "final_locomotion.json", cpus, tag, env)
     return run
 
 
-def locomotion_eval(checkpoint: str | Path, policy: str, json_path: Path, cpus: Sequence[int] | None = None,
-                    tag: str = "", env: dict[str, str] | None = None, pushes: bool = True) -> dict[str, Any] | None:
-    """``unilab-eval --task g1_locomotion`` (20 s episodes per command bin, with the task's pushes if ``pushes``) of
-    ``policy`` with the task config of ``checkpoint``: its per-bin and overall metrics, None on failure."""
-    cmd = [sys.executable, "-m", "unilab.cli.eval", str(checkpoint), "--task", "g1_locomotion", "--policy", policy,
+def is_locomotion(task: str) -> bool:
+    """Whether ``task`` is evaluated in command bins (``unilab-eval --task <task>``) rather than on clips."""
+    from unilab.tasks.registry import kind
+
+    return kind(task) == "locomotion"
+
+
+def locomotion_eval(task: str, checkpoint: str | Path, policy: str, json_path: Path,
+                    cpus: Sequence[int] | None = None, tag: str = "", env: dict[str, str] | None = None,
+                    pushes: bool = True) -> dict[str, Any] | None:
+    """``unilab-eval --task <task>`` of a locomotion task (20 s episodes per command bin, with the task's pushes if
+    ``pushes``) of ``policy`` with the task config of ``checkpoint``: its per-bin and overall metrics, None on
+    failure."""
+    cmd = [sys.executable, "-m", "unilab.cli.eval", str(checkpoint), "--task", task, "--policy", policy,
            "--json", str(json_path), "--no-progress", "--pushes", "on" if pushes else "off"]
     report = eval_report(cmd, json_path, cpus, tag, env)[1]
     return None if report is None else {k: report[k] for k in ("overall", "bins", "control_dt")}
@@ -559,8 +611,8 @@ def baseline_episode_lengths(args: argparse.Namespace, runs: list[dict[str, Any]
     out: dict[str, Any] = {"zero": None, "reference": None}
     ckpt = next((r["checkpoint"] for r in runs if r["checkpoint"] and Path(r["checkpoint"]).is_file()
                  and r["arm"] not in other_source), None)
-    if ckpt is not None and args.task == "g1_locomotion":  # the zero action's episode length, steps
-        zero = locomotion_eval(ckpt, "zero", Path(ckpt).parent / "eval" / "baseline_zero_locomotion.json")
+    if ckpt is not None and is_locomotion(args.task):  # the zero action's episode length, steps
+        zero = locomotion_eval(args.task, ckpt, "zero", Path(ckpt).parent / "eval" / "baseline_zero_locomotion.json")
         if zero is not None:
             out["zero"] = zero["overall"]["episode_length_s"] / zero["control_dt"]
             out["zero_locomotion"] = zero
@@ -604,7 +656,7 @@ def plot_runs(report: dict[str, Any], path: Path) -> Path:
         ax.plot(s["env_steps"], s["episode_length"], color=colors[arms.index(r["arm"]) % len(colors)],
                 linestyle=styles[seeds.index(r["seed"]) % len(styles)], label=f"{r['arm']} seed {r['seed']}")
     lines = [(k, v) for k, v in report["baselines"].items() if isinstance(v, (int, float))]
-    where = "command-bin episodes" if report["task"] == "g1_locomotion" else "random starts"
+    where = "command-bin episodes" if is_locomotion(report["task"]) else "random starts"
     for (kind, value), color in zip(lines, ("0.4", "0.7")):
         ax.axhline(value, color=color, linestyle="--", linewidth=1, label=f"{kind} policy ({where})")
     if report["env_steps_budget"]:
@@ -641,6 +693,16 @@ def compare_table(report: dict[str, Any]) -> str:
                                   for row in rows])
 
 
+def unwritable(*paths: Path) -> str | None:
+    """Why a report file cannot be written (checked before the trainings, not after them), or None."""
+    try:
+        for path in paths:
+            check_writable(path, "report")
+    except OSError as err:
+        return str(err)
+    return None
+
+
 def usage_error(args: argparse.Namespace, bounds: Sequence[tuple[str, float | None, float, bool]]) -> str | None:
     """The first flag out of its range (``(flag, value, low, strict)``; a None value is unset) or a pass-through
     override that is not KEY=VALUE, as a message; None when all is well."""
@@ -668,6 +730,9 @@ def compare_main(args: argparse.Namespace) -> int:
     budget_tag = f"{args.env_steps}steps_" if args.env_steps is not None else ""
     out = Path(args.out or Path(args.log_root) / f"learn_arms_{args.algo}_{budget_tag}{args.minutes:g}min.json")
     png = Path(args.plot) if args.plot else out.with_suffix(".png")
+    if (error := unwritable(out, png)) is not None:
+        print(f"unilab-bench learn: error: {error}", file=sys.stderr)
+        return 2
 
     free: queue.Queue = queue.Queue()  # the CPU sets not in use
     for slot in slots:
@@ -691,6 +756,7 @@ def compare_main(args: argparse.Namespace) -> int:
         "common_overrides": list(args.overrides), "machine": machine_facts(), "wall_s": time.monotonic() - t0,
         "baselines": baseline_episode_lengths(args, runs, [a.name for a in arms if a.src is not None]),
         "checkpoint_env_steps": add_checkpoints(runs, args.env_steps), "runs": runs, "plot": str(png),
+        "stop_signal": children.stopped(),
     }
     plot_runs(report, png)
     print(compare_table(report))

@@ -16,6 +16,7 @@ import numpy as np
 import yaml
 from omegaconf import OmegaConf
 
+from unilab.bench.options import at_least, cpu_list
 from unilab.bench.report import format_table, write_json
 from unilab.cli.config import compose_config
 from unilab.runtime.collector import CollectorArgs
@@ -79,11 +80,11 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("--task", default="g1_motion_tracking", help="task name (see `train --help`)")
-    p.add_argument("--num-envs", type=int, default=1024, help="envs")
-    p.add_argument("--steps", type=int, default=40, help="timed steps")
-    p.add_argument("--warmup", type=int, default=3, help="untimed steps first")
+    p.add_argument("--num-envs", type=at_least(1), default=1024, help="envs")
+    p.add_argument("--steps", type=at_least(1), default=40, help="timed steps")
+    p.add_argument("--warmup", type=at_least(0), default=3, help="untimed steps first")
     p.add_argument("--nthread", default=None, help="pool threads (default: the sizing rule)")
-    p.add_argument("--cpu-ids", default=None, help="pin the pool, e.g. 0-1")
+    p.add_argument("--cpu-ids", type=cpu_list, default=None, help="pin the pool, e.g. 0-1")
     p.add_argument("--task-override", action="append", default=[], metavar="KEY=VALUE", help="task config override")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default=None, help="also write results to this JSON file")
@@ -92,8 +93,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> dict:
     args = build_parser().parse_args(argv)
-    if args.steps < 1 or args.num_envs < 1:
-        raise SystemExit("--steps and --num-envs must be >= 1")
     overrides = {}
     for pair in args.task_override:
         key, eq, value = pair.partition("=")

@@ -18,6 +18,7 @@ import mujoco
 import numpy as np
 
 from unilab.assets.builtin import load_humanoid
+from unilab.bench.options import at_least, integers_at_least
 from unilab.bench.report import format_table, write_json
 from unilab.sim import cpu
 from unilab.sim.physics import make_pool
@@ -86,9 +87,11 @@ def run(args: argparse.Namespace) -> dict:
     usable_ids = cpu.usable_cpus()
     usable = len(usable_ids)
     num_envs = args.num_envs or (4096 if cpu.usable_cpu_count() >= 16 else 1024)
-    counts = [int(c) for c in args.nthreads.split(",")] if args.nthreads else thread_counts(usable)
-    if 1 not in counts:
-        counts.append(1)  # the single-thread rate anchors efficiency
+    counts = list(args.nthreads) if args.nthreads else thread_counts(usable)
+    default_nthread = cpu.resolve_nthread(num_envs)
+    for anchor in (1, default_nthread):  # the single-thread rate anchors efficiency; the default is what is judged
+        if anchor not in counts:
+            counts.append(anchor)
     state = _initial_state(model, num_envs, args.seed)
     ctrls = _controls(model, args.warmup + args.steps, num_envs, args.seed)
 
@@ -116,7 +119,6 @@ def run(args: argparse.Namespace) -> dict:
     for r in rows:
         r.efficiency = r.steps_per_sec / limit
 
-    default_nthread = cpu.resolve_nthread(num_envs)
     measured = [r for r in rows if not r.note]
     fastest = max(measured, key=lambda r: r.steps_per_sec)
     default_row = next(r for r in rows if r.nthread == default_nthread and not r.pinned)
@@ -154,13 +156,13 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("--model", default=None, help="MJCF path (default: unilab's built-in humanoid)")
-    p.add_argument("--num-envs", type=int, default=None,
+    p.add_argument("--num-envs", type=at_least(1), default=None,
                    help="simulations (default: 4096 with >= 16 usable CPUs, else 1024)")
-    p.add_argument("--substeps", type=int, default=3, help="physics steps per pool.step call")
-    p.add_argument("--steps", type=int, default=30, help="timed pool.step calls per measurement")
-    p.add_argument("--warmup", type=int, default=2, help="untimed pool.step calls before timing")
-    p.add_argument("--repeats", type=int, default=3, help="interleaved rounds; the median is reported")
-    p.add_argument("--nthreads", default=None,
+    p.add_argument("--substeps", type=at_least(1), default=3, help="physics steps per pool.step call")
+    p.add_argument("--steps", type=at_least(1), default=30, help="timed pool.step calls per measurement")
+    p.add_argument("--warmup", type=at_least(0), default=2, help="untimed pool.step calls before timing")
+    p.add_argument("--repeats", type=at_least(1), default=3, help="interleaved rounds; the median is reported")
+    p.add_argument("--nthreads", type=integers_at_least(1), default=None,
                    help="comma list of thread counts (default: 2x usable, usable, halves to 1)")
     p.add_argument("--no-pinned", action="store_true", help="skip the pinned rows")
     p.add_argument("--seed", type=int, default=0, help="seed of initial states and controls")
@@ -170,9 +172,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> dict:
     args = build_parser().parse_args(argv)
-    for flag in ("steps", "substeps", "repeats", "num_envs"):
-        if (value := getattr(args, flag)) is not None and value < 1:  # num_envs None: the default
-            raise SystemExit(f"--{flag.replace('_', '-')} must be >= 1")
     res = run(args)
     print_result(res)
     if args.json:

@@ -7,11 +7,15 @@ from collections.abc import Callable
 from typing import Any
 
 from unilab.gl_env import gl_disabled
+from unilab.runtime import console
 
 
 def run_cli(prog: str, main: Callable[..., int], *args: Any, interrupted: str = "interrupted") -> int:
-    """``main(*args)`` under ``gl_disabled`` (before mujoco is imported: a MUJOCO_GL that cannot load here must not
-    kill the import; videos render in a subprocess with a probed backend, the user's first); Ctrl-C: exit 130."""
+    """``main(*args)`` with console output that cannot be written diverted rather than raised (``console.guard``: a
+    closed pipe or a full disk must not end the work) and under ``gl_disabled`` (before mujoco is imported: a MUJOCO_GL
+    that cannot load here must not kill the import; videos render in a subprocess with a probed backend, the user's
+    first); Ctrl-C: exit 130."""
+    console.guard(prog)
     with gl_disabled():
         try:
             return main(*args)

@@ -6,6 +6,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from unilab.cli import run_cli
+
 # subcommand -> (module with main(argv), what it measures)
 BENCHMARKS = {
     "pool-threads": ("unilab.bench.pool_thread_scaling",
@@ -17,6 +19,9 @@ BENCHMARKS = {
     "learn": ("unilab.bench.learn",
               "fixed-budget G1 tracking run (default sac_cpu, 20 min) + unilab-eval: curve and tracking metrics; "
               "--arm/--seeds/--env-steps/--parallel compare recipes at equal env steps"),
+    "learner": ("unilab.bench.learner",
+                "one FastSAC update at a recipe's sizes (--algo, --task, --device): ms, split, ops and host syncs per "
+                "update, against holosoma's own update in the same run"),
     "gpu": ("unilab.bench.gpu_check",
             "sac recipe at 4096 envs on CUDA for --minutes: steps/s, learner ms/update, overlap, eval "
             "(--tiny or no CUDA: tiny CPU run)"),
@@ -39,7 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if name not in BENCHMARKS:
         print(f"unilab-bench: unknown benchmark {name!r}\n\n{usage()}", file=sys.stderr)
         return 2
-    rc = importlib.import_module(BENCHMARKS[name][0]).main(rest)
+    rc = run_cli(f"unilab-bench {name}", importlib.import_module(BENCHMARKS[name][0]).main, rest)
     return rc if isinstance(rc, int) else 0
 
 

@@ -42,7 +42,7 @@ def register_schemas() -> None:
     cs.store(group="sim", name="base_mujoco", node=SimConfig)
     cs.store(group="training", name="base_training", node=TrainingConfig)
     for name in registry.TASKS:
-        cs.store(group="task", name=f"base_{name}", node=registry.config_class(name))
+        cs.store(group="task", name=f"base_{name}", node=registry.task_defaults(name))
 
 
 def split_argv(argv: Sequence[str]) -> tuple[list[str], dict[str, bool]]:
@@ -103,6 +103,11 @@ def choose_recipe(overrides: Sequence[str], cuda: bool | None = None) -> tuple[l
         return [f"algo={gpu}", *overrides], f"unilab: recipe {gpu} (CUDA device found{tail})"
     return [f"algo={cpu}", *overrides], (
         f"unilab: recipe {cpu} (no CUDA device; --algo {gpu} forces the GPU recipe{tail})")
+
+
+def recipe_name(overrides: Sequence[str]) -> str | None:
+    """The algo preset of :func:`choose_recipe`'s overrides."""
+    return _override_value(overrides, "algo", None)
 
 
 def cuda_available() -> bool:
@@ -204,10 +209,26 @@ def _quoting_hint(overrides: Sequence[str]) -> str:
             key, eq, value = ov.partition("=")
             if not eq:
                 return ""
+            if key != key.rstrip() or value != value.lstrip():  # 'algo.num_envs = 4', one shell word
+                fixed = f"{key.strip()}={value.strip()}"
+                if _parses(parser, fixed):
+                    return f"; an override has no spaces around '=': write {shlex.quote(fixed)}"
+                key, value = key.strip(), value.strip()
             quoted = f"'{value}'" if '"' in value and "'" not in value else '"' + value.replace('"', '\\"') + '"'
             what = "the path" if key.lstrip("+~") == "training.resume" else "the value"
             return f"; in {key}= put {what} in quotes, e.g. {shlex.quote(f'{key}={quoted}')}"
     return ""
+
+
+def _parses(parser: Any, override: str) -> bool:
+    """Whether Hydra's grammar takes ``override``."""
+    from hydra.errors import HydraException  # lazy: hydra only to compose
+
+    try:
+        parser.parse_overrides([override])
+    except HydraException:
+        return False
+    return True
 
 
 def _override_value(overrides: Sequence[str], key: str, default: Any = NO_VALUE) -> Any:
@@ -291,7 +312,7 @@ def help_text(cfg: Any, prog: str = "train", values_from: str = "") -> str:
         f"  --sim NAME    physics backend group (available: {', '.join(group_options('sim'))})",
         "  --cfg         print the composed config and exit",
         "  key=value     override any key below, e.g. algo.num_envs=4096 training.trace_enabled=true",
-        "                (add a key to a name-keyed map with +, e.g. +task.kp.left_knee_joint=120)",
+        "                (add a key to a name-keyed map with +, e.g. +task.robot.kp.left_knee_joint=120)",
         "",
     ]
     if values_from:

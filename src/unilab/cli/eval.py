@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from unilab.cli import run_cli, task_overrides
+from unilab.tasks import registry
 
 DESCRIPTION = """\
 Roll out a trained motion-tracking policy deterministically on every clip of its task, from the
@@ -74,8 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: frame 0 only)")
     p.add_argument("--envs-per-clip", type=int, default=1, metavar="N",
                    help="envs rolled out per clip; only differ with --randomization on (default: 1)")
-    g = p.add_argument_group("locomotion (--task g1_locomotion)")
-    g.add_argument("--task", choices=("g1_motion_tracking", "g1_locomotion"), default="g1_motion_tracking",
+    g = p.add_argument_group("locomotion (--task g1_locomotion, t1_locomotion)")
+    g.add_argument("--task", default="g1_motion_tracking",
+                   choices=(*registry.tasks_of_kind("motion_tracking"), *registry.tasks_of_kind("locomotion")),
                    help="the task measured: motion tracking (the options above) or velocity-command locomotion: "
                         "one 20 s episode per env, envs split over the command bins standing, forward, lateral "
                         "and turning; survival, velocity and yaw-rate errors, tracking reward terms per bin "
@@ -97,20 +99,29 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-# options that only one task reads: given with the other task they would be ignored without a word
+# options that only one kind of task reads: given with another they would be ignored without a word
 TASK_ONLY_OPTIONS = {
-    "g1_locomotion": ("speed", "envs_per_bin", "pushes"),
-    "g1_motion_tracking": ("starts", "episodes", "num_envs", "clips", "max_frames", "start_stride", "envs_per_clip"),
+    "locomotion": ("speed", "envs_per_bin", "pushes"),
+    "motion_tracking": ("starts", "episodes", "num_envs", "clips", "max_frames", "start_stride", "envs_per_clip"),
 }
+
+
+MAX_SPEED = 10.0
+"""The largest --speed (m/s, rad/s): far past what a humanoid walks; a larger one is a typo or another unit."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
-    for task, dests in TASK_ONLY_OPTIONS.items():
+    args = parser.parse_intermixed_args(argv)  # task.KEY=VALUE may come after an option
+    for kind, dests in TASK_ONLY_OPTIONS.items():
         given = [f"--{d.replace('_', '-')}" for d in dests if getattr(args, d) != parser.get_default(d)]
-        if given and args.task != task:
-            parser.error(f"{', '.join(given)}: {task} option(s), not read with --task {args.task}")
+        if given and registry.kind(args.task) != kind:
+            parser.error(f"{', '.join(given)}: {kind} option(s), not read with --task {args.task}")
+    if not 0 < args.speed <= MAX_SPEED:  # NaN fails too
+        parser.error(f"--speed {args.speed}: expected a number in (0, {MAX_SPEED:g}] (m/s forward and lateral, rad/s "
+                     "turning; each bin's direction is fixed)")
+    if args.envs_per_bin < 1:  # the motion-tracking numbers are EvalOptions' to check
+        parser.error(f"--envs-per-bin must be >= 1, got {args.envs_per_bin}")
     return run_cli("unilab-eval", _main, args)
 
 
@@ -124,7 +135,7 @@ def _main(args: argparse.Namespace) -> int:
     from unilab.paths import check_writable, write_json
     from unilab.runtime.checkpoint import resolve_checkpoint
 
-    loco = args.task == "g1_locomotion"
+    loco = registry.kind(args.task) == "locomotion"
     try:
         checkpoint, overrides = task_overrides.split_targets(args.targets)
         if not loco:
@@ -142,7 +153,7 @@ def _main(args: argparse.Namespace) -> int:
         print(f"unilab-eval: error: {err}", file=sys.stderr)
         return 2
     # the report path fails now, not after a rollout of many minutes
-    json_path = Path(args.json) if args.json else report.default_json_path(ckpt, args.policy, args.starts, args.task)
+    json_path = Path(args.json) if args.json else report.default_json_path(ckpt, args.policy, args.starts, loco)
     try:
         check_writable(json_path, "report")
     except OSError as err:
@@ -151,7 +162,7 @@ def _main(args: argparse.Namespace) -> int:
     caught = (FileNotFoundError, ValueError, OSError if loco else IndexError)
     try:
         if loco:
-            result = run(ckpt, args.policy, args.speed, args.envs_per_bin, args.pushes == "on", args.seed,
+            result = run(args.task, ckpt, args.policy, args.speed, args.envs_per_bin, args.pushes == "on", args.seed,
                          args.device, args.threads, overrides, not args.no_progress, args.randomization == "on")
         else:
             result = evaluate(ckpt, opts)
@@ -159,7 +170,7 @@ def _main(args: argparse.Namespace) -> int:
         print(f"unilab-eval: error: {err}", file=sys.stderr)
         return 2
     if loco:
-        print(f"unilab-eval: g1_locomotion, policy {args.policy}, pushes {args.pushes}, {result['episode_s']:.0f} s "
+        print(f"unilab-eval: {args.task}, policy {args.policy}, pushes {args.pushes}, {result['episode_s']:.0f} s "
               f"episodes, {args.envs_per_bin} per bin")
         print(format_locomotion(result), flush=True)
         print(f"unilab-eval: JSON written to {write_json(json_path, result)}")

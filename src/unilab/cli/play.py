@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_intermixed_args(argv)  # task.KEY=VALUE may come after an option
     exit_on_sigterm()  # SIGTERM stops the rollout or the rendering worker like Ctrl-C: no partial video left
     return run_cli("play", _main, args)
 

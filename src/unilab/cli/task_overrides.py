@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 HELP = ("task config changes as task.KEY=VALUE (YAML values), applied to the checkpoint's stored config, "
-        "e.g. task.motion_files=[/new/place/clip.npz] or task.model_xml=/new/place/robot.xml when files moved")
+        "e.g. task.motion_files=[/new/place/clip.npz] or task.robot.model_xml=/new/place/robot.xml when files moved")
 
 
 def parse_override(token: str) -> tuple[str, object]:

@@ -15,9 +15,11 @@ from unilab.cli.config import (
     compose_config,
     explicit_algo_keys,
     help_text,
+    recipe_name,
     split_argv,
     to_run_spec,
 )
+from unilab.runtime import console
 
 # a resumed run takes the algo keys not named on the command line from its checkpoint (to_run_spec),
 # so the printed algo block is not what it will train with
@@ -32,6 +34,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
+    console.guard("train", later="the run directory's console.log")
     argv = list(sys.argv[1:] if argv is None else argv)
     try:  # the whole config is validated here, before torch is imported or anything starts
         overrides, flags = split_argv(argv)
@@ -47,6 +50,7 @@ def _main(argv: Sequence[str] | None) -> int:
                 print(RESUME_CFG_NOTE.format(keys=", ".join(explicit_algo_keys(overrides) or ()) or "none"))
             return 0
         spec = to_run_spec(cfg, explicit_algo_keys(overrides))
+        spec.recipe = recipe_name(composed)
     except ConfigError as err:
         print(f"train: error: {err}", file=sys.stderr)
         return 2

@@ -24,15 +24,16 @@ from torch import nn
 
 import unilab
 from unilab.algo.sac.agent import FastSAC
-from unilab.runtime.checkpoint import load_checkpoint
-from unilab.tasks.registry import make_env, task_config
+from unilab.runtime.checkpoint import load_agent, load_checkpoint
+from unilab.tasks.core.model import model_path
+from unilab.tasks.registry import kind, make_env, task_config
 
 INPUT_NAME = "obs"
 OUTPUT_NAME = "action"
 OPSET = 17  # LayerNormalization is a native op from 17 on; onnxruntime >= 1.20 runs it
 # keys every export carries; the motion-tracking task adds MOTION_TRACKING_KEYS, locomotion LOCOMOTION_KEYS
-METADATA_KEYS = ("unilab_version", "task", "checkpoint", "iteration", "config", "obs_dim", "action_dim", "input_name",
-                 "output_name", "action_clip", "control_dt")
+METADATA_KEYS = ("unilab_version", "task", "task_kind", "checkpoint", "iteration", "config", "obs_dim", "action_dim",
+                 "input_name", "output_name", "action_clip", "control_dt")
 ROBOT_KEYS = ("joint_names", "obs_joint_names", "default_joint_pos", "action_scale", "action_bound", "kp", "kd",
               "effort_limit", "pd_target_range", "sim_dt", "decimation", "integrator", "self_collisions", "obs_layout",
               "obs_clip", "model_xml")
@@ -104,12 +105,7 @@ def robot_metadata(env: Any) -> dict[str, Any]:
     model = env.model
     limited = np.asarray(model.actuator_ctrllimited, dtype=bool)
     target_range = np.asarray(model.actuator_ctrlrange, dtype=np.float64).tolist() if limited.all() else None
-    if cfg.model_xml:
-        model_xml = Path(cfg.model_xml).expanduser().resolve()
-    else:
-        from unilab.assets import g1  # noqa: PLC0415 - only for the built-in G1 scene
-
-        model_xml = g1.scene_xml_path().resolve()
+    model_xml = model_path(cfg.robot).resolve()
     return {
         "joint_names": joint_names, "obs_joint_names": list(env.joint_names),
         "default_joint_pos": [float(v) for v in env.action_default],
@@ -140,8 +136,8 @@ def locomotion_metadata(env: Any) -> dict[str, Any]:
     cfg = env.cfg
     c = cfg.commands
     return {
-        **robot_metadata(env), "base_body": cfg.base_body, "base_height": float(cfg.base_height),
-        "foot_points": list(cfg.foot_points),
+        **robot_metadata(env), "base_body": cfg.robot.base_body, "base_height": float(cfg.robot.base_height),
+        "foot_points": list(cfg.robot.foot_points),
         "termination_bodies": [env.model.body(int(b)).name for b in env.termination_bodies],
         "termination_force": float(cfg.termination_force), "gait_period_s": float(cfg.gait.period_s),
         "command_ranges": {"lin_vel_x": list(c.lin_vel_x), "lin_vel_y": list(c.lin_vel_y),
@@ -149,8 +145,8 @@ def locomotion_metadata(env: Any) -> dict[str, Any]:
     }
 
 
-TASK_METADATA = {"g1_motion_tracking": motion_tracking_metadata, "g1_locomotion": locomotion_metadata}
-"""The tasks whose deploy contract an export describes in full."""
+TASK_METADATA = {"motion_tracking": motion_tracking_metadata, "locomotion": locomotion_metadata}
+"""The kinds of task (``registry.Task.kind``) whose deploy contract an export describes in full."""
 
 
 def export_policy(checkpoint: str | os.PathLike, out: str | os.PathLike) -> ExportResult:
@@ -164,14 +160,11 @@ def export_policy(checkpoint: str | os.PathLike, out: str | os.PathLike) -> Expo
     task = payload.get("task") or (raw or {}).get("task", {}).get("name")
     if not isinstance(raw, dict) or task is None:
         raise ExportError(f"checkpoint {ckpt} holds no run config (config/task): cannot describe its task")
-    try:
-        agent = FastSAC.from_checkpoint(payload["agent"], device="cpu")
-    except (KeyError, TypeError, ValueError, RuntimeError) as err:
-        raise ExportError(f"checkpoint {ckpt}: the agent cannot be rebuilt ({type(err).__name__}: {err})") from err
+    agent = load_agent(payload, ckpt)
     task_cfg = task_config(task, raw["task"])
 
     meta: dict[str, Any] = {
-        "unilab_version": unilab.__version__, "task": task, "checkpoint": str(ckpt.resolve()),
+        "unilab_version": unilab.__version__, "task": task, "task_kind": kind(task), "checkpoint": str(ckpt.resolve()),
         "iteration": int(payload["iteration"]), "config": raw, "obs_dim": agent.obs_dim, "action_dim": agent.action_dim,
         "input_name": INPUT_NAME, "output_name": OUTPUT_NAME, "action_clip": [-1.0, 1.0],
     }
@@ -179,8 +172,8 @@ def export_policy(checkpoint: str | os.PathLike, out: str | os.PathLike) -> Expo
     env = make_env(task, task_cfg, 1, pool_kwargs={"nthread": 1})
     try:
         meta["control_dt"] = float(env.control_dt)
-        if task in TASK_METADATA:
-            meta.update(TASK_METADATA[task](env))
+        if kind(task) in TASK_METADATA:
+            meta.update(TASK_METADATA[kind(task)](env))
             widths = sum(p["width"] for p in meta["obs_layout"])
             if widths != agent.obs_dim or len(meta["joint_names"]) != agent.action_dim:
                 raise ExportError(

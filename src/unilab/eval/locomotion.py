@@ -93,20 +93,20 @@ def format_locomotion(result: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
-def run(checkpoint: Path | None, policy_kind: str, speed: float, envs_per_bin: int, pushes: bool, seed: int,
-        device: str, threads: int | None, overrides: dict[str, Any], progress: bool,
+def run(task: str, checkpoint: Path | None, policy_kind: str, speed: float, envs_per_bin: int, pushes: bool,
+        seed: int, device: str, threads: int | None, overrides: dict[str, Any], progress: bool,
         randomization: bool = False) -> dict[str, Any]:
-    """``unilab-eval --task g1_locomotion``: build the env from the checkpoint's config (or the defaults for the
-    zero baseline) and evaluate the checkpoint's mean action or the zero action."""
+    """``unilab-eval --task <task>`` of a locomotion task: build the env from the checkpoint's config (or the task's
+    defaults for the zero baseline) and evaluate the checkpoint's mean action or the zero action."""
     if policy_kind not in ("checkpoint", "zero"):
-        raise ValueError(f"--task g1_locomotion evaluates --policy checkpoint or zero, got {policy_kind!r}")
-    raw, payload, checkpoint = load_policy_config(checkpoint, policy_kind, overrides, "g1_locomotion")
-    if raw["task"].get("name") != "g1_locomotion":
-        raise ValueError(f"--task g1_locomotion: the checkpoint's task is {raw['task'].get('name')!r}")
-    cfg = eval_config(task_config("g1_locomotion", raw["task"]), pushes, randomization)
+        raise ValueError(f"--task {task} evaluates --policy checkpoint or zero, got {policy_kind!r}")
+    raw, payload, checkpoint = load_policy_config(checkpoint, policy_kind, overrides, task)
+    if raw["task"].get("name") != task:
+        raise ValueError(f"--task {task}: the checkpoint's task is {raw['task'].get('name')!r}")
+    cfg = eval_config(task_config(task, raw["task"]), pushes, randomization)
     with eval_env(raw, payload, policy_kind, cfg, len(BINS) * envs_per_bin, device, threads, seed) as (env, policy):
         result = evaluate_locomotion(env, policy, speed, envs_per_bin, progress, desc=f"eval {policy_kind}")
-    result.update(task="g1_locomotion", policy=policy_kind, pushes=pushes, randomization=randomization, seed=seed,
+    result.update(task=task, policy=policy_kind, pushes=pushes, randomization=randomization, seed=seed,
                   checkpoint=None if checkpoint is None else str(checkpoint),
                   iteration=None if payload is None else int(payload["iteration"]))
     return result

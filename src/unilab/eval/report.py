@@ -14,15 +14,15 @@ from unilab.eval.rollout import EvalResult
 
 
 def default_json_path(checkpoint: Path | None, policy: str = "checkpoint", starts: str = "clip",
-                      task: str = "g1_motion_tracking") -> Path:
+                      locomotion: bool = False) -> Path:
     """``<run dir>/eval/eval_<iteration>.json`` (the iteration of a ``model_<iter>.pt`` name, else the file's stem);
     a baseline's ``eval_<policy>``, in ``./eval`` without a checkpoint; random starts append ``_random``;
-    ``g1_locomotion``: ``eval_locomotion_<iteration>``, without a checkpoint ``eval_locomotion_<policy>``."""
+    ``locomotion``: ``eval_locomotion_<iteration>``, without a checkpoint ``eval_locomotion_<policy>``."""
     folder, iteration = Path("eval"), None
     if checkpoint is not None:
         match = re.fullmatch(r"model_(\d+)\.pt", checkpoint.name)
         folder, iteration = checkpoint.parent / "eval", int(match.group(1)) if match else checkpoint.stem
-    if task == "g1_locomotion":
+    if locomotion:
         stem = f"eval_locomotion_{policy if checkpoint is None else iteration}"
     else:
         stem = f"eval_{iteration}" if policy == "checkpoint" else f"eval_{policy}"

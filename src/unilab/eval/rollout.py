@@ -23,14 +23,13 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from unilab.algo.sac.agent import FastSAC
 from unilab.dataclass_config import build_dataclass
 from unilab.eval.metrics import ERROR_NAMES, TrackingAccumulator, frame_errors, summarize
-from unilab.runtime.checkpoint import apply_task_overrides, load_checkpoint, stored_run_config
+from unilab.runtime.checkpoint import apply_task_overrides, load_agent, load_checkpoint, stored_run_config
 from unilab.runtime.config import SimConfig
 from unilab.tasks.g1_motion_tracking.env import task_motion_files
 from unilab.tasks.g1_motion_tracking.motion import clip_frame_counts
-from unilab.tasks.registry import make_env, task_config
+from unilab.tasks.registry import kind, make_env, task_config
 
 POLICY_KINDS = ("checkpoint", "zero", "reference", "random")
 """``--policy`` choices: the checkpoint's mean action, or a baseline of :func:`baseline_policy`."""
@@ -221,7 +220,7 @@ def eval_task_config(task_raw: dict[str, Any], randomization: bool, start_noise:
     cfg = task_config(name, task_raw)
     if not hasattr(cfg, "tracked_bodies"):
         raise ValueError(f"this checkpoint's task is {name!r}: unilab-eval --task {name} measures it"
-                         if name == "g1_locomotion" else
+                         if kind(name) == "locomotion" else
                          f"unilab-eval measures motion tracking; this checkpoint's task is {name!r}")
     if start_noise:
         return without_noise(cfg, randomization)
@@ -251,7 +250,7 @@ def eval_env(raw: dict[str, Any], payload: dict[str, Any] | None, policy: str, c
     kw["nthread"] = threads
     # a policy batch of a few rows gains nothing from more threads, and they would compete with physics
     torch.set_num_threads(threads or 1)
-    agent = FastSAC.from_checkpoint(payload["agent"], device=device) if policy == "checkpoint" else None
+    agent = load_agent(payload, device=device) if policy == "checkpoint" else None
     env = make_env(raw["task"]["name"], cfg, num_envs, pool_kwargs=kw, seed=seed)
     try:
         yield env, agent_policy(agent) if agent is not None else baseline_policy(env, policy, seed=seed)

@@ -22,6 +22,7 @@ import re
 import struct
 import sys
 import time
+import zipfile
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
@@ -291,8 +292,12 @@ def load_checkpoint(spec: str | Path, map_location: str | torch.device = "cpu") 
     path = resolve_checkpoint(spec)
     try:
         verify_checkpoint(path)
+        archive = zipfile.is_zipfile(path)
     except OSError as err:
         raise ValueError(f"checkpoint {path} is unreadable ({type(err).__name__}: {err})") from err
+    if not archive:  # torch would try it as a legacy pickle and report a refused one
+        raise ValueError(f"checkpoint {path} is unreadable: truncated, corrupt or not a checkpoint (not the whole zip "
+                         "archive torch.save writes)")
     try:
         payload = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as err:  # weights_only met a class or call it does not allow
@@ -304,7 +309,48 @@ def load_checkpoint(spec: str | Path, map_location: str | torch.device = "cpu") 
         raise ValueError(f"checkpoint {path} is unreadable ({type(err).__name__}: {err})") from err
     if not isinstance(payload, dict) or "agent" not in payload or "iteration" not in payload:
         raise ValueError(f"{path} is not a unilab checkpoint (no 'agent'/'iteration' entries)")
+    check_payload(payload, path)
     return payload, path
+
+
+MAX_DEPTH = 32
+"""Nesting of a checkpoint's plain data (config, agent state) past which it is refused: ours nest under ten deep, and
+the code that reads a config recurses (a deeper one would end in a RecursionError far from the file's name)."""
+
+
+def check_payload(payload: dict[str, Any], path: Path) -> None:
+    """The entries every reader takes as given have their types (ValueError naming the file and the entry):
+    ``iteration`` an integer >= 0, ``agent`` and ``config`` (if there) mappings, nothing nested deeper than
+    :data:`MAX_DEPTH`. Whether the agent state rebuilds an agent is :func:`load_agent`'s to say."""
+    it = payload["iteration"]
+    if isinstance(it, bool) or not isinstance(it, int) or it < 0:
+        raise ValueError(f"checkpoint {path}: entry 'iteration' is {it!r}, expected an integer >= 0")
+    for key in ("agent", "config"):
+        if payload.get(key) is not None and not isinstance(payload[key], dict):
+            raise ValueError(f"checkpoint {path}: entry {key!r} is a {type(payload[key]).__name__}, expected a "
+                             "mapping")
+    stack = [(payload, 0, "")]
+    while stack:  # no recursion: the nesting is what is checked
+        node, depth, where = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ValueError(f"checkpoint {path}: entry {where.lstrip('.')[:120]}... nests more than {MAX_DEPTH} "
+                             "levels deep; it is not a unilab checkpoint")
+        if isinstance(node, dict):
+            stack += [(v, depth + 1, f"{where}.{k}") for k, v in node.items()]
+        elif isinstance(node, (list, tuple)):
+            stack += [(v, depth + 1, f"{where}[{i}]") for i, v in enumerate(node)]
+
+
+def load_agent(payload: dict[str, Any], path: Path | None = None, device: str | torch.device = "cpu") -> Any:
+    """The FastSAC agent a checkpoint (``path``, for the message) holds; ValueError when its state does not rebuild
+    one."""
+    from unilab.algo.sac.agent import FastSAC  # noqa: PLC0415 - lazy: the checkpoint module is light
+
+    try:
+        return FastSAC.from_checkpoint(payload["agent"], device=device)
+    except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as err:
+        raise ValueError(f"checkpoint{'' if path is None else ' ' + str(path)}: the agent cannot be rebuilt "
+                         f"({type(err).__name__}: {err})") from err
 
 
 def stored_run_config(payload: dict[str, Any], path: Path,
@@ -314,7 +360,20 @@ def stored_run_config(payload: dict[str, Any], path: Path,
     raw = payload.get("config")
     if not isinstance(raw, dict) or not isinstance(raw.get("task"), dict) or "name" not in raw["task"]:
         raise ValueError(f"checkpoint {path} stores no run config (config.task.name): it cannot rebuild its task")
-    return {**raw, "task": apply_task_overrides(raw["task"], task_overrides)}
+    raw = {**raw, "task": apply_task_overrides(raw["task"], task_overrides)}
+    from unilab.tasks.registry import task_config  # noqa: PLC0415 - lazy: the registry pulls in numpy
+
+    check = getattr(task_config(raw["task"]["name"], raw["task"]), "check_paths", None)
+    try:  # a clip or model that moved since training: now, with how to say where it went
+        if check is not None:
+            check()
+    except ValueError as err:
+        if any(str(err).startswith(key) for key in task_overrides or {}):  # the user's own new place
+            raise
+        raise ValueError(f"{err}; checkpoint {path} was trained with it: if it moved, give its new place after the "
+                         "checkpoint as task.KEY=VALUE, e.g. task.motion_files=[/new/place/clip.npz] or "
+                         "task.robot.model_xml=/new/place/robot.xml") from None
+    return raw
 
 
 def apply_task_overrides(task_raw: dict[str, Any], overrides: dict[str, Any] | None) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from unilab.cache import cache_dir
+from unilab.runtime import console
 from unilab.runtime.shm import SharedArrays, step_slot
 from unilab.runtime.stats import STAT, Counters
 from unilab.sim.physics import pool_class
@@ -75,8 +76,9 @@ def build_error_message(task_name: str, err: BaseException, num_envs: int | None
     """One clear line (or two) for an env that could not be built; the traceback only with UNILAB_DEBUG=1."""
     text = str(err).strip() or repr(err)
     msg = f"could not build the {task_name} env: {type(err).__name__}: {text}"
-    # MuJoCo's batch raises ValueError("std::bad_alloc"), naming no size
-    if num_envs is not None and (isinstance(err, MemoryError) or "bad_alloc" in text):
+    # MuJoCo's batch raises ValueError("std::bad_alloc") or RuntimeError("Caught an unknown exception!"), naming no size
+    if num_envs is not None and (isinstance(err, MemoryError) or "bad_alloc" in text
+                                 or "Caught an unknown exception" in text):
         hint = f"out of memory for algo.num_envs={num_envs} envs: lower algo.num_envs"
     else:
         hint = asset_hint(err)
@@ -117,6 +119,7 @@ def run_collector(args: CollectorArgs, ch: CollectorChannels) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if hasattr(signal, "SIGHUP"):
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    console.guard("unilab collector", note=False)  # a closed stdout pipe: the learner says so and goes on, so do we
     trace = TraceRecorder("collector") if args.trace_path else None
     timer = PhaseTimer(trace=trace)
     shm = None

@@ -122,6 +122,7 @@ class TrainingConfig:
             (("log_interval", "play_num_envs", "play_steps", "trace_max_events", "divergence_window"),
              lambda v: v >= 1, "an integer >= 1"),
             (("eval_interval",), lambda v: v >= 0, "an integer >= 0 (0: none)"),
+            (("seed",), lambda v: v >= 0, "an integer >= 0 (NumPy's generators take no negative seed)"),
             (("save_interval",), lambda v: v >= 0, "an integer >= 0"),
             (("learner_threads",), lambda v: v is None or v >= 1, "an integer >= 1 or null"),
             # comparisons that are false for nan refuse it too; an infinite timeout would overflow the waits
@@ -186,6 +187,8 @@ class RunSpec:
     explicit_algo_keys: tuple[str, ...] | None = None
     """The algo keys the user set (command-line overrides); on resume every other algo key comes
     from the checkpoint. None: all of ``algo`` is explicit (e.g. an --algo preset was named)."""
+    recipe: str | None = None
+    """The algo preset the config was composed from (``--algo`` or the task's default), for messages."""
 
     @classmethod
     def from_raw(cls, raw: Any, explicit_algo_keys: tuple[str, ...] | None = None) -> RunSpec:
@@ -210,8 +213,9 @@ class RunSpec:
         if spec.training.eval_interval and name not in registry.EVALUATED_TASKS:
             # refused now: otherwise every evaluation would fail in its subprocess, each with a warning
             raise ValueError(
-                f"training.eval_interval={spec.training.eval_interval}: task {name} has no evaluation "
-                f"(unilab-eval measures {', '.join(registry.EVALUATED_TASKS)}); leave it at 0")
+                f"training.eval_interval={spec.training.eval_interval}: the evaluation during training measures "
+                f"motion tracking on clips ({', '.join(registry.EVALUATED_TASKS)}), which task {name} is not; leave "
+                "it at 0 and evaluate a checkpoint after training instead (unilab-eval RUN_DIR --task NAME)")
         return spec
 
     def check_paths(self) -> None:

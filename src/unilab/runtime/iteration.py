@@ -38,6 +38,8 @@ class LearnerIteration:
         self.timer = timer or PhaseTimer()
         self.pending: tuple[dict[str, torch.Tensor], Step] | None = None
         """A received step not yet in the replay: (what the action was chosen on + the action, the step)."""
+        self.unread = False
+        """Updates ran since the agent's metrics were last read."""
 
     def store_pending(self) -> None:
         """Put the received step into the replay (before a checkpoint, and when training stops)."""
@@ -49,7 +51,8 @@ class LearnerIteration:
 
     def run(self, iteration: int, step: Step, source: StepSource, log_metrics: bool = False,
             while_env_steps: Callable[[], None] | None = None) -> tuple[Step, dict[str, float]]:
-        """Iteration ``iteration`` on ``step``: returns the next step and the update's metrics (when logged)."""
+        """Iteration ``iteration`` on ``step``: returns the next step and, when ``log_metrics`` and updates ran since
+        the last read, the updates' metrics (:meth:`FastSAC.read_metrics`: means since the last read)."""
         a, timer = self.algo, self.timer
         with timer.phase("learner_act"):
             action = self.agent.act(torch.from_numpy(np.asarray(step["obs"])))
@@ -63,9 +66,12 @@ class LearnerIteration:
             # counted in stored steps, not iterations: a resume without its replay collects afresh first
             if self.replay.size >= max(min(a.learning_starts, self.replay.capacity), 1):
                 self.agent.set_learning_rates(iteration * a.num_envs)
-                for k in range(a.num_updates):
-                    batch = self.replay.sample(a.batch_size)
-                    metrics.update(self.agent.update(batch, return_metrics=log_metrics and k == a.num_updates - 1))
+                for _ in range(a.num_updates):
+                    self.agent.update(self.replay.sample(a.batch_size), return_metrics=False)
+                self.unread = True
+            if log_metrics and self.unread:  # the means since the last log: the interval's one host sync
+                metrics = self.agent.read_metrics()
+                self.unread = False
         if while_env_steps is not None:
             while_env_steps()
         with timer.phase("learner_collector_wait"):

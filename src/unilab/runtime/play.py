@@ -10,10 +10,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from unilab.algo.sac.agent import FastSAC
 from unilab.dataclass_config import build_dataclass
 from unilab.paths import check_writable
-from unilab.runtime.checkpoint import load_checkpoint, stored_run_config
+from unilab.runtime.checkpoint import load_agent, load_checkpoint, stored_run_config
 from unilab.runtime.config import PlayConfig, SimConfig
 from unilab.tasks.registry import make_env, task_config
 
@@ -49,7 +48,7 @@ def play(checkpoint: str | Path, options: PlayConfig | None = None, **changes: A
     target = Path(opts.out) if opts.out else path.parent / "videos" / f"play_{payload['iteration']}.mp4"
     if video:  # an unwritable video path fails now, not after the rollout
         check_writable(target, "video")
-    agent = FastSAC.from_checkpoint(payload["agent"], device=opts.device or "cpu")
+    agent = load_agent(payload, path, device=opts.device or "cpu")
     env = make_env(name, task_cfg, opts.num_envs, pool_kwargs=kw, seed=opts.seed)
     obs = env.reset()
     film = _Film(env, ghost=video and opts.ghost != "off", text=video and opts.text)

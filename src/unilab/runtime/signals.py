@@ -34,6 +34,8 @@ class StopSignals:
 
     def __init__(self) -> None:
         self.received: int | None = None
+        self.saves = False
+        """Whether a stop now ends with a final checkpoint (the learner exists); before, nothing is saved."""
         self._stopping = False
         self._depth = 0
         self._pending: int | None = None
@@ -61,8 +63,10 @@ class StopSignals:
         if signum == getattr(signal, "SIGHUP", None):
             detach_from_terminal()
         if self.received is not None or self._stopping:
-            print(f"unilab: {signal.Signals(signum).name} ignored: already stopping (writing the final checkpoint); "
-                  "kill -9 abandons it", file=sys.stderr, flush=True)
+            doing = ("writing the final checkpoint); kill -9 abandons it" if self.saves
+                     else "training had not started: nothing to save)")
+            print(f"unilab: {signal.Signals(signum).name} ignored: already stopping ({doing}", file=sys.stderr,
+                  flush=True)
             return
         self.received = signum
         if self._depth:

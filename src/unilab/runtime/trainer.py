@@ -28,7 +28,7 @@ from unilab.algo.sac.agent import FastSAC
 from unilab.algo.sac.config import SACConfig
 from unilab.algo.sac.device import resolve_device
 from unilab.algo.sac.replay import ReplayBuffer
-from unilab.runtime import distributed, shm
+from unilab.runtime import console, distributed, shm
 from unilab.runtime.checkpoint import CheckpointWriteError, checkpoint_path, load_checkpoint, save_checkpoint
 from unilab.runtime.collector import CollectorArgs
 from unilab.runtime.collector_client import CollectorClient, CollectorDied
@@ -104,12 +104,18 @@ def make_run_dir(training: TrainingConfig, task_name: str, rank: int = 0) -> Pat
     raise FileExistsError(f"no free run directory name {stamp}-<k>{suffix} under {base}")
 
 
+CONSOLE_LOG = "console.log"
+"""The run's console output from the moment stdout or stderr could no longer be written (``runtime.console``)."""
+
+
 def remove_unused_run_dir(run: Path) -> None:
-    """Delete ``run`` if it holds nothing but config.yaml (and its experiment folder if that is then empty)."""
+    """Delete ``run`` if it holds nothing but config.yaml (and console.log) (and its experiment folder if that is then
+    empty)."""
     with contextlib.suppress(OSError):
-        if any(p.name != "config.yaml" for p in run.iterdir()):
+        if any(p.name not in ("config.yaml", CONSOLE_LOG) for p in run.iterdir()):
             return
-        (run / "config.yaml").unlink(missing_ok=True)
+        for name in ("config.yaml", CONSOLE_LOG):
+            (run / name).unlink(missing_ok=True)
         run.rmdir()
         run.parent.rmdir()  # only succeeds when no other run is in it
 
@@ -131,6 +137,8 @@ class Trainer:
         self.dist = distributed.from_env(max(spec.training.startup_timeout_s, spec.training.collector_timeout_s),
                                          cuda=resolve_device(spec.algo.device).type == "cuda")
         self.run_dir = run_dir or make_run_dir(spec.training, spec.task_name, self.dist.rank)
+        if self.dist.rank == 0:  # console output that cannot be written goes on in the run directory
+            console.divert_to(self.run_dir / CONSOLE_LOG)
         self.timer = PhaseTimer(
             trace=TraceRecorder("learner", spec.training.trace_max_events) if spec.training.trace_enabled else None)
         self.iteration = 0
@@ -167,6 +175,12 @@ class Trainer:
 
     def _build(self, env: EnvSpec) -> tuple[FastSAC, ReplayBuffer]:
         a = self.spec.algo
+        if a.use_symmetry and env.mirror is None:  # say where the setting came from: often a recipe, not the user
+            explicit = self.spec.explicit_algo_keys
+            origin = ("algo.use_symmetry=true" if self.spec.recipe is None or explicit and "use_symmetry" in explicit
+                      else f"--algo {self.spec.recipe} sets algo.use_symmetry=true, which")
+            raise ValueError(f"{origin} trains on left/right mirrored copies, but task {self.spec.task_name} has no "
+                             f"mirror ({env.mirror_error}): add algo.use_symmetry=false, or choose a recipe without it")
         agent = FastSAC(a, env.obs_dim, env.critic_obs_dim, env.action_dim, action_bound=env.action_bound,
                         mirror=env.mirror, mirror_error=env.mirror_error)
         if self.dist.world_size > 1:
@@ -268,6 +282,7 @@ class Trainer:
             raise
 
         t_start = time.monotonic()
+        self.signals.saves = True  # from here on a stop ends with a final checkpoint (rank 0's)
         try:
             step = col.wait_step()  # the reset
             metrics.start(self.iteration, col["counters"])
@@ -359,7 +374,9 @@ class Trainer:
                 f"critic loss {counts['critic']}, actor loss {counts['actor']}, alpha {counts['alpha']}; "
                 f"non-finite parameters: {', '.join(bad[:8]) + (' ...' if len(bad) > 8 else '') if bad else 'none'}. "
                 f"Last finite checkpoint: {self.last_checkpoint or 'none written'}. "
-                "Lower algo.actor_lr / algo.critic_lr or set algo.max_grad_norm.")
+                "A NaN/inf reward, observation or done flag in the replayed batches ends here too (check the task's "
+                "reward weights); for losses that grow without bound, lower algo.actor_lr / algo.critic_lr or set "
+                "algo.max_grad_norm.")
         return counts["updates"]
 
     # ------------------------------------------------------------ persistence
@@ -402,7 +419,10 @@ class Trainer:
         payload, path = self._resume_payload
         self._resume_payload = None  # the replay copy may be large
         iteration = int(payload["iteration"])
-        agent.load_state_dict(payload["agent"])
+        try:
+            agent.load_state_dict(payload["agent"])
+        except (KeyError, TypeError, RuntimeError, AttributeError) as err:  # a ValueError names the dims itself
+            raise ValueError(f"checkpoint {path}: its agent state does not load ({type(err).__name__}: {err})") from err
         if "replay" in payload:
             try:
                 replay.load_state_dict(payload["replay"])

@@ -25,6 +25,16 @@ def quat_conj(q: np.ndarray) -> np.ndarray:
     return out
 
 
+def quat_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Hamilton product ``a * b``."""
+    aw, ax, ay, az = np.moveaxis(a, -1, 0)
+    bw, bx, by, bz = np.moveaxis(b, -1, 0)
+    return np.stack([aw * bw - ax * bx - ay * by - az * bz,
+                     aw * bx + ax * bw + ay * bz - az * by,
+                     aw * by - ax * bz + ay * bw + az * bx,
+                     aw * bz + ax * by - ay * bx + az * bw], axis=-1)
+
+
 def quat_rotate(q: np.ndarray, v: np.ndarray) -> np.ndarray:
     """Rotate vectors ``v`` by unit quaternions ``q``."""
     w, u = q[..., :1], q[..., 1:]
@@ -52,7 +62,7 @@ def quat_slerp(a: np.ndarray, b: np.ndarray, t: np.ndarray) -> np.ndarray:
 
 
 # scalar helpers on tuples (no scratch arrays: a term may not allocate per env), with the same expressions in the same
-# order as the array helpers above and the tests' quat_mul (bit-identical results)
+# order as the array helpers above (bit-identical results)
 
 @njit(cache=True, fastmath=False, inline="always")
 def qmul(aw, ax, ay, az, bw, bx, by, bz):

@@ -134,7 +134,8 @@ class SACConfig:
 
     # --- performance (CUDA only; ignored on CPU) ---
     compile: bool = True
-    """torch.compile the loss and policy functions when on CUDA."""
+    """On CUDA: torch.compile the loss and policy functions and replay each update as CUDA graphs (captured after a
+    few eager warm-up updates; a capture that fails says so once and training goes on eagerly); false: eager."""
     amp: bool = True
     """bf16 autocast for network forward passes when on CUDA."""
 

@@ -6,6 +6,7 @@ evaluates every member (no Python loop over members in the update).
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 
@@ -127,7 +128,11 @@ class EnsembleLayerNorm(nn.Module):
         self.bias = nn.Parameter(torch.zeros(num_members, 1, dim))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.layer_norm(x, (self.dim,), eps=self.eps) * self.weight + self.bias
+        # one fused normalise-and-scale per member: a plain LayerNorm followed by a broadcast multiply and add
+        # makes two more passes over (num_members, batch, dim), and their backward reduces over the batch twice more
+        # (unbind: one operator per tensor, where indexing would take one per member)
+        members = zip(x.unbind(0), self.weight.view(-1, self.dim).unbind(0), self.bias.view(-1, self.dim).unbind(0))
+        return torch.stack([F.layer_norm(xm, (self.dim,), w, b, self.eps) for xm, w, b in members])
 
 
 class CriticEnsemble(nn.Module):
@@ -148,39 +153,55 @@ class CriticEnsemble(nn.Module):
                                 lambda i, o: EnsembleLinear(num_q, i, o), lambda w: EnsembleLayerNorm(num_q, w))
         last = hidden_dims[-1] if hidden_dims else in_dim
         self.net = nn.Sequential(*layers, EnsembleLinear(num_q, last, self.num_atoms))
+        self.v_min, self.v_max = float(v_min), float(v_max)
         support = torch.linspace(v_min, v_max, num_atoms) if distributional else torch.zeros(1)
         self.register_buffer("support", support, persistent=False)
 
     def forward(self, critic_obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """Raw outputs: Q-values ``(num_q, B)`` or logits ``(num_q, B, num_atoms)``."""
-        x = torch.cat([critic_obs, action], dim=-1)
-        out = self.net(x.unsqueeze(0).expand(self.num_q, -1, -1))
-        return out if self.distributional else out.squeeze(-1)
+        # the first layer on [obs, action] as obs @ W_obs + action @ W_action: no concatenated copy, and the actor's
+        # step (a gradient for the action only) skips the observation rows' input gradient
+        first, q = self.net[0], self.num_q
+        split = critic_obs.shape[-1]
+        x = torch.baddbmm(first.bias, critic_obs.unsqueeze(0).expand(q, -1, -1), first.weight[:, :split])
+        x = torch.baddbmm(x, action.unsqueeze(0).expand(q, -1, -1), first.weight[:, split:])
+        for layer in itertools.islice(self.net, 1, None):  # (self.net[1:] would build a new Sequential per call)
+            x = layer(x)
+        return x if self.distributional else x.squeeze(-1)
 
     def q_values(self, critic_obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """Expected Q-values ``(num_q, B)`` in either mode."""
         out = self.forward(critic_obs, action)
-        return (torch.softmax(out.float(), dim=-1) * self.support).sum(dim=-1) if self.distributional else out
+        if not self.distributional:
+            return out
+        # a product with the support: its backward hands softmax a contiguous gradient (a broadcast multiply and sum
+        # hands it an expanded one, whose backward is several times slower on the CPU); in float32 under autocast too
+        with torch.autocast(device_type=out.device.type, enabled=False):
+            return torch.softmax(out.float(), dim=-1) @ self.support
 
 
-def project_distribution(probs: torch.Tensor, rewards: torch.Tensor, discounts: torch.Tensor,
-                         support: torch.Tensor) -> torch.Tensor:
-    """C51 projection of ``rewards + discounts * support`` onto ``support`` for next-state atom probabilities
-    ``probs`` ``(..., B, num_atoms)``; ``discounts`` ``(B,)`` hold the bootstrap mask and gamma^k, ``rewards`` any
-    entropy shift. Each row keeps its mass; values beyond the support land on the edge atoms."""
-    num_atoms = support.shape[0]
-    v_min, v_max = support[0], support[-1]
+def project_distribution(probs: torch.Tensor, rewards: torch.Tensor, discounts: torch.Tensor, v_min: float,
+                         v_max: float) -> torch.Tensor:
+    """C51 projection of ``rewards + discounts * z`` onto the support ``z = linspace(v_min, v_max, num_atoms)`` for
+    next-state atom probabilities ``probs`` ``(..., B, num_atoms)``; ``discounts`` ``(B,)`` hold the bootstrap mask and
+    gamma^k, ``rewards`` any entropy shift. Each row keeps its mass; values beyond the support land on the edge atoms.
+
+    Atom j's mass goes to its neighbours ``l = floor(b_j)`` and ``l + 1`` (``b_j`` its position in atom units) with
+    weights ``1 - (b_j - l)`` and ``b_j - l``, in two scatters (on an atom the upper weight is 0; the last atom's upper
+    neighbour is itself, with weight 0). Indices are valid whatever the inputs: a NaN position keeps its NaN weight, so
+    a non-finite reward or discount makes the projection (and the loss) NaN instead of an index error.
+    """
+    num_atoms = probs.shape[-1]
     delta = (v_max - v_min) / (num_atoms - 1)
-    target_z = (rewards.unsqueeze(-1) + discounts.unsqueeze(-1) * support).clamp(v_min, v_max)
-    b = (target_z - v_min) / delta
-    lower = b.floor().clamp(0, num_atoms - 1)
-    upper = b.ceil().clamp(0, num_atoms - 1)
-    # when b lands exactly on an atom, lower == upper: give it all the mass
+    support = torch.linspace(v_min, v_max, num_atoms, device=probs.device, dtype=probs.dtype)
+    # Python-number bounds: a clamp to 0-dim tensor bounds takes a slow path on the CPU
+    b = ((rewards.unsqueeze(-1) + discounts.unsqueeze(-1) * support).clamp(v_min, v_max) - v_min) / delta
+    lower = torch.nan_to_num(b, nan=0.0).floor_().clamp_(0, num_atoms - 1)
     w_upper = b - lower
-    w_lower = 1.0 - w_upper
-    shape = torch.broadcast_shapes(probs.shape, target_z.shape)
-    probs, lower, upper = probs.expand(shape), lower.long().expand(shape), upper.long().expand(shape)
-    out = torch.zeros_like(probs)
-    out.scatter_add_(-1, lower, probs * w_lower)
-    out.scatter_add_(-1, upper, probs * w_upper)
+    shape = torch.broadcast_shapes(probs.shape, b.shape)
+    index = lower.long()
+    upper_mass = probs * w_upper
+    out = probs.new_zeros(shape)
+    out.scatter_add_(-1, index.expand(shape), probs - upper_mass)
+    out.scatter_add_(-1, (index + 1).clamp_(max=num_atoms - 1).expand(shape), upper_mass)
     return out

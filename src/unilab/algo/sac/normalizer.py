@@ -43,21 +43,31 @@ class RunningNormalizer(nn.Module):
         moments = torch.cat([x.new_full((1,), float(x.shape[0])), x.sum(dim=0), x.square().sum(dim=0)])
         if all_reduce is not None:
             all_reduce(moments)
-        # tensor arithmetic only (no host sync); clamps keep an all-empty round a no-op
-        batch_count = moments[0]
-        batch_mean = moments[1 : 1 + self.dim] / batch_count.clamp(min=1.0)
-        batch_var = (moments[1 + self.dim :] / batch_count.clamp(min=1.0) - batch_mean.square()).clamp(min=0.0)
+        # tensor arithmetic only (no host sync). A batch with a NaN/inf value (on any rank) is left out, as an empty
+        # one: the statistics stay finite, and the update's loss turns NaN and is skipped
+        moments = torch.where(torch.isfinite(moments).all(), moments, 0.0)
+        batch_count, sums, squares = moments.split([1, self.dim, self.dim])
+        batch_count = batch_count.squeeze(0)
+        inv_count = batch_count.clamp(min=1.0).reciprocal()
+        batch_mean = sums * inv_count
+        batch_var = (squares * inv_count - batch_mean.square()).clamp(min=0.0)
         total = self.count + batch_count
-        safe_total = total.clamp(min=1.0)
-        delta = batch_mean - self.mean
-        new_mean = self.mean + delta * (batch_count / safe_total)
-        m2 = self.var * self.count + batch_var * batch_count + delta.square() * (self.count * batch_count / safe_total)
-        self.mean.copy_(new_mean)
-        self.var.copy_(torch.where(total > 0, m2 / safe_total, self.var))
+        # Chan's merge with w = n_batch / n_total (0 for an empty batch: nothing changes):
+        # mean + w (batch mean - mean); var (1 - w) + batch var w + delta^2 w (1 - w)
+        w = batch_count / total.clamp(min=1.0)
+        delta_sq = (batch_mean - self.mean).square()
+        self.var.lerp_(batch_var, w).addcmul_(delta_sq, w * (1.0 - w))
+        self.mean.lerp_(batch_mean, w)
         self.count.copy_(total)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Return ``(x - mean) / (sqrt(var) + eps)`` in ``x``'s dtype (stats unchanged)."""
+        return self.normalize(x)[0]
+
+    def normalize(self, *xs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """:meth:`forward` of each of ``xs`` (one dtype), the statistics converted once."""
         if not self.enabled:
-            return x
-        return (x - self.mean.to(x.dtype)) / (self.var.sqrt() + self.eps).to(x.dtype)
+            return xs
+        dtype = xs[0].dtype
+        mean, scale = self.mean.to(dtype), (self.var.sqrt() + self.eps).to(dtype)
+        return tuple((x - mean) / scale for x in xs)

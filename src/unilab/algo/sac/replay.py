@@ -72,6 +72,8 @@ class ReplayBuffer:
                                 device=self.device)
             for f in stored_fields(self.record)
         }
+        # each field as (num_envs * capacity, ...) rows, the rows a sample gathers (views: writes show through)
+        self._rows = {name: t.view(-1, *t.shape[2:]) for name, t in self.storage.items()}
         self.observations = tuple(f.name for f in self.record if f.observation)
         self.ptr = 0
         self.size = 0
@@ -159,26 +161,38 @@ class ReplayBuffer:
         return self._gather(env, start)
 
     def _gather(self, env: torch.Tensor, start: torch.Tensor) -> dict[str, torch.Tensor]:
-        # steps from start to the newest slot (ptr - 1), inclusive; windows never cross the write pointer
-        available = (self.ptr - 1 - start) % self.capacity + 1
-        returns = torch.zeros_like(start, dtype=torch.float32)
-        length = torch.zeros_like(start)
-        alive = torch.ones_like(start, dtype=torch.bool)
-        last = start.clone()
-        for j in range(self.n_steps):  # loop over the window, vectorised over the batch
-            idx = (start + j) % self.capacity
-            use = alive & (j < available)
-            returns += torch.where(use, self._discount_powers[j] * self.reward[env, idx], 0.0)
-            length += use.long()
-            last = torch.where(use, idx, last)
-            done = self.terminated[env, idx] | self.truncated[env, idx]
-            alive = use & ~done
+        # rows of the (num_envs * capacity, ...) views: one index_select per field (advanced indexing with an
+        # (env, slot) pair is several times slower on the CPU)
+        base = env * self.capacity
 
-        batch = {name: t[env, last if name.startswith(NEXT) else start] for name, t in self.storage.items()
+        def rows(name: str, at: torch.Tensor) -> torch.Tensor:
+            return self._rows[name].index_select(0, at)
+
+        # the window's first step: every sampled slot holds one (the step from start to the newest slot, ptr - 1)
+        at_start = base + start
+        returns = rows("reward", at_start)
+        length = torch.ones_like(start)
+        last, at_last = start, at_start
+        terminated, truncated = rows("terminated", at_start), rows("truncated", at_start)
+        if self.n_steps > 1:
+            alive = ~(terminated | truncated)
+            available = (self.ptr - 1 - start) % self.capacity + 1  # steps up to the newest; never past ptr
+            for j in range(1, self.n_steps):  # loop over the window, vectorised over the batch
+                idx = (start + j) % self.capacity
+                at = base + idx
+                use = alive & (j < available)
+                returns = returns + torch.where(use, self._discount_powers[j] * rows("reward", at), 0.0)
+                length += use.long()
+                last = torch.where(use, idx, last)
+                alive = use & ~(rows("terminated", at) | rows("truncated", at))
+            at_last = base + last
+            terminated, truncated = rows("terminated", at_last), rows("truncated", at_last)
+
+        batch = {name: rows(name, at_last if name.startswith(NEXT) else at_start) for name in self.storage
                  if name not in ("reward", "terminated", "truncated")}
         batch["rewards"] = returns
         # a step that both fails and times out bootstraps (holosoma: truncations | ~dones)
-        batch["bootstrap"] = (~self.terminated[env, last] | self.truncated[env, last]).float()
+        batch["bootstrap"] = (~terminated | truncated).float()
         batch["discount"] = self._discount_powers[length]
         batch["n"] = length
         return batch

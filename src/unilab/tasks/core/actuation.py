@@ -108,16 +108,19 @@ class Actuation:
     def from_config(cls, model: mujoco.MjModel, joint_names: list[str], cfg: Any) -> Actuation:
         """The actuation of ``model``'s joints ``joint_names`` as ``cfg`` (a
         :class:`~unilab.tasks.core.robot_config.RobotTaskConfig`) asks; errors name the config key."""
+        robot = cfg.robot
         act_joint = actuated_joints(model, joint_names)
         act_names = [joint_names[j] for j in act_joint]
-        kp = match_joint_values(cfg.kp, act_names, None, "kp")
-        kd = match_joint_values(cfg.kd, act_names, None, "kd")
-        effort = effort_limits(model)
+        kp = match_joint_values(robot.kp, act_names, None, "task.robot.kp")
+        kd = match_joint_values(robot.kd, act_names, None, "task.robot.kd")
+        effort = (match_joint_values(robot.effort_limit, act_names, None, "task.robot.effort_limit")
+                  if robot.effort_limit else effort_limits(model))
         jnt_ids = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, n) for n in joint_names]
         jrange = np.asarray(model.jnt_range[jnt_ids], dtype=np.float64)
         limited = np.asarray(model.jnt_limited[jnt_ids], dtype=bool)
         jrange[~limited] = (-np.inf, np.inf)
-        default_joint_pos = match_joint_values(cfg.default_joint_pos, joint_names, 0.0, "default_joint_pos")
+        default_joint_pos = match_joint_values(robot.default_joint_pos, joint_names, 0.0,
+                                               "task.robot.default_joint_pos")
         if cfg.action_scale_mode == "effort_over_kp":
             if not np.isfinite(effort).all():
                 raise ValueError("action_scale_mode effort_over_kp needs effort limits on every actuator "

@@ -13,7 +13,7 @@ def match_joint_values(patterns: Mapping[str, float], joint_names: list[str], de
     """Per-joint values from a ``{joint name or regex: value}`` map (``default_joint_pos``, ``kp``, ``kd``).
 
     - a key equal to a joint's name sets that joint, whatever patterns also match it
-      (``+task.kp.left_knee_joint=120`` beats ``.*_knee_joint``);
+      (``+task.robot.kp.left_knee_joint=120`` beats ``.*_knee_joint``);
     - otherwise the keys that fully match the joint's name as a regex apply; two giving it different values are
       an error naming both keys (equal values are fine);
     - a joint no key matches gets ``default``; ``default=None`` makes that an error naming the joint;

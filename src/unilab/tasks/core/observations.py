@@ -78,7 +78,7 @@ class PieceLayout:
         joints = joint_mirror(model, joint_ids)
         actions = joint_mirror(model, [joint_ids[j] for j in act_joint])
         if not np.allclose(joints(default_joint_pos), default_joint_pos, rtol=0.0, atol=1e-9):
-            raise ValueError("mirror: the default pose (task.default_joint_pos) is not left/right symmetric")
+            raise ValueError("mirror: the default pose (task.robot.default_joint_pos) is not left/right symmetric")
         bodies = np.zeros(0, np.int64) if bodies is None else bodies
         perm, sign = np.empty(self.critic_dim, np.int64), np.empty(self.critic_dim)
         for t in self.pieces:

@@ -1,14 +1,16 @@
-"""``--task g1_locomotion``'s config (``train --help`` prints the field docstrings). Defaults: holosoma 0.0.3's
-G1 29-DoF FastSAC recipe, ``config_values/loco/g1/``: ``reward.py`` (``g1_29dof_loco_fast_sac``), ``command.py``,
-``observation.py`` (``g1_29dof_loco_single_wolinvel``), ``termination.py``, ``randomization.py``,
-``curriculum.py`` (``g1_29dof_curriculum_fast_sac``) and ``robot.py`` (``g1_29dof``).
+"""The locomotion task's config (``train --help`` prints the field docstrings). Defaults (``--task g1_locomotion``):
+holosoma 0.0.3's G1 29-DoF FastSAC recipe, ``config_values/loco/g1/``: ``reward.py`` (``g1_29dof_loco_fast_sac``),
+``command.py``, ``observation.py`` (``g1_29dof_loco_single_wolinvel``), ``termination.py``, ``randomization.py``,
+``curriculum.py`` (``g1_29dof_curriculum_fast_sac``) and ``robot.py`` (``g1_29dof``). :func:`t1_locomotion`
+(``--task t1_locomotion``): the same task on the Booster T1 with holosoma's T1 recipe, as its differences.
 """
 
 from __future__ import annotations
 
-import re
+import copy
 from dataclasses import dataclass, field
 
+from unilab.assets import t1_robot
 from unilab.dataclass_config import check_fields, is_low_high
 from unilab.tasks.core.randomization_config import (
     ActionDelayRandomization,
@@ -20,7 +22,7 @@ from unilab.tasks.core.randomization_config import (
     PushRandomization,
     RandomizationConfig,
 )
-from unilab.tasks.core.robot_config import RobotTaskConfig
+from unilab.tasks.core.robot_config import ROBOTS, RobotTaskConfig
 
 _ARMS_AND_WAIST = "waist_.*|.*_(shoulder|elbow|wrist)_.*"
 
@@ -54,7 +56,7 @@ class PoseTerm(LocoTerm):
         ".*_hip_pitch_joint": 0.01, ".*_hip_roll_joint": 1.0, ".*_hip_yaw_joint": 5.0, ".*_knee_joint": 0.01,
         ".*_ankle_(pitch|roll)_joint": 5.0, _ARMS_AND_WAIST: 50.0,
     })
-    """Per-joint weight, {joint name or regex: value} (the rule of task.kp); every joint needs one."""
+    """Per-joint weight, {joint name or regex: value} (the rule of task.robot.kp); every joint needs one."""
 
 
 @dataclass
@@ -235,22 +237,8 @@ class LocomotionConfig(RobotTaskConfig):
     max_episode_length_s: float = 20.0
     """Time-out (truncation) after this many seconds (holosoma's max_episode_length_s)."""
 
-    # --- bodies ---
-    base_body: str = "pelvis"
-    """The floating base: velocities, orientation and the gravity observation are this body's."""
-    feet: list[str] = field(default_factory=lambda: ["left_ankle_roll_link", "right_ankle_roll_link"])
-    """The left and right foot bodies (feet_ori, close_feet_xy)."""
-    foot_points: list[str] = field(default_factory=lambda: ["left_foot_contact_point", "right_foot_contact_point"])
-    """The left and right bodies whose height the gait reward tracks (holosoma's foot_height_name)."""
-    termination_bodies: str = ".*(pelvis|hip|shoulder).*"
-    """Regex (full match) over body names: a contact force on any of them above ``termination_force`` ends the
-    episode (holosoma: the bodies whose names contain pelvis, shoulder or hip)."""
     termination_force: float = 1.0
-    """Net contact force (N) on a termination body that ends the episode."""
-
-    # --- start state ---
-    base_height: float = 0.8
-    """Base height at a reset (m; holosoma's init_state pos z)."""
+    """Net contact force (N) on a termination body (task.robot.termination_bodies) that ends the episode."""
     reset_joint_scale: list[float] = field(default_factory=lambda: [0.5, 1.5])
     """At a reset each joint starts at its default x uniform [low, high] (holosoma's randomize_dof_state)."""
 
@@ -284,22 +272,20 @@ class LocomotionConfig(RobotTaskConfig):
         tracking = ("tracking_lin_vel", "tracking_ang_vel", "feet_phase")
         check_fields(self, "task.", (
             (("max_episode_length_s", "commands.resampling_time_s"), lambda v: v > 0, "> 0"),
-            (("feet", "foot_points"), lambda v: len(v) == 2, "[left, right] body names"),
             (("reset_joint_scale", "commands.lin_vel_x", "commands.lin_vel_y", "commands.ang_vel_yaw"), is_low_high,
              "[low, high] with low <= high"),
             (("commands.stand_prob",), lambda v: 0 <= v <= 1, "in [0, 1]"),
             (("push.interval_s",), lambda v: is_low_high(v) and v[0] > 0, "[low, high] with 0 < low <= high"),
             (("push.max_vel",), lambda v: len(v) == 2 and all(x >= 0 for x in v), "2 numbers >= 0"),
             (("curriculum.average_over",), lambda v: v >= 1, ">= 1"),
+            (("curriculum.level_up_threshold",), lambda v: v >= self.curriculum.level_down_threshold,
+             f">= curriculum.level_down_threshold ({self.curriculum.level_down_threshold})"),
+            (("curriculum.degree",), lambda v: v >= 0, ">= 0"),
             ([f"rewards.{name}.tracking_sigma" for name in tracking], lambda v: v is not None and v > 0, "> 0"),
             ([f"rewards.{name}.tracking_sigma" for name in RewardsConfig.__dataclass_fields__ if name not in tracking],
              lambda v: v is None or v > 0, "> 0 or null"),
             (("terrain.kind",), lambda v: v in ("flat", "mix"), "flat|mix"),
         ))
-        try:
-            re.compile(self.termination_bodies)
-        except re.error as exc:
-            raise ValueError(f"task.termination_bodies: bad regex {self.termination_bodies!r}: {exc}") from exc
         g = self.gait
         if not g.period_s > 0 or not 0 <= g.frequency_width < 1 / g.period_s:
             raise ValueError(f"task.gait needs period_s > 0 and 0 <= frequency_width < 1 / period_s, got "
@@ -319,4 +305,24 @@ class LocomotionConfig(RobotTaskConfig):
         for term, why in (("joint_pos_bias", "its observation has no encoder offsets"),
                           ("push", "its push is task.push, which sets the base velocity")):
             if self.randomization.active(term):
-                raise ValueError(f"task.randomization.{term}: not used by g1_locomotion ({why}); leave it off")
+                raise ValueError(f"task.randomization.{term}: not used by {self.name} ({why}); leave it off")
+
+
+_T1_POSE_WEIGHTS = {".*_Hip_Pitch": 0.01, ".*_Hip_Roll": 1.0, ".*_Hip_Yaw": 5.0, ".*_Knee_Pitch": 0.01,
+                    ".*_Ankle_(Pitch|Roll)": 5.0, "AAHead_yaw|Head_pitch|Waist|.*_(Shoulder|Elbow|Wrist|Hand)_.*": 50.0}
+
+
+def t1_locomotion() -> LocomotionConfig:
+    """``--task t1_locomotion``: the Booster T1 (``ROBOTS["t1"]``) with holosoma 0.0.3's ``t1_29dof_fast_sac``
+    (``config_values/loco/t1/``), which differs from the G1 recipe in the values set here only."""
+    cfg = LocomotionConfig(name="t1_locomotion", robot=copy.deepcopy(ROBOTS["t1"]))
+    cfg.rewards.pose.joint_weights = dict(_T1_POSE_WEIGHTS)  # reward.py: the G1's weights per joint kind
+    cfg.obs_scales = ObsScalesConfig(base_ang_vel=1.0, joint_vel=0.1, base_lin_vel=1.0)  # observation.py
+    cfg.gait.frequency_width = 0.0  # command.py gives LocomotionGait no gait_period_randomization_width (0)
+    r = cfg.randomization  # randomization.py
+    r.friction.range = [0.1, 1.0]
+    r.base_com = BaseComRandomization(enabled=False, body=t1_robot.TORSO_BODY, x=[-0.01, 0.01], y=[-0.01, 0.01],
+                                      z=[-0.01, 0.01])
+    r.mass.bodies, r.mass.added_body = t1_robot.LINK_MASS_BODIES, t1_robot.TORSO_BODY
+    cfg.validate()
+    return cfg

@@ -1,4 +1,5 @@
-"""G1 velocity-command locomotion on a physics pool (unilab.sim.physics), holosoma's FastSAC recipe.
+"""Velocity-command locomotion of the robot ``task.robot`` on a physics pool (unilab.sim.physics), holosoma's
+FastSAC recipe.
 
 A ``step`` is one ``pool.step`` of ``decimation`` substeps (PD targets ``default + scale * action``), then the
 step driver (:mod:`unilab.tasks.core.driver`: robot state, command and gait clock, rewards, terminations,
@@ -39,7 +40,7 @@ def _body_ids(model: mujoco.MjModel, names: list[str], key: str) -> np.ndarray:
 
 
 class LocomotionEnv(DriverEnv):
-    """Vectorised G1 velocity-command locomotion (``unilab.tasks.base.VecEnv``); ``pool_kwargs``: ``sim.*``; ``seed``:
+    """Vectorised velocity-command locomotion (``unilab.tasks.base.VecEnv``); ``pool_kwargs``: ``sim.*``; ``seed``:
     of the commands, gait clocks, pushes, start states and observation noise."""
 
     rows = DriverRows(STATE, writes=("streams", "qvel", "start_qpos", "start_qvel"), start=START_ROWS,
@@ -50,22 +51,23 @@ class LocomotionEnv(DriverEnv):
         n = self.num_envs
         rng = np.random.default_rng([int(seed), 0x544552])  # the terrain's own draws (tiles, spawn tiles)
         self.terrain = make_terrain(cfg.terrain, rng) if cfg.terrain.kind == "mix" else None
+        robot = cfg.robot
         base = load_task_model(cfg, None if self.terrain is None else lambda spec: add_to_spec(spec, self.terrain))
         if base.njnt < 2 or int(base.jnt_type[0]) != int(mujoco.mjtJoint.mjJNT_FREE):
-            raise ValueError("g1_locomotion needs a model whose first joint is the base's free joint")
-        base_id = _body_ids(base, [cfg.base_body], "task.base_body")[0]
+            raise ValueError(f"{cfg.name} needs a model whose first joint is the base's free joint")
+        base_id = _body_ids(base, [robot.base_body], "task.robot.base_body")[0]
         if base.jnt_bodyid[0] != base_id:
-            raise ValueError(f"task.base_body {cfg.base_body!r} is not the body of the model's free joint "
+            raise ValueError(f"task.robot.base_body {robot.base_body!r} is not the body of the model's free joint "
                              f"({base.body(base.jnt_bodyid[0]).name!r})")
         if not cfg.self_collisions:
-            disable_self_collisions(base, cfg.base_body)
+            disable_self_collisions(base, robot.base_body)
         self._actuate(base, [base.joint(j).name for j in range(1, base.njnt)])
 
-        self.feet = _body_ids(self.model, cfg.feet, "task.feet")
-        self.foot_points = _body_ids(self.model, cfg.foot_points, "task.foot_points")
-        self.termination_bodies = matching_bodies(self.model, cfg.base_body, cfg.termination_bodies,
-                                                  "task.termination_bodies")
-        self._make_pool(pool_kwargs, seed, cfg.base_body, "task.termination_bodies")
+        self.feet = _body_ids(self.model, robot.feet, "task.robot.feet")
+        self.foot_points = _body_ids(self.model, robot.foot_points, "task.robot.foot_points")
+        self.termination_bodies = matching_bodies(self.model, robot.base_body, robot.termination_bodies,
+                                                  "task.robot.termination_bodies")
+        self._make_pool(pool_kwargs, seed, robot.base_body, "task.robot.termination_bodies")
 
         self.qpos_adr = self.model.jnt_qposadr[1:].astype(np.int64)
         self.dof_adr = self.model.jnt_dofadr[1:].astype(np.int64)
@@ -77,8 +79,8 @@ class LocomotionEnv(DriverEnv):
         self.noise_scale = self.layout.noise_scale(cfg.obs_noise, self.obs_scales)
         self.max_episode_steps = int(round(cfg.max_episode_length_s / self.control_dt))
         try:
-            partner_indices(cfg.feet, "foot body")
-            partner_indices(cfg.foot_points, "foot point")
+            partner_indices(robot.feet, "foot body")
+            partner_indices(robot.foot_points, "foot point")
             self.mirror = self.layout.env_mirror(base, list(range(1, base.njnt)), self.act_joint,
                                                  self.default_joint_pos)
         except ValueError as err:  # a robot without a mirror trains as before; algo.use_symmetry refuses it
@@ -115,7 +117,7 @@ class LocomotionEnv(DriverEnv):
             freq_mean=1.0 / g.period_s, freq_width=float(g.frequency_width), dt=float(self.control_dt),
             randomize_phase=bool(g.randomize_phase), push=bool(p.enabled),
             push_interval=np.array(p.interval_s, dtype=np.float64), push_max=np.array(p.max_vel, dtype=np.float64),
-            base_height=float(self.cfg.base_height),
+            base_height=float(self.cfg.robot.base_height),
             spawn_offset=0.0 if self.terrain is None else float(self.cfg.terrain.spawn_offset),
             joint_scale=np.array(self.cfg.reset_joint_scale, dtype=np.float64), evaluating=bool(self.evaluating))
 

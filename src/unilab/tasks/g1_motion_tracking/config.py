@@ -8,10 +8,9 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from unilab.dataclass_config import check_fields
+from unilab.dataclass_config import check_fields, check_file
 from unilab.tasks.core.randomization_config import RandomizationConfig
 from unilab.tasks.core.robot_config import RobotTaskConfig
 
@@ -245,9 +244,7 @@ class MotionTrackingConfig(RobotTaskConfig):
         """The user's model and clips exist (checked before training starts anything)."""
         super().check_paths()
         for i, path in enumerate(self.motion_files or ()):
-            if not Path(path).expanduser().is_file():
-                raise ValueError(f"task.motion_files[{i}]={path}: no such file "
-                                 "(expected npz clips: a path or a list of paths, or null)")
+            check_file(path, f"task.motion_files[{i}]", "npz clips: a path or a list of paths, or null")
 
 
 def motion_file_list(value: Any, key: str = "task.motion_files") -> list[str] | None:

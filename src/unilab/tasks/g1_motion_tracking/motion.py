@@ -66,7 +66,8 @@ def model_joint_layout(model: mujoco.MjModel) -> tuple[list[str], np.ndarray, np
 def _load_npz(path: Path) -> dict[str, np.ndarray]:
     """Read and validate one clip; every problem becomes a MotionFileError naming the file."""
     if not path.is_file():
-        raise MotionFileError(f"{path}: motion file does not exist")
+        what = "a directory, not an npz clip" if path.is_dir() else "motion file does not exist"
+        raise MotionFileError(f"{path}: {what}")
     try:
         with np.load(path, allow_pickle=False) as npz:
             missing = [k for k in REQUIRED_KEYS if k not in npz.files]
@@ -127,14 +128,21 @@ def _joint_permutation(path: Path, clip_names: Sequence[str], model_names: Seque
     return np.array([index[n] for n in model_names], dtype=np.int64)
 
 
-def _check_joint_ranges(path: Path, joints: np.ndarray, model: mujoco.MjModel, names: Sequence[str]) -> None:
-    """Refuse a clip whose joint angles leave a joint's range by more than the slack (wrong units)."""
+def joint_range_excess(joints: np.ndarray, model: mujoco.MjModel, names: Sequence[str]
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(excess, lo, hi)``: how far (rad) each angle of ``joints`` (T, J), columns ``names``, lies outside its joint's
+    range (negative inside), and the ranges used (a joint without limits: +-MAX_UNLIMITED_ANGLE)."""
     ids = [model.joint(n).id for n in names]
     limited = np.asarray(model.jnt_limited)[ids].astype(bool)
     lo, hi = np.asarray(model.jnt_range)[ids].T
     lo = np.where(limited, lo, -MAX_UNLIMITED_ANGLE)
     hi = np.where(limited, hi, MAX_UNLIMITED_ANGLE)
-    excess = np.maximum(joints - hi, lo - joints)
+    return np.maximum(joints - hi, lo - joints), lo, hi
+
+
+def _check_joint_ranges(path: Path, joints: np.ndarray, model: mujoco.MjModel, names: Sequence[str]) -> None:
+    """Refuse a clip whose joint angles leave a joint's range by more than the slack (wrong units)."""
+    excess, lo, hi = joint_range_excess(joints, model, names)
     if (excess > JOINT_RANGE_SLACK).any():
         frame, j = np.unravel_index(int(np.argmax(excess)), excess.shape)
         raise MotionFileError(

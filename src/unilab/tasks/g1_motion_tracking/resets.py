@@ -127,7 +127,7 @@ def _start_state_driver(rows, starts, episode, clip_offsets, num_frames, lib_qpo
     """:func:`start_state`'s driver: row ``k`` into ``qpos[k]``/``qvel[k]``; ``scales``: the half-widths in draw order.
 
     A group whose scales are all 0 adds exactly 0 (roll-pitch-yaw and angular velocity then skip their rotation,
-    joints their clip). Each expression keeps the order of the array helpers (tests' quat_mul, quat_normalize with
+    joints their clip). Each expression keeps the order of the array helpers (quat_mul, quat_normalize with
     ``np.linalg.norm``'s sequential sum of four squares, quat_rotate_inv, np.clip), so a check written with them
     gives the same bits.
     """

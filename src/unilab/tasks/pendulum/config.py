@@ -6,7 +6,8 @@ config/task/pendulum.yaml names it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
+
+from unilab.dataclass_config import check_file
 
 
 @dataclass
@@ -32,5 +33,5 @@ class PendulumConfig:
 
     def check_paths(self) -> None:
         """The user's model exists (checked before training starts anything)."""
-        if self.model_path is not None and not Path(self.model_path).expanduser().is_file():
-            raise ValueError(f"task.model_path={self.model_path}: no such file (expected an MJCF file, or null)")
+        if self.model_path is not None:
+            check_file(self.model_path, "task.model_path", "an MJCF file, or null")
