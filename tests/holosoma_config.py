@@ -7,20 +7,14 @@ from __future__ import annotations
 import ast
 import functools
 import zipfile
-from pathlib import Path
 from typing import Any
 
 from unilab.assets import holosoma
 
 
-def _wheel() -> Path:
-    """The verified holosoma wheel itself (``$UNILAB_HOLOSOMA_WHEEL``, the cached download, or a fresh one)."""
-    return holosoma._acquire_wheel(None, holosoma.WHEEL_SHA256, holosoma.pip_download, None, False)
-
-
 @functools.cache
 def _module(path: str) -> ast.Module:
-    with zipfile.ZipFile(_wheel()) as zf:
+    with zipfile.ZipFile(holosoma.wheel_file()) as zf:
         return ast.parse(zf.read(f"holosoma/{path}").decode())
 
 

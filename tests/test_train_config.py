@@ -208,7 +208,7 @@ def test_play_defaults_are_declared_once():
         "out": PlayConfig.out,
         "no_video": not PlayConfig.video, "device": PlayConfig.device, "seed": PlayConfig.seed,
         "width": PlayConfig.width, "height": PlayConfig.height,
-        "ghost": PlayConfig.ghost, "no_text": not PlayConfig.text,
+        "ghost": PlayConfig.ghost, "no_text": not PlayConfig.text, "onnx": None,
     }
     training = TrainingConfig()
     assert (training.play_num_envs, training.play_steps) == (PlayConfig.num_envs, PlayConfig.steps)

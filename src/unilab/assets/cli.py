@@ -1,5 +1,5 @@
-"""``unilab-assets``: fetch, verify or locate the cached robot models (G1, T1) and motion clips; convert clips between
-formats."""
+"""``unilab-assets``: fetch, verify or locate the cached robot models (G1, T1), motion clips and holosoma's published
+policies; convert clips between formats."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from unilab.assets import holosoma
+from unilab.assets import holosoma, holosoma_inference
 from unilab.cache import CACHE_ENV_VAR
 from unilab.motion_io.formats import FORMATS, POLICY_FPS, REF_BODY
 
@@ -28,6 +28,10 @@ def _build_parser() -> argparse.ArgumentParser:
     f.add_argument("--force", action="store_true", help="rebuild the cache even if it checks out")
     f.add_argument("--wheel", type=Path, default=None, help=f"use this local {holosoma.WHEEL_NAME} instead of pip")
     f.add_argument("--quiet", action="store_true", help="no progress output")
+    f.add_argument("--policies", action="store_true",
+                   help=f"also holosoma's published policies (ONNX) from {holosoma_inference.PACKAGE}=="
+                        f"{holosoma_inference.VERSION} (offline: put {holosoma_inference.WHEEL_NAME} into "
+                        f"<cache>/downloads/ or set {holosoma_inference.WHEEL_ENV_VAR})")
 
     sub.add_parser("verify", help="re-hash every cached file against the manifest (exit 1 on any problem)")
 
@@ -35,6 +39,8 @@ def _build_parser() -> argparse.ArgumentParser:
     what = pa.add_mutually_exclusive_group()
     what.add_argument("--scene", action="store_true", help="print the G1 scene MJCF path")
     what.add_argument("--motions", action="store_true", help="print the motion clip paths, one per line")
+    what.add_argument("--policies", action="store_true",
+                      help="print holosoma's published policies, one 'NAME PATH' per line (unilab-eval --onnx NAME)")
 
     formats = "; ".join(f"{f.suffix}: {f.what}" for f in FORMATS)
     im = sub.add_parser(
@@ -132,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
             res = holosoma.ensure_assets(args.cache_dir, force=args.force, wheel_path=args.wheel,
                                          progress=not args.quiet)
             print(f"{res.root} ({'rebuilt' if res.rebuilt else 'already cached'})")
+            if args.policies:
+                print(holosoma_inference.ensure_policies(args.cache_dir, force=args.force, progress=not args.quiet))
             return 0
         if args.command == "verify":
             root = holosoma.assets_dir(args.cache_dir)
@@ -141,6 +149,11 @@ def main(argv: list[str] | None = None) -> int:
                       "run `unilab-assets fetch --force` to rebuild", sep="\n", file=sys.stderr)
                 return 1
             print(f"{root}: OK ({len(holosoma.read_manifest(root) or {})} files)")
+            return 0
+        if args.policies:  # the "path" command
+            root = holosoma_inference.ensure_policies(args.cache_dir)
+            for name, rel in holosoma_inference.PUBLISHED.items():
+                print(name, root / rel)
             return 0
         from unilab.assets import g1  # noqa: PLC0415 - lazy: fetch and verify need no mujoco
 

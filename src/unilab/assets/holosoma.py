@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -40,7 +40,6 @@ from unilab import cache as unilab_cache
 HOLOSOMA_VERSION = "0.0.3"
 WHEEL_NAME = f"holosoma-{HOLOSOMA_VERSION}-py3-none-any.whl"
 WHEEL_SHA256 = "1c007c27dbf130c04533af6052649d88da32eaa9b54e69c6d39009e979a2312f"
-WHEEL_URL_HINT = f"https://pypi.org/project/holosoma/{HOLOSOMA_VERSION}/#files"
 WHEEL_ENV_VAR = "UNILAB_HOLOSOMA_WHEEL"
 
 # Paths inside the wheel that unilab needs, and the prefix stripped on extraction.
@@ -49,6 +48,9 @@ ROBOT_PREFIXES = ("holosoma/data/robots/g1/", "holosoma/data/robots/t1/")
 MOTION_PREFIX = "holosoma/data/motions/g1_29dof/whole_body_tracking/"
 SCENES = {"g1": "robots/g1/scenes/scene_g1_29dof_wbt_plane.xml", "t1": "robots/t1/scene_t1_29dof.xml"}
 """Each built-in robot's scene MJCF (the robot on a floor) in the cache: ``task.robot.asset`` names a row."""
+URDFS = {"g1": "holosoma/data/robots/g1/g1_29dof.urdf", "t1": "holosoma/data/robots/t1/t1_29dof.urdf"}
+"""Each built-in robot's URDF in the wheel (not extracted: holosoma_inference's tracking policy reads one from a
+policy file's metadata)."""
 UNILAB_FILES = {"robots/t1/scene_t1_29dof.xml": "scene_t1_29dof.xml"}
 """Files unilab adds to the cache (cache path -> file of ``unilab/assets/models``), hashed in the manifest like the
 wheel's: the T1 MJCF has no floor, so its scene includes it next to a plane."""
@@ -117,14 +119,15 @@ def read_manifest(root: Path) -> dict[str, dict] | None:
     return files if isinstance(files, dict) and files else None
 
 
-def check_cache(root: Path, *, full: bool = False) -> list[str]:
+def check_cache(root: Path, *, full: bool = False, required: Iterable[str] = SCENES.values()) -> list[str]:
     """Problems found in an extracted cache; empty means usable. Sizes only (a few stat calls, run on every load)
-    unless ``full``, which also re-hashes every file."""
+    unless ``full``, which also re-hashes every file. ``required``: paths the manifest must list (default: the robot
+    assets' scenes)."""
     files = read_manifest(root)
     if files is None:
         return [f"{root / MANIFEST_NAME}: missing or unreadable manifest"]
     # a cache built before a robot was added lacks its scene: rebuilt once, a superset of the older one
-    problems = [f"{root / rel}: not in the manifest" for rel in SCENES.values() if rel not in files]
+    problems = [f"{root / rel}: not in the manifest" for rel in required if rel not in files]
     for rel, entry in files.items():
         path = root / rel
         try:
@@ -139,8 +142,10 @@ def check_cache(root: Path, *, full: bool = False) -> list[str]:
     return problems
 
 
-def pip_download(dest: Path, *, python: str | None = None, show_progress: bool | None = None) -> Path:
-    """Download the holosoma wheel (no dependencies) into ``dest`` with ``python -m pip download``.
+def pip_download(dest: Path, *, python: str | None = None, show_progress: bool | None = None,
+                 package: str = "holosoma", version: str = HOLOSOMA_VERSION) -> Path:
+    """Download the wheel of ``package==version`` (no dependencies; default: the holosoma wheel) into ``dest`` with
+    ``python -m pip download``.
 
     A subprocess, so the user's pip configuration (index URL, proxy, certificates) applies. With ``show_progress``
     (None: when stderr is a TTY) pip's progress bar is shown on stderr; otherwise pip's output is captured and its
@@ -148,7 +153,7 @@ def pip_download(dest: Path, *, python: str | None = None, show_progress: bool |
     """
     dest.mkdir(parents=True, exist_ok=True)
     cmd = [python or sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
-           f"holosoma=={HOLOSOMA_VERSION}", "-d", str(dest)]
+           f"{package}=={version}", "-d", str(dest)]
     if show_progress is None:
         try:
             show_progress = sys.stderr.isatty()
@@ -166,72 +171,121 @@ def pip_download(dest: Path, *, python: str | None = None, show_progress: bool |
         out = (proc.stderr or proc.stdout or "") if not show_progress else "(pip's output is above)"
         tail = "\n".join(out.strip().splitlines()[-6:])
         raise WheelDownloadError(f"`{' '.join(cmd)}` failed (exit {proc.returncode}):\n{tail}")
-    found = sorted(dest.glob(f"holosoma-{HOLOSOMA_VERSION}-*.whl"))
+    found = sorted(dest.glob(f"{package.replace('-', '_')}-{version}-*.whl"))
     if not found:
-        raise WheelDownloadError(f"pip reported success but no holosoma wheel appeared in {dest}")
+        raise WheelDownloadError(f"pip reported success but no {package} wheel appeared in {dest}")
     return found[0]
 
 
-def _acquire_wheel(cache_dir: Path | None, expected_sha256: str, downloader: Callable[[Path], Path],
-                   wheel_path: Path | None, progress: bool) -> Path:
-    """A local wheel with the expected hash: explicit path, env var, cache, or a fresh download."""
-    explicit = wheel_path or (Path(os.environ[WHEEL_ENV_VAR]) if os.environ.get(WHEEL_ENV_VAR) else None)
+@dataclass(frozen=True)
+class PinnedWheel:
+    """A wheel unilab unpacks (never installs): pip's ``package==version``, its file name and pinned sha256, the env
+    var naming a pre-downloaded copy, and what it holds (for messages)."""
+
+    package: str
+    version: str
+    name: str
+    sha256: str
+    env_var: str
+    holds: str
+    size: str
+    fetch: str
+    """The command that fetches it again (``unilab-assets fetch``)."""
+
+    def url_hint(self) -> str:
+        return f"https://pypi.org/project/{self.package}/{self.version}/#files"
+
+
+HOLOSOMA_WHEEL = PinnedWheel("holosoma", HOLOSOMA_VERSION, WHEEL_NAME, WHEEL_SHA256, WHEEL_ENV_VAR,
+                             "the robot assets", "~45 MB", "unilab-assets fetch")
+
+
+def acquire_wheel(wheel: PinnedWheel, cache_dir: Path | None, downloader: Callable[[Path], Path] | None = None,
+                  wheel_path: Path | None = None, progress: bool = True, expected_sha256: str | None = None) -> Path:
+    """A local copy of ``wheel`` with its pinned hash (``expected_sha256`` overrides it, for tests): ``wheel_path``,
+    the env var, ``<cache>/downloads/``, or a download with ``downloader`` (default: pip)."""
+    expected = expected_sha256 or wheel.sha256
+    fetch = downloader or (lambda dest: pip_download(dest, package=wheel.package, version=wheel.version))
+    explicit = wheel_path or (Path(os.environ[wheel.env_var]) if os.environ.get(wheel.env_var) else None)
     if explicit is not None:
         explicit = explicit.expanduser()
         if not explicit.is_file():
-            raise AssetError(f"holosoma wheel {explicit} (from {WHEEL_ENV_VAR} or wheel_path) does not exist")
+            raise AssetError(f"{wheel.package} wheel {explicit} (from {wheel.env_var} or wheel_path) does not exist")
         digest = sha256_file(explicit)
-        if digest != expected_sha256:
-            raise AssetError(f"holosoma wheel {explicit} has sha256 {digest}, expected {expected_sha256}: "
-                             f"it is not {WHEEL_NAME}, or it is damaged")
+        if digest != expected:
+            raise AssetError(f"{wheel.package} wheel {explicit} has sha256 {digest}, expected {expected}: "
+                             f"it is not {wheel.name}, or it is damaged")
         return explicit
 
-    ddir = assets_dir(cache_dir).parent / "downloads"  # where a downloaded (or user-provided) wheel is kept
-    cached = ddir / WHEEL_NAME
+    base = Path(cache_dir).expanduser() if cache_dir is not None else unilab_cache.cache_dir()
+    ddir = base / "downloads"  # where a downloaded (or user-provided) wheel is kept
+    cached = ddir / wheel.name
     if cached.is_file():
-        if sha256_file(cached) == expected_sha256:
+        if sha256_file(cached) == expected:
             return cached
         cached.unlink()  # damaged or partial: fetch it again
 
     ddir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=ddir, prefix=".pip-") as tmp:
         if progress:
-            print(f"unilab: downloading {WHEEL_NAME} (~45 MB) with pip ...", file=sys.stderr, flush=True)
+            print(f"unilab: downloading {wheel.name} ({wheel.size}) with pip ...", file=sys.stderr, flush=True)
         try:
-            got = downloader(Path(tmp))
+            got = fetch(Path(tmp))
         except WheelDownloadError as exc:
             raise AssetError(
-                f"could not download the robot assets: {exc}\n"
-                f"unilab needs the file {WHEEL_NAME} (holosoma {HOLOSOMA_VERSION} from PyPI, {WHEEL_URL_HINT},\n"
-                f"sha256 {WHEEL_SHA256}). Download it on a machine with network access and either\n"
-                f"  - put it at {cached}\n"
-                f"  - or set {WHEEL_ENV_VAR}=/path/to/{WHEEL_NAME}\n"
-                f"then run `unilab-assets fetch` again. The wheel is only unpacked, never installed.") from exc
+                f"could not download {wheel.holds}: {exc}\n"
+                f"unilab needs the file {wheel.name} ({wheel.package} {wheel.version} from PyPI, {wheel.url_hint()},\n"
+                f"sha256 {wheel.sha256}). On a machine with network access run\n"
+                f"  python -m pip download --no-deps {wheel.package}=={wheel.version}\n"
+                f"and either\n"
+                f"  - put the file at {cached}\n"
+                f"  - or set {wheel.env_var}=/path/to/{wheel.name}\n"
+                f"then run `{wheel.fetch}` again. The wheel is only unpacked, never installed.") from exc
         digest = sha256_file(got)
-        if digest != expected_sha256:
-            raise AssetError(f"downloaded {got.name} has sha256 {digest}, expected {expected_sha256}; "
+        if digest != expected:
+            raise AssetError(f"downloaded {got.name} has sha256 {digest}, expected {expected}; "
                              "the package index served a different file")
         os.replace(got, cached)
     return cached
 
 
-def _extract(wheel: Path, dest: Path, progress: bool) -> dict[str, dict]:
-    """Extract the wanted members into ``dest`` (prefix stripped); return the manifest table."""
+def build_tree(root: Path, fill: Callable[[Path], dict]) -> None:
+    """Build the cache tree ``root`` in a temporary sibling: ``fill(tmp)`` writes the files and returns the manifest
+    (written as ``manifest.json``), then the tree replaces a (damaged) one at ``root``; readers never see a half-written
+    tree, and a failure leaves nothing behind."""
+    tmp = Path(tempfile.mkdtemp(dir=root.parent, prefix=f".{root.name}.tmp-"))
+    try:
+        (tmp / MANIFEST_NAME).write_text(json.dumps(fill(tmp), indent=1, sort_keys=True))
+        trash = root.with_name(f".{root.name}.old-{os.getpid()}") if root.exists() else None
+        if trash is not None:
+            os.replace(root, trash)
+        os.replace(tmp, root)
+        if trash is not None:
+            shutil.rmtree(trash, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def extract_members(wheel: Path, dest: Path, progress: bool, wanted: Callable[[str], bool] = is_wanted_member,
+                    strip: str = WHEEL_DATA_PREFIX, required: Sequence[str] = ROBOT_PREFIXES) -> dict[str, dict]:
+    """Extract the ``wanted`` members into ``dest`` (``strip`` removed from their paths; a wheel without a member
+    under each prefix of ``required`` is refused); return the manifest table."""
     try:
         zf = zipfile.ZipFile(wheel)
     except (zipfile.BadZipFile, OSError) as exc:
         raise AssetError(f"{wheel} is not a readable wheel (zip): {exc}") from exc
     files: dict[str, dict] = {}
     with zf:
-        members = [m for m in zf.infolist() if is_wanted_member(m.filename)]
-        for prefix in ROBOT_PREFIXES:
+        members = [m for m in zf.infolist() if wanted(m.filename)]
+        for prefix in required:
             if not any(m.filename.startswith(prefix) for m in members):
                 raise AssetError(f"{wheel} has no {prefix} tree")
         try:
             with tqdm(total=sum(m.file_size for m in members), desc=f"unilab: extract {wheel.name}", unit="B",
                       unit_scale=True, file=sys.stderr, leave=False, disable=not progress) as bar:
                 for m in members:
-                    rel = m.filename[len(WHEEL_DATA_PREFIX):]
+                    rel = m.filename[len(strip):]
                     if ".." in Path(rel).parts or Path(rel).is_absolute():
                         raise AssetError(f"{wheel}: refusing unsafe member path {m.filename!r}")
                     out = dest / rel
@@ -245,6 +299,12 @@ def _extract(wheel: Path, dest: Path, progress: bool) -> dict[str, dict]:
                     files[rel] = {"size": out.stat().st_size, "sha256": h.hexdigest()}
         except zipfile.BadZipFile as exc:
             raise AssetError(f"{wheel} is corrupt: {exc}") from exc
+    return files
+
+
+def _add_unilab_files(dest: Path) -> dict[str, dict]:
+    """Write :data:`UNILAB_FILES` into ``dest``; their manifest rows."""
+    files: dict[str, dict] = {}
     for rel, name in UNILAB_FILES.items():
         data = (resources.files("unilab.assets") / "models" / name).read_bytes()
         (dest / rel).write_bytes(data)
@@ -253,7 +313,7 @@ def _extract(wheel: Path, dest: Path, progress: bool) -> dict[str, dict]:
 
 
 @contextlib.contextmanager
-def _cache_lock(base: Path) -> Iterator[None]:
+def cache_lock(base: Path) -> Iterator[None]:
     """Serialise concurrent fetches into the same cache (advisory, POSIX only)."""
     base.mkdir(parents=True, exist_ok=True)
     try:
@@ -287,29 +347,37 @@ def ensure_assets(cache_dir: str | os.PathLike | None = None, *, force: bool = F
     if not force and not check_cache(root):
         return FetchResult(root=root, rebuilt=False, wheel=None)
     base = root.parent
-    with _cache_lock(base):
+    with cache_lock(base):
         # another process may have finished the job while this one waited
         if not force and not check_cache(root):
             return FetchResult(root=root, rebuilt=False, wheel=None)
-        wheel = _acquire_wheel(cdir, expected_sha256, downloader, Path(wheel_path) if wheel_path else None, progress)
-        tmp_root = Path(tempfile.mkdtemp(dir=base, prefix=f".{root.name}.tmp-"))
-        try:
-            manifest = {"format": MANIFEST_FORMAT, "source": WHEEL_NAME, "wheel_sha256": expected_sha256,
-                        "files": _extract(wheel, tmp_root, progress)}
-            (tmp_root / MANIFEST_NAME).write_text(json.dumps(manifest, indent=1, sort_keys=True))
-            # into place, replacing a damaged tree
-            trash = root.with_name(f".{root.name}.old-{os.getpid()}") if root.exists() else None
-            if trash is not None:
-                os.replace(root, trash)
-            os.replace(tmp_root, root)
-            if trash is not None:
-                shutil.rmtree(trash, ignore_errors=True)
-        except BaseException:
-            shutil.rmtree(tmp_root, ignore_errors=True)
-            raise
+        wheel = acquire_wheel(HOLOSOMA_WHEEL, cdir, downloader, Path(wheel_path) if wheel_path else None, progress,
+                              expected_sha256)
+        build_tree(root, lambda tmp: {"format": MANIFEST_FORMAT, "source": WHEEL_NAME, "wheel_sha256": expected_sha256,
+                                      "files": extract_members(wheel, tmp, progress) | _add_unilab_files(tmp)})
     if progress:
         print(f"unilab: robot assets ready in {root}", file=sys.stderr, flush=True)
     return FetchResult(root=root, rebuilt=True, wheel=wheel)
+
+
+def wheel_file(cache_dir: str | os.PathLike | None = None, *, progress: bool = False) -> Path:
+    """The verified holosoma wheel itself (``$UNILAB_HOLOSOMA_WHEEL``, the cached download, or a fresh one): where
+    the recipe tests read holosoma's config values from."""
+    cdir = Path(cache_dir).expanduser() if cache_dir is not None else None
+    return acquire_wheel(HOLOSOMA_WHEEL, cdir, progress=progress)
+
+
+def read_wheel_member(member: str, cache_dir: str | os.PathLike | None = None, *, progress: bool = True) -> bytes:
+    """A file of the holosoma wheel that the cache does not extract (e.g. ``holosoma/data/robots/g1/g1_29dof.urdf``),
+    read from the wheel (downloaded, or found, as for :func:`ensure_assets`); AssetError naming a missing member."""
+    cdir = Path(cache_dir).expanduser() if cache_dir is not None else None
+    with cache_lock(assets_dir(cdir).parent):
+        wheel = wheel_file(cdir, progress=progress)
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            return zf.read(member)
+    except KeyError:
+        raise AssetError(f"{wheel} has no {member}") from None
 
 
 def verify_assets(cache_dir: str | os.PathLike | None = None) -> list[str]:

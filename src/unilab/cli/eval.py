@@ -36,7 +36,15 @@ fail in, so compare sweeps of one stride.
 frames with the training start noise and restart on their own when an episode ends, until
 --episodes episodes have ended; it reports the mean episode length (steps) and its std, the failure
 fraction (terminated / ended), the same tracking errors averaged over the steps, and the steps run.
-Observation noise stays off and --randomization applies in both start modes."""
+Observation noise stays off and --randomization applies in both start modes.
+
+--onnx FILE evaluates a policy in holosoma's deploy format (holosoma_inference's ONNX; FILE may name a
+published one, e.g. fastsac_g1_29dof_dancing, fetched once into $UNILAB_CACHE) in the task of its kind
+whose robot has the file's joints (dof_names; --task names one): the G1 files in g1_motion_tracking or
+g1_locomotion, the T1 files in t1_locomotion. A tracking file runs on its embedded clip (or --clip), a
+locomotion file per command bin, with the file's gains, term order and scales and its action mapping. With
+--randomization on, the report adds the metrics per quantile bin of each randomized quantity (friction,
+centre-of-mass offset, PD-gain scales, action delay, masses): a batch sim2sim robustness report."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -76,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--envs-per-clip", type=int, default=1, metavar="N",
                    help="envs rolled out per clip; only differ with --randomization on (default: 1)")
     g = p.add_argument_group("locomotion (--task g1_locomotion, t1_locomotion)")
-    g.add_argument("--task", default="g1_motion_tracking",
+    g.add_argument("--task", default=None,
                    choices=(*registry.tasks_of_kind("motion_tracking"), *registry.tasks_of_kind("locomotion")),
                    help="the task measured: motion tracking (the options above) or velocity-command locomotion: "
                         "one 20 s episode per env, envs split over the command bins standing, forward, lateral "
@@ -88,6 +96,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="locomotion: episodes per command bin (default: 16)")
     g.add_argument("--pushes", choices=("on", "off"), default="on",
                    help="locomotion: the task's random pushes during the episodes (default: on)")
+    h = p.add_argument_group("holosoma policies (--onnx)")
+    h.add_argument("--onnx", metavar="FILE", default=None,
+                   help="evaluate this holosoma-format ONNX policy instead of a checkpoint: a file, or the name of "
+                        "a published one (unilab-assets path --policies lists them; fetched on first use). The task "
+                        "is the one of the file's kind whose robot has the file's dof_names (or --task, checked)")
+    h.add_argument("--clip", metavar="NPZ", default=None,
+                   help="--onnx tracking policy: evaluate on this clip instead of the one embedded in the file")
+    h.add_argument("--action-clip", choices=("holosoma", "env"), default="holosoma",
+                   help="--onnx: holosoma: only holosoma's clip of the output at +-100 acts (the env's action range "
+                        "is widened past it); env: the task's own bound clips the PD targets too, and the report "
+                        "counts the entries it cut (default: holosoma)")
     p.add_argument("--device", default="cpu", help="torch device of the policy (default: cpu)")
     p.add_argument("--threads", type=int, default=None, metavar="N",
                    help="physics pool and torch threads (default: min(envs, usable CPUs) for physics, 1 for torch)")
@@ -106,6 +125,8 @@ TASK_ONLY_OPTIONS = {
 }
 
 
+DEFAULT_TASK = "g1_motion_tracking"
+"""--task when none is given (with --onnx: the task the file's joints choose)."""
 MAX_SPEED = 10.0
 """The largest --speed (m/s, rad/s): far past what a humanoid walks; a larger one is a typo or another unit."""
 
@@ -113,6 +134,16 @@ MAX_SPEED = 10.0
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_intermixed_args(argv)  # task.KEY=VALUE may come after an option
+    given_task, args.task = args.task, args.task or DEFAULT_TASK
+    if args.clip is not None and args.onnx is None:
+        parser.error("--clip: only with --onnx (a checkpoint's clips are task.motion_files)")
+    if args.action_clip != parser.get_default("action_clip") and args.onnx is None:
+        parser.error("--action-clip: only with --onnx")
+    if args.onnx is not None:
+        if args.policy != "checkpoint":
+            parser.error("--onnx evaluates the file's policy: no --policy")
+        args.source = _onnx_source(args, parser, given_task)  # reads the file: its task decides which options apply
+        args.task = args.source.task
     for kind, dests in TASK_ONLY_OPTIONS.items():
         given = [f"--{d.replace('_', '-')}" for d in dests if getattr(args, d) != parser.get_default(d)]
         if given and registry.kind(args.task) != kind:
@@ -125,6 +156,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run_cli("unilab-eval", _main, args)
 
 
+def _onnx_source(args: argparse.Namespace, parser: argparse.ArgumentParser, task: str | None):
+    """The --onnx file ready to run in ``task`` (None: the one its joints choose); exit 2 naming the problem."""
+    from unilab.eval.holosoma import prepare
+    from unilab.interop.holosoma_onnx import HolosomaFormatError
+
+    try:
+        checkpoint, overrides = task_overrides.split_targets(args.targets)
+        if checkpoint is not None:
+            raise ValueError(f"--onnx evaluates the file's policy: no RUN_DIR_OR_CHECKPOINT (got {checkpoint})")
+        return prepare(args.onnx, task, args.clip, overrides, args.threads, args.action_clip)
+    except (FileNotFoundError, ValueError, HolosomaFormatError) as err:
+        parser.exit(2, f"unilab-eval: error: {err}\n")
+    except RuntimeError as err:  # AssetError: the published policies cannot be fetched (the message says how)
+        parser.exit(2, f"unilab-eval: error: {err}\n")
+
+
 def _main(args: argparse.Namespace) -> int:
     if args.nice > 0 and hasattr(os, "nice"):
         os.nice(args.nice)
@@ -135,6 +182,7 @@ def _main(args: argparse.Namespace) -> int:
     from unilab.paths import check_writable, write_json
     from unilab.runtime.checkpoint import resolve_checkpoint
 
+    onnx = getattr(args, "source", None)
     loco = registry.kind(args.task) == "locomotion"
     try:
         checkpoint, overrides = task_overrides.split_targets(args.targets)
@@ -144,7 +192,7 @@ def _main(args: argparse.Namespace) -> int:
                                seed=args.seed, progress=not args.no_progress, policy=args.policy, starts=args.starts,
                                episodes=args.episodes, num_envs=args.num_envs, start_stride=args.start_stride,
                                task_overrides=overrides)
-        if checkpoint is None and args.policy == "checkpoint":
+        if checkpoint is None and args.policy == "checkpoint" and onnx is None:
             raise ValueError("RUN_DIR_OR_CHECKPOINT is required with --policy checkpoint " +
                              ("(--policy zero runs without one)" if loco
                               else "(a baseline, e.g. --policy zero, runs without one)"))
@@ -153,7 +201,9 @@ def _main(args: argparse.Namespace) -> int:
         print(f"unilab-eval: error: {err}", file=sys.stderr)
         return 2
     # the report path fails now, not after a rollout of many minutes
-    json_path = Path(args.json) if args.json else report.default_json_path(ckpt, args.policy, args.starts, loco)
+    json_path = (Path(args.json) if args.json else
+                 Path("eval") / f"eval_{onnx.path.stem}{'_random' if args.starts == 'random' else ''}.json"
+                 if onnx is not None else report.default_json_path(ckpt, args.policy, args.starts, loco))
     try:
         check_writable(json_path, "report")
     except OSError as err:
@@ -163,36 +213,56 @@ def _main(args: argparse.Namespace) -> int:
     try:
         if loco:
             result = run(args.task, ckpt, args.policy, args.speed, args.envs_per_bin, args.pushes == "on", args.seed,
-                         args.device, args.threads, overrides, not args.no_progress, args.randomization == "on")
+                         args.device, args.threads, overrides, not args.no_progress, args.randomization == "on",
+                         onnx)
         else:
-            result = evaluate(ckpt, opts)
+            result = evaluate(ckpt, opts, onnx)
     except caught as err:
         print(f"unilab-eval: error: {err}", file=sys.stderr)
         return 2
+    policy = args.policy if onnx is None else f"{onnx.path.name} (holosoma format)"
     if loco:
-        print(f"unilab-eval: {args.task}, policy {args.policy}, pushes {args.pushes}, {result['episode_s']:.0f} s "
+        print(f"unilab-eval: {args.task}, policy {policy}, pushes {args.pushes}, {result['episode_s']:.0f} s "
               f"episodes, {args.envs_per_bin} per bin")
         print(format_locomotion(result), flush=True)
+        _print_robustness(result.get("randomization_bins"), loco)
         print(f"unilab-eval: JSON written to {write_json(json_path, result)}")
         return 0
-    source = "defaults" if result.checkpoint is None else f"{result.checkpoint} (iteration {result.iteration})"
+    source = ("defaults" if result.checkpoint is None else str(result.checkpoint) if onnx is not None
+              else f"{result.checkpoint} (iteration {result.iteration})")
     out = result.to_json()
     if args.starts == "random":
         overall = result.summary["overall"]
-        print(f"unilab-eval: policy {args.policy}, random starts, {source}: {overall['episodes']} episodes "
+        print(f"unilab-eval: policy {policy}, random starts, {source}: {overall['episodes']} episodes "
               f"on {args.num_envs} envs")
         print(report.format_random_starts(overall), flush=True)
     else:
-        print(f"unilab-eval: policy {args.policy}, clip starts, {source}, {len(result.clip_names)} clip(s)")
+        print(f"unilab-eval: policy {policy}, clip starts, {source}, {len(result.clip_names)} clip(s)")
         print(report.format_table(result.summary), flush=True)
         if args.start_stride:
             print(report.format_start_failures(out["clips"]), flush=True)
+        _print_robustness(out.get("randomization_bins"), loco)
     path = write_json(json_path, out)
     print(f"unilab-eval: JSON written to {path}")
     if not args.no_plot and args.starts == "clip":
         for png in report.plot_errors(result, path):
             print(f"unilab-eval: plot written to {png}")
     return 0
+
+
+def _print_robustness(bins: dict | None, loco: bool) -> None:
+    """The per-randomization-bin tables (--randomization on), one per command bin for locomotion."""
+    if not bins:
+        return
+    from unilab.eval.robustness import format_bins
+
+    if loco:
+        for name, table in bins.items():
+            print(f"unilab-eval: command bin {name}, per randomization bin")
+            print(format_bins(table, ("survived", "episode_length_s", "lin_vel_x_error", "yaw_rate_error")))
+    else:
+        print("unilab-eval: per randomization bin")
+        print(format_bins(bins, ("success_rate", "mpjpe_local_mm", "joint_pos_err")), flush=True)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
         "position error in mm.",
         formatter_class=_HelpFormatter,
     )
-    p.add_argument("checkpoint", help="a run directory (its latest model_<iter>.pt) or a model_<iter>.pt file")
+    p.add_argument("checkpoint", nargs="?", default=None,
+                   help="a run directory (its latest model_<iter>.pt) or a model_<iter>.pt file (or --onnx)")
     p.add_argument("overrides", nargs="*", metavar="task.KEY=VALUE", help=task_overrides.HELP)
     d = PlayConfig()  # play's defaults, declared once
     p.add_argument("--num-envs", type=int, default=d.num_envs, help="envs stepped (env 0 is filmed)")
@@ -42,13 +43,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the reference motion as a translucent ghost: overlay (where the reference is, on the "
                    "robot when it tracks well), side (shifted to the robot's right on screen), off; tasks "
                    "without a reference (pendulum) draw none")
+    p.add_argument("--onnx", metavar="FILE", default=None,
+                   help="play a holosoma-format ONNX policy instead of a checkpoint: a file or a published name "
+                   "(unilab-eval --help, --onnx); a tracking file follows its embedded clip from frame 0")
     p.add_argument("--no-text", action="store_true",
                    help="leave the task's text (motion tracking: clip, frame, body error in mm) off the frames")
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_intermixed_args(argv)  # task.KEY=VALUE may come after an option
+    parser = build_parser()
+    args = parser.parse_intermixed_args(argv)  # task.KEY=VALUE may come after an option
+    if (args.checkpoint is None) == (args.onnx is None):
+        parser.error("give a checkpoint or --onnx FILE (one of them)")
     exit_on_sigterm()  # SIGTERM stops the rollout or the rendering worker like Ctrl-C: no partial video left
     return run_cli("play", _main, args)
 
@@ -58,11 +65,18 @@ def _main(args: argparse.Namespace) -> int:
 
     try:
         overrides = dict(task_overrides.parse_override(tok) for tok in args.overrides)
-        play(args.checkpoint, PlayConfig(task_overrides=overrides, num_envs=args.num_envs, steps=args.steps,
-                                         seed=args.seed, video=not args.no_video, out=args.out, device=args.device,
-                                         width=args.width, height=args.height, ghost=args.ghost,
-                                         text=not args.no_text))
-    except (ValueError, OSError) as err:  # OSError: a missing checkpoint, or a video path that cannot be written
+        source = None
+        if args.onnx is not None:
+            from unilab.eval.holosoma import prepare
+
+            source = prepare(args.onnx, overrides=overrides)
+        options = PlayConfig(task_overrides=overrides, num_envs=args.num_envs, steps=args.steps, seed=args.seed,
+                             video=not args.no_video, out=args.out, device=args.device, width=args.width,
+                             height=args.height, ghost=args.ghost, text=not args.no_text)
+        play(args.checkpoint, options, source=source)
+    # OSError: a missing checkpoint, or a video path that cannot be written; RuntimeError: published policies that
+    # cannot be fetched (the message says how)
+    except (ValueError, OSError, RuntimeError) as err:
         print(f"play: error: {err}", file=sys.stderr)
         return 2
     return 0

@@ -183,13 +183,17 @@ def export_policy(checkpoint: str | os.PathLike, out: str | os.PathLike) -> Expo
     finally:
         env.close()
 
-    graph = _onnx_graph(DeterministicPolicy(agent).eval(), agent.obs_dim)
+    out = save_with_metadata(_onnx_graph(DeterministicPolicy(agent).eval(), agent.obs_dim), meta, out)
+    return ExportResult(out, ckpt, agent.obs_dim, agent.action_dim, meta)
+
+
+def save_with_metadata(graph: onnx.ModelProto, meta: dict[str, Any], out: str | os.PathLike) -> Path:
+    """``graph`` with ``meta`` as JSON-string metadata_props, checked and written to ``out`` (replaced atomically)."""
     for key, value in meta.items():
         graph.metadata_props.add(key=key, value=json.dumps(value))
     graph.producer_name = "unilab"
     graph.producer_version = unilab.__version__
     onnx.checker.check_model(graph)
-
     out = Path(out).expanduser()
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
@@ -198,7 +202,7 @@ def export_policy(checkpoint: str | os.PathLike, out: str | os.PathLike) -> Expo
         os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)
-    return ExportResult(out, ckpt, agent.obs_dim, agent.action_dim, meta)
+    return out
 
 
 def _onnx_graph(policy: nn.Module, obs_dim: int) -> onnx.ModelProto:

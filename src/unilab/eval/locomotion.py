@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from unilab.eval.rollout import eval_env, load_policy_config, without_noise
+from unilab.eval.robustness import by_bins, randomized_values
+from unilab.eval.rollout import PolicySource, eval_env, load_policy_config, without_noise
 from unilab.tasks.registry import task_config
 
 BINS = ("standing", "forward", "lateral", "turning")
@@ -32,9 +33,11 @@ def eval_config(cfg: Any, pushes: bool, randomization: bool = False) -> Any:
 
 
 def evaluate_locomotion(env: Any, policy, speed: float = 0.5, envs_per_bin: int = 16, progress: bool = True,
-                        desc: str = "eval") -> dict[str, Any]:
+                        desc: str = "eval", randomization_bins: bool = False) -> dict[str, Any]:
     """Roll ``policy`` (obs dict -> action) out on ``env`` (``4 x envs_per_bin`` envs, bins in :data:`BINS`
-    order) for one episode each; the per-bin metrics of the module doc and their mean over bins."""
+    order) for one episode each; the per-bin metrics of the module doc and their mean over bins;
+    ``randomization_bins``: also the metrics per bin of each randomized quantity, per command bin
+    (:func:`unilab.eval.robustness.by_bins`)."""
     if env.num_envs != len(BINS) * envs_per_bin:
         raise ValueError(f"the env needs {len(BINS)} x {envs_per_bin} envs, has {env.num_envs}")
     by_bin = bin_commands(speed)
@@ -80,6 +83,14 @@ def evaluate_locomotion(env: Any, policy, speed: float = 0.5, envs_per_bin: int 
         }
     keys = next(iter(out["bins"].values())).keys() - {"command"}
     out["overall"] = {k: float(np.mean([out["bins"][b][k] for b in BINS])) for k in sorted(keys)}
+    values = randomized_values(env) if randomization_bins else {}
+    if values:
+        e = err / per
+        per_env = {"survived": alive.astype(np.float64), "episode_length_s": length * dt,
+                   "lin_vel_x_error": e[:, 0], "lin_vel_y_error": e[:, 1], "yaw_rate_error": e[:, 2]}
+        out["randomization_bins"] = {name: by_bins(values, per_env, rows=np.arange(b * envs_per_bin,
+                                                                                   (b + 1) * envs_per_bin))
+                                     for b, name in enumerate(BINS)}
     return out
 
 
@@ -95,18 +106,28 @@ def format_locomotion(result: dict[str, Any]) -> str:
 
 def run(task: str, checkpoint: Path | None, policy_kind: str, speed: float, envs_per_bin: int, pushes: bool,
         seed: int, device: str, threads: int | None, overrides: dict[str, Any], progress: bool,
-        randomization: bool = False) -> dict[str, Any]:
+        randomization: bool = False, source: PolicySource | None = None) -> dict[str, Any]:
     """``unilab-eval --task <task>`` of a locomotion task: build the env from the checkpoint's config (or the task's
-    defaults for the zero baseline) and evaluate the checkpoint's mean action or the zero action."""
-    if policy_kind not in ("checkpoint", "zero"):
-        raise ValueError(f"--task {task} evaluates --policy checkpoint or zero, got {policy_kind!r}")
-    raw, payload, checkpoint = load_policy_config(checkpoint, policy_kind, overrides, task)
-    if raw["task"].get("name") != task:
-        raise ValueError(f"--task {task}: the checkpoint's task is {raw['task'].get('name')!r}")
+    defaults for the zero baseline) and evaluate the checkpoint's mean action or the zero action; ``source``: its
+    policy on its config instead (a config of ``task``)."""
+    if source is not None:
+        raw, payload, checkpoint = source.raw, None, source.path
+        if raw["task"]["name"] != task:
+            raise ValueError(f"--task {task}: the policy's config is {raw['task']['name']!r}'s")
+    else:
+        if policy_kind not in ("checkpoint", "zero"):
+            raise ValueError(f"--task {task} evaluates --policy checkpoint or zero, got {policy_kind!r}")
+        raw, payload, checkpoint = load_policy_config(checkpoint, policy_kind, overrides, task)
+        if raw["task"].get("name") != task:
+            raise ValueError(f"--task {task}: the checkpoint's task is {raw['task'].get('name')!r}")
     cfg = eval_config(task_config(task, raw["task"]), pushes, randomization)
-    with eval_env(raw, payload, policy_kind, cfg, len(BINS) * envs_per_bin, device, threads, seed) as (env, policy):
-        result = evaluate_locomotion(env, policy, speed, envs_per_bin, progress, desc=f"eval {policy_kind}")
-    result.update(task=task, policy=policy_kind, pushes=pushes, randomization=randomization, seed=seed,
-                  checkpoint=None if checkpoint is None else str(checkpoint),
-                  iteration=None if payload is None else int(payload["iteration"]))
+    label = policy_kind if source is None else source.path.name
+    with eval_env(raw, payload, policy_kind, cfg, len(BINS) * envs_per_bin, device, threads, seed,
+                  source) as (env, policy):
+        result = evaluate_locomotion(env, policy, speed, envs_per_bin, progress, desc=f"eval {label}",
+                                     randomization_bins=randomization)
+    result.update(task=task, policy=policy_kind if source is None else "onnx", pushes=pushes,
+                  randomization=randomization, seed=seed, checkpoint=None if checkpoint is None else str(checkpoint),
+                  iteration=None if payload is None else int(payload["iteration"]),
+                  **({} if source is None else {"source": source.describe()}))
     return result

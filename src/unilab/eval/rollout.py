@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -25,6 +25,7 @@ from tqdm import tqdm
 
 from unilab.dataclass_config import build_dataclass
 from unilab.eval.metrics import ERROR_NAMES, TrackingAccumulator, frame_errors, summarize
+from unilab.eval.robustness import by_bins, randomized_values
 from unilab.runtime.checkpoint import apply_task_overrides, load_agent, load_checkpoint, stored_run_config
 from unilab.runtime.config import SimConfig
 from unilab.tasks.g1_motion_tracking.env import task_motion_files
@@ -44,6 +45,20 @@ RANDOM_START_KEYS = ("episodes", "episode_length_mean", "episode_length_std", "f
 
 PolicyFn = Callable[[dict[str, np.ndarray]], np.ndarray]
 """Observations (``{"obs", "critic_obs"}`` as ``env.reset``/``env.step`` return them) -> actions in [-1, 1]."""
+
+
+class PolicySource(Protocol):
+    """A policy from outside a checkpoint (e.g. ``unilab.eval.holosoma.OnnxSource``): the file, the run config its
+    env is built from, and its policy on a built env."""
+
+    @property
+    def path(self) -> Path: ...
+
+    raw: dict[str, Any]
+
+    def make_policy(self, env: Any) -> PolicyFn: ...
+
+    def describe(self) -> dict[str, Any]: ...
 
 
 @dataclass
@@ -121,6 +136,10 @@ class EvalResult:
     """Per env: the first frame a termination fired, -1 for none."""
     first_failure_term: list[str] = field(repr=False)
     control_dt: float = 0.02
+    randomization_bins: dict[str, list[dict[str, float]]] | None = None
+    """With randomization on: the metrics per bin of each randomized quantity (:func:`.robustness.by_bins`)."""
+    source: dict[str, Any] | None = None
+    """A policy from outside a checkpoint: what its source records (``PolicySource.describe``)."""
 
     def frame0_starts(self, c: int) -> tuple[np.ndarray, int | None]:
         """The envs of clip ``c`` that start at frame 0, and the first frame a termination fired on one (or None)."""
@@ -146,7 +165,9 @@ class EvalResult:
         opts = self.options
         return {"checkpoint": None if self.checkpoint is None else str(self.checkpoint), "iteration": self.iteration,
                 "task": self.task, "policy": opts.policy, "starts": opts.starts, "overall": self.summary["overall"],
-                "clips": clips, "eval": dataclasses.asdict(opts), "control_dt": self.control_dt, "config": self.config}
+                "clips": clips, "eval": dataclasses.asdict(opts), "control_dt": self.control_dt, "config": self.config,
+                **({} if self.randomization_bins is None else {"randomization_bins": self.randomization_bins}),
+                **({} if self.source is None else {"source": self.source})}
 
 
 def clip_names(files: list[Path]) -> list[str]:
@@ -242,27 +263,35 @@ def load_policy_config(checkpoint: str | Path | None, policy: str, overrides: di
 
 @contextmanager
 def eval_env(raw: dict[str, Any], payload: dict[str, Any] | None, policy: str, cfg: Any, num_envs: int,
-             device: str, threads: int | None, seed: int) -> Iterator[tuple[Any, PolicyFn]]:
-    """The env of an evaluation (closed on exit) and its policy, ``payload``'s mean action or baseline ``policy``;
-    physics takes ``raw``'s ``sim`` settings, torch ``threads`` (default 1) threads."""
+             device: str, threads: int | None, seed: int,
+             source: PolicySource | None = None) -> Iterator[tuple[Any, PolicyFn]]:
+    """The env of an evaluation (closed on exit) and its policy, ``source``'s, ``payload``'s mean action or baseline
+    ``policy``; physics takes ``raw``'s ``sim`` settings, torch ``threads`` (default 1) threads."""
     kw = build_dataclass(SimConfig, raw.get("sim", {}), "sim").pool_kwargs()
     kw["cpu_ids"] = None  # a few envs: the default sizing rule, no pinning
     kw["nthread"] = threads
     # a policy batch of a few rows gains nothing from more threads, and they would compete with physics
     torch.set_num_threads(threads or 1)
-    agent = load_agent(payload, device=device) if policy == "checkpoint" else None
+    agent = load_agent(payload, device=device) if policy == "checkpoint" and source is None else None
     env = make_env(raw["task"]["name"], cfg, num_envs, pool_kwargs=kw, seed=seed)
     try:
-        yield env, agent_policy(agent) if agent is not None else baseline_policy(env, policy, seed=seed)
+        if source is not None:
+            yield env, source.make_policy(env)
+        else:
+            yield env, agent_policy(agent) if agent is not None else baseline_policy(env, policy, seed=seed)
     finally:
         env.close()
 
 
-def evaluate(checkpoint: str | Path | None, options: EvalOptions | None = None, **changes: Any) -> EvalResult:
+def evaluate(checkpoint: str | Path | None, options: EvalOptions | None = None, source: PolicySource | None = None,
+             **changes: Any) -> EvalResult:
     """Roll out ``options.policy`` on the task of ``checkpoint`` (file or run dir; None: a baseline on the defaults)
-    from ``options.starts``."""
+    from ``options.starts``; ``source``: roll out its policy on its config instead."""
     opts = dataclasses.replace(options or EvalOptions(), **changes)
-    raw, payload, path = load_policy_config(checkpoint, opts.policy, opts.task_overrides)
+    if source is not None:
+        raw, payload, path = source.raw, None, source.path
+    else:
+        raw, payload, path = load_policy_config(checkpoint, opts.policy, opts.task_overrides)
     random_starts = opts.starts == "random"
     cfg = eval_task_config(raw["task"], opts.randomization, start_noise=random_starts)
     files = task_motion_files(cfg)
@@ -283,13 +312,14 @@ def evaluate(checkpoint: str | Path | None, options: EvalOptions | None = None, 
         starts = [(c, f) for c in range(len(files)) for f in firsts[c] for _ in range(opts.envs_per_clip)]
         env_clip, env_start = (np.array(column, dtype=np.int64) for column in zip(*starts))
         num_envs = len(starts)
-    with eval_env(raw, payload, opts.policy, cfg, num_envs, opts.device, opts.threads, opts.seed) as (env, policy):
+    with eval_env(raw, payload, opts.policy, cfg, num_envs, opts.device, opts.threads, opts.seed,
+                  source) as (env, policy):
         control_dt = float(env.control_dt)
         if random_starts:
             summary = {"overall": random_start_metrics(env, policy, opts.episodes, progress=opts.progress,
                                                        desc=f"eval {label} (random starts)"), "clips": {}}
             env_clip = env_start = first_failure = np.zeros(0, dtype=np.int64)
-            errors, first_failure_term = {}, []
+            errors, first_failure_term, bins = {}, [], None
         else:
             env.auto_reset = False
             acc = TrackingAccumulator(clip_frames[env_clip] - env_start)
@@ -303,10 +333,13 @@ def evaluate(checkpoint: str | Path | None, options: EvalOptions | None = None, 
                     bar.update(1)
             summary = summarize(acc.per_env(), env_clip, names, clip_frames)
             errors, first_failure, first_failure_term = dict(acc.errors), acc.first_failure, acc.first_failure_term
+            bins = by_bins(randomized_values(env), acc.per_env()) if opts.randomization else None
     return EvalResult(checkpoint=path, iteration=None if payload is None else int(payload["iteration"]),
                       task=raw["task"]["name"], config=raw, options=opts, clip_names=names, clip_files=clip_files,
                       summary=summary, env_clip=env_clip, env_start=env_start, errors=errors,
-                      first_failure=first_failure, first_failure_term=first_failure_term, control_dt=control_dt)
+                      first_failure=first_failure, first_failure_term=first_failure_term, control_dt=control_dt,
+                      randomization_bins=bins,
+                      source=None if source is None else source.describe())
 
 
 def agent_policy(agent: Any) -> PolicyFn:

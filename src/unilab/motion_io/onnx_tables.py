@@ -9,7 +9,8 @@ reference motion as graph constants indexed by the ``time_step`` input, clamped 
 
 ``holosoma_inference``'s ``WholeBodyTrackingPolicy`` reads ``joint_pos``, ``joint_vel`` and ``ref_quat_xyzw`` each
 policy step. The tables are at the policy rate (50 Hz for holosoma's G1 files); the file does not store it. Metadata
-values are JSON strings (``dof_names``: a list of joint names).
+values are JSON strings (``dof_names``: a list of joint names; ``reference_lead_frames``: k when row t holds frame
+t + k, as ``unilab-export --format holosoma`` writes for holosoma_inference's reference timing).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from unilab.motion_io.clip import ClipError
 TIME_STEP_INPUT = "time_step"
 CLIP_OUTPUTS = ("joint_pos", "joint_vel", "ref_pos_xyz", "ref_quat_xyzw")
 DOF_NAMES_KEY = "dof_names"
+LEAD_KEY = "reference_lead_frames"
 OPSET = 13  # holosoma's WBT export uses 13; Clip takes int64 bounds from 12 on
 _PROBE_PAST_END = 5  # frames past the end at which the reader checks the graph clamps the index
 
@@ -45,6 +47,14 @@ class ClipTables:
     @property
     def num_frames(self) -> int:
         return int(self.joint_pos.shape[0])
+
+    def rows(self, index: np.ndarray) -> ClipTables:
+        """The tables' rows ``index``, in that order."""
+        return ClipTables(*(getattr(self, name)[index] for name in CLIP_OUTPUTS), dof_names=self.dof_names)
+
+    def leading(self, frames: int) -> ClipTables:
+        """Row t holding frame ``min(t + frames, T - 1)`` (the metadata :data:`LEAD_KEY` says ``frames``)."""
+        return self.rows(np.minimum(np.arange(self.num_frames) + frames, self.num_frames - 1))
 
 
 def _constant_tables(path: Path, graph: onnx.GraphProto) -> dict[str, np.ndarray]:
@@ -85,6 +95,17 @@ def _dof_names(path: Path, model: onnx.ModelProto, num_joints: int) -> tuple[str
     return tuple(names)
 
 
+def _lead_frames(path: Path, model: onnx.ModelProto) -> int:
+    meta = {p.key: p.value for p in model.metadata_props}
+    try:
+        lead = json.loads(meta.get(LEAD_KEY, "0"))
+    except ValueError as exc:
+        raise ClipError(f"{path}: metadata {LEAD_KEY!r} is not JSON: {exc}") from exc
+    if not isinstance(lead, int) or lead < 0:
+        raise ClipError(f"{path}: metadata {LEAD_KEY!r} must be a whole number of frames >= 0, got {lead!r}")
+    return lead
+
+
 def _check_indexing(path: Path, model: onnx.ModelProto, tables: dict[str, np.ndarray]) -> None:
     """Run the graph at the first, last and past-the-end time steps: each output must be that (clamped) table row,
     so the tables read statically are what holosoma_inference sees."""
@@ -115,7 +136,8 @@ def _check_indexing(path: Path, model: onnx.ModelProto, tables: dict[str, np.nda
 def embedded_clip(path: str | os.PathLike) -> ClipTables:
     """The clip embedded in the holosoma WBT ONNX file ``path`` (a policy, or a clip-only graph as
     :func:`write_clip_model` writes): the tables read from the graph, their indexing by ``time_step`` checked by
-    running it. Raises :class:`ClipError` naming the file."""
+    running it, frames in place (a file whose tables lead by k frames, :data:`LEAD_KEY`, gives frame t at row t, the
+    first k rows repeating frame k). Raises :class:`ClipError` naming the file."""
     path = Path(path)
     if not path.is_file():
         raise ClipError(f"{path}: file does not exist")
@@ -132,7 +154,9 @@ def embedded_clip(path: str | os.PathLike) -> ClipTables:
         raise ClipError(f"{path}: clip table widths {widths}: expected ref_pos_xyz 3, ref_quat_xyzw 4 and "
                                 "joint_pos as wide as joint_vel")
     _check_indexing(path, model, tables)
-    return ClipTables(**tables, dof_names=_dof_names(path, model, widths["joint_pos"]))
+    clip = ClipTables(**tables, dof_names=_dof_names(path, model, widths["joint_pos"]))
+    lead = _lead_frames(path, model)
+    return clip.rows(np.maximum(np.arange(clip.num_frames) - lead, 0)) if lead else clip
 
 
 def clip_graph_parts(clip: ClipTables) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:

@@ -28,34 +28,50 @@ class PlayResult:
     reward_mean: float
 
 
-def play(checkpoint: str | Path, options: PlayConfig | None = None, **changes: Any) -> PlayResult:
+def play(checkpoint: str | Path | None, options: PlayConfig | None = None, source: Any = None,
+         **changes: Any) -> PlayResult:
     """Roll out the deterministic policy of ``checkpoint`` (file or run dir) in its task and sim, rebuilt from its
     stored config; ``changes`` apply to ``options`` (default ``PlayConfig()``), e.g. ``play(run, num_envs=16,
     video=False)``. Films env 0 to ``<run dir>/videos/play_<iter>.mp4`` (or ``out``) unless ``video=False``; without
     offscreen OpenGL, a clear message and the rollout numbers anyway. Frames are small by default: CPU rendering (Mesa
     llvmpipe) costs a few hundred ms per 640x480 frame. A reference motion is drawn as a ghost, the task's
-    ``overlay_text`` on each frame."""
+    ``overlay_text`` on each frame. ``source`` (``unilab.eval.rollout.PolicySource``, e.g. a holosoma-format ONNX):
+    its policy on its task config instead of a checkpoint's, a clip-tracking env started at its first frame, the
+    video at ``videos/play_<file stem>.mp4`` by default."""
     opts = dataclasses.replace(options or PlayConfig(), **changes)  # validated by PlayConfig
     steps, video = opts.steps, opts.video
-    payload, path = load_checkpoint(checkpoint)
-    raw = stored_run_config(payload, path, opts.task_overrides)
+    if source is not None:
+        payload, path = {"iteration": source.path.stem}, source.path
+        raw = {"task": source.raw["task"], "sim": {}}
+    else:
+        payload, path = load_checkpoint(checkpoint)
+        raw = stored_run_config(payload, path, opts.task_overrides)
     name = raw["task"]["name"]
     task_cfg = task_config(name, raw["task"])
     kw = build_dataclass(SimConfig, raw["sim"], "sim").pool_kwargs()
     kw["cpu_ids"] = None  # play is small: the default sizing rule
     if kw["nthread"] == "auto":
         kw["nthread"] = None
-    target = Path(opts.out) if opts.out else path.parent / "videos" / f"play_{payload['iteration']}.mp4"
+    folder = Path("videos") if source is not None else path.parent / "videos"
+    target = Path(opts.out) if opts.out else folder / f"play_{payload['iteration']}.mp4"
     if video:  # an unwritable video path fails now, not after the rollout
         check_writable(target, "video")
-    agent = load_agent(payload, path, device=opts.device or "cpu")
+    agent = None if source is not None else load_agent(payload, path, device=opts.device or "cpu")
     env = make_env(name, task_cfg, opts.num_envs, pool_kwargs=kw, seed=opts.seed)
-    obs = env.reset()
+    if source is not None:
+        act = source.make_policy(env)
+        start = getattr(env, "start_at", None)  # a clip-tracking env: from the clip's first frame
+        zeros = np.zeros(env.num_envs, dtype=np.int64)
+        obs = start(zeros, zeros) if start is not None else env.reset()
+    else:
+        def act(o: dict[str, np.ndarray]) -> np.ndarray:
+            return agent.act(torch.from_numpy(o["obs"]), deterministic=True).numpy()
+
+        obs = env.reset()
     film = _Film(env, ghost=video and opts.ghost != "off", text=video and opts.text)
     episodes, return_sum, length_sum, rewards = 0, 0, 0, []
     for _ in range(steps):
-        action = agent.act(torch.from_numpy(obs["obs"]), deterministic=True).numpy()
-        obs, reward, _, _, info = env.step(action)
+        obs, reward, _, _, info = env.step(act(obs))
         film.record()
         rewards.append(float(np.mean(reward)))
         ep = info.get("episode", {})

@@ -95,6 +95,21 @@ OBS_PIECES = (
     Term("base_lin_vel", base_lin_vel, width=fixed_width(3), mirror="vector"),
 )
 NUM_POLICY = len(OBS_PIECES) - 1
+# holosoma's observation term of each piece (its locomotion terms): term -> the pieces it concatenates, same
+# quantities, units and frames (scales: each piece's task.obs_scales); the holosoma deploy format (unilab.interop)
+# reads it
+HOLOSOMA_TERMS: dict[str, tuple[str, ...]] = {
+    "actions": ("actions",),
+    "base_ang_vel": ("base_ang_vel",),
+    "base_lin_vel": ("base_lin_vel",),
+    "command_ang_vel": ("command_ang_vel",),
+    "command_lin_vel": ("command_lin_vel",),
+    "cos_phase": ("cos_phase",),
+    "dof_pos": ("joint_pos",),
+    "dof_vel": ("joint_vel",),
+    "projected_gravity": ("projected_gravity",),
+    "sin_phase": ("sin_phase",),
+}
 
 
 def obs_layout(num_joints: int) -> PieceLayout:

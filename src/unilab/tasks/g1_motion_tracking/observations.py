@@ -137,6 +137,18 @@ CRITIC_OBS = (
     Term("body_pos_b", body_pos_b, width=lambda nj, nb: 3 * nb, mirror="bodies_vector"),
     Term("body_ori_b", body_ori_b, width=lambda nj, nb: 6 * nb, mirror="bodies_rot6"),
 )
+# holosoma's observation term of each piece (its WBT terms, ``holosoma.managers.observation.terms.wbt``): term ->
+# the pieces it concatenates, same quantities, units and frames; the holosoma deploy format (unilab.interop) reads it
+HOLOSOMA_TERMS: dict[str, tuple[str, ...]] = {
+    "actions": ("last_action",),
+    "base_ang_vel": ("base_ang_vel",),
+    "base_lin_vel": ("base_lin_vel",),
+    "dof_pos": ("joint_pos_rel",),
+    "dof_vel": ("joint_vel",),
+    "motion_command": ("ref_joint_pos", "ref_joint_vel"),
+    "motion_ref_ori_b": ("anchor_ori_b",),
+    "motion_ref_pos_b": ("anchor_pos_b",),
+}
 # the actor observation sets (task.policy_obs), pieces of POLICY_OBS in order
 POLICY_PRESETS: dict[str, tuple[str, ...]] = {
     # a real G1 has no global position and no reliable base linear velocity without mocap or a
