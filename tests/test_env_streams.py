@@ -6,8 +6,9 @@ import numba
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from reference_helpers import fill_symmetric  # tests/ is on the path (pytest's rootdir)
 
-from unilab.tasks.env_streams import env_streams, fill_symmetric
+from unilab.tasks.env_streams import env_streams
 
 _MASK = (1 << 64) - 1
 

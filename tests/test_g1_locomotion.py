@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from reference_helpers import state_mirror  # tests/ is on the path (pytest's rootdir)
 
-from unilab.tasks.core.symmetry import state_mirror
+from unilab.tasks.core.driver import GATHER, OBSERVE, REWARDS, TERMINATE
 from unilab.tasks.g1_locomotion.config import CurriculumConfig, LocomotionConfig
-from unilab.tasks.g1_locomotion.driver import GATHER, OBSERVE, REWARDS, TERMINATE
 from unilab.tasks.g1_locomotion.rewards import REWARD_TERMS, TERM_NAMES, RewardWeights
+from unilab.tasks.registry import task_config
 
 pytestmark = pytest.mark.g1
 N = 16
@@ -78,8 +79,9 @@ def test_reward_terms_are_holosomas_formulas(env):
     got = dict(zip(TERM_NAMES, env._terms.T))
     want = {
         "tracking_lin_vel": np.exp(-np.sum((s.command[:, :2] - s.base_lin_b[:, :2]) ** 2, 1)
-                                   / cfg.tracking_lin_vel.sigma),
-        "tracking_ang_vel": np.exp(-(s.command[:, 2] - s.base_ang_b[:, 2]) ** 2 / cfg.tracking_ang_vel.sigma),
+                                   / cfg.tracking_lin_vel.tracking_sigma),
+        "tracking_ang_vel": np.exp(-(s.command[:, 2] - s.base_ang_b[:, 2]) ** 2
+                                   / cfg.tracking_ang_vel.tracking_sigma),
         "ang_vel_xy": np.sum(s.base_ang_b[:, :2] ** 2, 1),
         "orientation": np.sum(s.gravity_b[:, :2] ** 2, 1),
         "action_rate": np.sum((env.action_bound * (s.last_action - s.action)) ** 2, 1),
@@ -87,7 +89,7 @@ def test_reward_terms_are_holosomas_formulas(env):
     }
     err = sum((s.foot_height[:, k] - _expected_height(s.phase[:, k], cfg.feet_phase.swing_height)) ** 2
               for k in range(2))
-    want["feet_phase"] = np.exp(-err / cfg.feet_phase.sigma)
+    want["feet_phase"] = np.exp(-err / cfg.feet_phase.tracking_sigma)
     weights = {"hip_pitch": 0.01, "hip_roll": 1.0, "hip_yaw": 5.0, "knee": 0.01, "ankle_pitch": 5.0, "ankle_roll": 5.0}
     pose_w = np.array([next((w for k, w in weights.items() if k in n), 50.0) for n in env.joint_names])
     want["pose"] = np.sum(pose_w * (s.joint_pos - env.default_joint_pos) ** 2, 1)
@@ -431,7 +433,7 @@ def test_domain_randomization_is_holosomas_locomotion_recipe():
     cfg = eval_config(LocomotionConfig(), pushes=True)
     assert not any(cfg.randomization.active(t) for t in ("friction", "mass", "pd_gains", "action_delay"))
     with pytest.raises(ValueError, match="task.randomization.push: not used by g1_locomotion"):
-        LocomotionConfig().from_dict({"randomization": {"push": {"enabled": True}}})
+        task_config("g1_locomotion", {"randomization": {"push": {"enabled": True}}})
     assert mujoco.mj_name2id(env.model, mujoco.mjtObj.mjOBJ_BODY, "torso_link") == torso
 
 

@@ -12,10 +12,12 @@ import sys
 import numba
 import numpy as np
 import pytest
+from reference_helpers import fill_symmetric, thread_affinity  # tests/ is on the path (pytest's rootdir)
 
 from unilab.sim import cpu, numba_threads
+from unilab.tasks.core.driver import GATHER, OBSERVE, REWARDS, TERMINATE, UPDATE
 from unilab.tasks.core.kernels import action_to_ctrl
-from unilab.tasks.env_streams import env_streams, fill_symmetric
+from unilab.tasks.env_streams import env_streams
 from unilab.tasks.g1_motion_tracking.config import (
     ObsNoiseConfig,
     ResetConfig,
@@ -27,9 +29,8 @@ from unilab.tasks.g1_motion_tracking.env import MotionTrackingEnv
 from unilab.tasks.g1_motion_tracking.observations import CRITIC_OBS, POLICY_OBS, obs_layout
 from unilab.tasks.g1_motion_tracking.resets import StartFrameSampler, start_state
 from unilab.tasks.g1_motion_tracking.rewards import REWARD_TERMS, TERM_NAMES
-from unilab.tasks.g1_motion_tracking.step_driver import GATHER, OBSERVE, REWARDS, TERMINATE
-from unilab.tasks.g1_motion_tracking.terminations import CONDITION_NAMES, TERMINATIONS
-from unilab.tasks.g1_motion_tracking.terms import GATHERED
+from unilab.tasks.g1_motion_tracking.state import STATE
+from unilab.tasks.g1_motion_tracking.terminations import TERMINATIONS
 
 
 def _noisy_env(cfg, n=64, seed=5):
@@ -45,7 +46,7 @@ def _noisy_env(cfg, n=64, seed=5):
     return env
 
 
-def _parallel_update(env, rows, noise_streams, stages=(GATHER, REWARDS, TERMINATE, OBSERVE)):
+def _parallel_update(env, rows, noise_streams, stages=(GATHER, UPDATE, REWARDS, TERMINATE, OBSERVE)):
     """The env's step driver on the same state, outputs in the rows ``rows`` (noise from ``noise_streams``).
 
     ``stages``: the driver's stage masks, run in this order (one region each, or fused).
@@ -59,7 +60,7 @@ def _parallel_update(env, rows, noise_streams, stages=(GATHER, REWARDS, TERMINAT
     out = env.buffers()
     for name in ("obs", "critic_obs"):
         out[name][...] = np.nan
-    info = (np.full((len(TERM_NAMES), n), np.nan, dtype=np.float32), np.zeros((len(CONDITION_NAMES), n), bool))
+    info = (np.full((len(TERM_NAMES), n), np.nan, dtype=np.float32), np.zeros((len(TERMINATIONS), n), bool))
     env.obs_noise_streams = noise_streams
     for st in stages:
         env.run_stages(st, rows, out, np.zeros(n, dtype=bool), info)
@@ -67,9 +68,9 @@ def _parallel_update(env, rows, noise_streams, stages=(GATHER, REWARDS, TERMINAT
     # the step's info: one float32 row per term, one row per condition, by table order
     for i, name in enumerate(TERM_NAMES):
         assert np.array_equal(info[0][i, rows], env._terms[rows, i].astype(np.float32), equal_nan=True), name
-    for i, name in enumerate(CONDITION_NAMES):
+    for i, name in enumerate(env.termination_names):
         assert np.array_equal(info[1][i, rows], env._conds[rows, i]), name
-    state = tuple(b[rows] for b in GATHERED.values(env.state)[1:])  # the robot's; ref_index on its own
+    state = tuple(getattr(env.state, name)[rows] for name in STATE.names[1:])  # ref_index on its own
     return (env.state.ref_index[rows], state, env._terms[rows].copy(), env._reward[rows].copy(),
             env._conds[rows].copy(), out["obs"][rows], out["critic_obs"][rows])
 
@@ -279,12 +280,12 @@ def test_numba_workers_run_on_the_pool_cpus(tiny_cfg):
         tids = numba_threads.worker_tids()
         assert tids, "Numba's workers were not seen starting"
         for tid in tids:
-            assert cpu.thread_affinity(tid) == set(cpu_ids), tid
+            assert thread_affinity(tid) == set(cpu_ids), tid
         assert numba.get_num_threads() == 1
     finally:
         env.close()
     for tid in numba_threads.worker_tids():  # given back
-        assert cpu.thread_affinity(tid) == set(cpu.usable_cpus())
+        assert thread_affinity(tid) == set(cpu.usable_cpus())
 
 
 _NO_SPIN = """

@@ -108,7 +108,7 @@ def test_g1_effort_limits_are_holosomas():
     """config_values/robot.py g1_29dof dof_effort_limit_list (= the MJCF joints' actuatorfrcrange), not the
     motors' ctrlrange (88 for the 139 N m hip roll)."""
     from unilab.assets import g1
-    from unilab.sim.mujoco.pd_model import effort_limits
+    from unilab.tasks.core.actuation import effort_limits
 
     m = g1.load_model()
     effort = effort_limits(m)
@@ -215,7 +215,7 @@ def test_friction_randomization_reaches_explicit_contact_pairs(tiny_cfg, tmp_pat
     floor = mujoco.mj_name2id(env.model, mujoco.mjtObj.mjOBJ_GEOM, "floor")
     box = mujoco.mj_name2id(env.model, mujoco.mjtObj.mjOBJ_GEOM, "base_box")
     for e in range(env.num_envs):
-        data = env.pool.batch.get_data(e)
+        data = env.pool._batch.get_data(e)
         pair = [i for i in range(data.ncon) if {data.contact.geom1[i], data.contact.geom2[i]} == {floor, box}]
         assert pair, f"env {e}: no floor-box contact"
         for i in pair:
@@ -268,7 +268,7 @@ def test_undesired_contacts_counts_bodies_touching_with_more_than_the_threshold(
     for step in range(10):
         if step == 3:
             env.pool.qvel[1, 2] = 3.0  # env 1 jumps off the floor: its contacts end, and leave the history later
-        states = env.pool.state_rows()
+        states = np.array(env.pool._batch.state, copy=True)
         history.append([_holosoma_touching(env.model, states[e], env.ctrl_default[e], cfg.decimation,
                                            env.contact_bodies, 1.0) for e in range(3)])
         _, _, term, trunc, info = env.step(zero)

@@ -14,9 +14,10 @@ from unilab.tasks.g1_motion_tracking.config import (
     ResetConfig,
 )
 from unilab.tasks.g1_motion_tracking.env import MotionTrackingEnv
-from unilab.tasks.g1_motion_tracking.observations import policy_obs_slices
+from unilab.tasks.g1_motion_tracking.observations import obs_layout
 from unilab.tasks.g1_motion_tracking.resets import StartFrameSampler
 from unilab.tasks.g1_motion_tracking.rewards import TRACKING_TERMS
+from unilab.tasks.registry import task_config
 
 
 def test_pd_actuators_and_dimensions(tiny_cfg):
@@ -51,7 +52,7 @@ def test_reset_puts_env_on_reference_frame(tiny_cfg):
     # motion command advances its clock before the observation
     nxt = env.motion.lookup(env.clip, env.frame + 1)
     a = env.anchor
-    s = policy_obs_slices(2, "privileged")
+    s = obs_layout(2, 0, "privileged").policy_slices
     want = quat_rotate_inv(ref.body_quat_w[:, a], nxt.body_pos_w[:, a] - ref.body_pos_w[:, a])
     np.testing.assert_allclose(obs["obs"][:, s["anchor_pos_b"]], want, atol=1e-6)
     assert np.abs(want).max() > 1e-3  # the frames differ: the test tells them apart
@@ -246,9 +247,9 @@ def test_adaptive_sampling_favours_failing_frames(tiny_cfg):
 
 def test_config_rejects_unknown_keys_and_bad_values():
     with pytest.raises(ValueError, match="unknown key"):
-        MotionTrackingConfig.from_dict({"decimaton": 4})
+        task_config("g1_motion_tracking", {"decimaton": 4})
     with pytest.raises(ValueError, match="reset.sampling"):
-        MotionTrackingConfig.from_dict({"reset": {"sampling": "greedy"}})
+        task_config("g1_motion_tracking", {"reset": {"sampling": "greedy"}})
 
 
 def test_unmatched_gain_pattern_is_an_error(tiny_cfg):
@@ -296,7 +297,7 @@ def test_policy_noise_only_on_policy_obs(tiny_cfg):
     tiny_cfg.obs_noise.base_ang_vel = 0.2
     env = MotionTrackingEnv(tiny_cfg, 64, seed=2)
     obs = env.reset()
-    s = policy_obs_slices(2, "privileged")
+    s = obs_layout(2, 0, "privileged").policy_slices
     diff = obs["obs"] - obs["critic_obs"][:, : env.obs_dim]
     assert 0 < np.abs(diff[:, s["joint_pos_rel"]]).max() <= 0.05 + 1e-6
     assert 0.1 < np.abs(diff[:, s["base_ang_vel"]]).max() <= 0.2 + 1e-6

@@ -189,9 +189,16 @@ def test_task_terms_by_the_tasks_package():
 
 
 # ------------------------------------------------------------------ the G1 (assets and published policies)
+def _inference_wheel() -> Path:
+    """The pinned holosoma-inference wheel itself (``$UNILAB_HOLOSOMA_INFERENCE_WHEEL``, ``<cache>/downloads/`` or a
+    download), whose source holds the config values compared against."""
+    with holosoma.cache_lock(holosoma_inference.policies_dir().parent):
+        return holosoma.acquire_wheel(holosoma_inference.wheel(), None, None, None, False)
+
+
 def _holosoma_inference_config(name: str):
     """A constant of holosoma_inference 0.1.3's config_values/robot.py, read from the cached wheel's source."""
-    with zipfile.ZipFile(holosoma_inference.ensure_wheel()) as zf:
+    with zipfile.ZipFile(_inference_wheel()) as zf:
         src = zf.read("holosoma_inference/config/config_values/robot.py").decode()
     for node in ast.parse(src).body:
         if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == name:

@@ -34,7 +34,8 @@ def _spec(*overrides: str):
 
 @pytest.mark.parametrize("overrides, key, value", [
     (("task=g1_locomotion", "task.rewards.alive.weight=nan"), "task.rewards.alive.weight", "nan"),
-    (("task=g1_locomotion", "task.rewards.tracking_lin_vel.sigma=inf"), "task.rewards.tracking_lin_vel.sigma", "inf"),
+    (("task=g1_locomotion", "task.rewards.tracking_lin_vel.tracking_sigma=inf"),
+     "task.rewards.tracking_lin_vel.tracking_sigma", "inf"),
     (("task=g1_locomotion", "+task.rewards.pose.joint_weights.waist_yaw_joint=nan"),
      "task.rewards.pose.joint_weights.waist_yaw_joint", "nan"),
     (("task.rewards.anchor_pos.weight=inf",), "task.rewards.anchor_pos.weight", "inf"),

@@ -5,8 +5,9 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 import pytest
+from reference_helpers import quat_error_angle  # tests/ is on the path (pytest's rootdir)
 
-from unilab.sim.quat import quat_error_angle, quat_mul, quat_normalize, quat_slerp
+from unilab.sim.quat import quat_mul, quat_normalize, quat_slerp
 from unilab.tasks.g1_motion_tracking.motion import MotionFileError, MotionLibrary, resample_indices
 
 TINY_XML = """

@@ -64,7 +64,7 @@ def test_deployable_env_noise_only_on_policy_and_critic_unchanged(tiny_cfg):
                            joint_vel=0.5)
     dep, obs = _env(tiny_cfg, "deployable", noise)
     priv, pobs = _env(tiny_cfg, "privileged", ObsNoiseConfig(0, 0, 0, 0, 0, 0))
-    assert dep._step_driver is not priv._step_driver  # one generated driver per preset
+    assert dep._driver is not priv._driver  # one generated driver per preset
     assert dep.obs_dim == 5 * 2 + 9 and dep.critic_obs_dim == priv.critic_obs_dim
     # the same start states (the noise is drawn after the resets): every critic piece equals the privileged env's
     for name in priv.layout.slices:

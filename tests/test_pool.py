@@ -1,17 +1,39 @@
-"""BatchEnvPool: stepping, resets, pinning, determinism and the bad-env mask."""
+"""Physics pools: every backend of ``BACKENDS`` against the ``PhysicsPool`` interface (the tests taking ``make``:
+stepping, resets, body state, determinism, pinning and the bad-env mask), then the MuJoCo pool's own rules."""
 
 from __future__ import annotations
+
+import functools
+import inspect
 
 import mujoco
 import numpy as np
 import pytest
 from mujoco import batch as mjbatch
+from reference_helpers import thread_affinity  # tests/ is on the path (pytest's rootdir)
 
 from unilab.sim import cpu
 from unilab.sim.mujoco.pool import BatchEnvPool
-from unilab.sim.physics import BODY_STATE, CONTACT_FORCE
+from unilab.sim.physics import BACKENDS, BODY_STATE, CONTACT_FORCE, OutputUnavailable, PhysicsPool, make_pool
 
 N = 16
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def make(request):
+    """``make_pool`` of each backend: a test taking it is part of every backend's conformance test."""
+    return functools.partial(make_pool, backend=request.param)
+
+
+@pytest.fixture(scope="module")
+def humanoid_imu():
+    """The humanoid with an accelerometer on its torso (MuJoCo then computes the net body forces)."""
+    from unilab.assets.builtin import humanoid_xml_path
+
+    spec = mujoco.MjSpec.from_file(str(humanoid_xml_path()))
+    site = spec.body("torso").add_site(name="accelerometer_site")
+    spec.add_sensor(type=mujoco.mjtSensor.mjSENS_ACCELEROMETER, objtype=mujoco.mjtObj.mjOBJ_SITE, objname=site.name)
+    return spec.compile()
 
 
 def _random_ctrl(model, rng, n=N):
@@ -19,17 +41,55 @@ def _random_ctrl(model, rng, n=N):
 
 
 def _perturbed(pool, rng):
+    nq, nv = pool.qpos.shape[1], pool.qvel.shape[1]
     qpos = np.tile(pool.model.qpos0, (pool.num_envs, 1))
-    qpos[:, 7:] += rng.normal(0, 0.05, (pool.num_envs, pool.nq - 7))
-    qvel = rng.normal(0, 0.1, (pool.num_envs, pool.nv))
+    qpos[:, 7:] += rng.normal(0, 0.05, (pool.num_envs, nq - 7))
+    qvel = rng.normal(0, 0.1, (pool.num_envs, nv))
     return qpos, qvel
 
 
-def test_shapes_and_views(humanoid):
+def _state(pool):
+    """Every env's joint state and body poses (what a task reads of a pool)."""
+    return np.concatenate([pool.qpos, pool.qvel, pool.body_pos_w.reshape(pool.num_envs, -1),
+                           pool.body_quat_w.reshape(pool.num_envs, -1)], axis=1)
+
+
+def _state_rows(pool):
+    """A MuJoCo pool's full integration state, ``(num_envs, nstate)``."""
+    return np.array(pool._batch.state, copy=True)
+
+
+def _interface():
+    """The members of PhysicsPool: attributes (annotated) and methods, with the methods' parameters."""
+    attrs = set(PhysicsPool.__annotations__)
+    methods = {name: inspect.signature(getattr(PhysicsPool, name)) for name, v in vars(PhysicsPool).items()
+               if not name.startswith("_") and (inspect.isfunction(v) or isinstance(v, staticmethod))}
+    props = {name for name, v in vars(PhysicsPool).items() if isinstance(v, property)}
+    return attrs, methods, props
+
+
+def test_the_pool_has_every_member_of_the_interface(make, humanoid):
+    pool = make(humanoid, N, nthread=1, outputs=BODY_STATE)
+    attrs, methods, props = _interface()
+    for name in attrs | props:
+        assert hasattr(pool, name), name
+    for name, want in methods.items():
+        got = inspect.signature(getattr(pool, name))
+        params = [p for p in want.parameters if p != "self"]
+        assert list(got.parameters)[:len(params)] == params, name  # the interface's parameters, in its order
+        extra = list(got.parameters.values())[len(params):]
+        assert all(p.default is not p.empty for p in extra), name  # anything more is optional
+    assert (pool.qpos.shape, pool.qvel.shape, pool.ctrl.shape) == ((N, humanoid.nq), (N, humanoid.nv),
+                                                                   (N, humanoid.nu))
+    assert pool.bad_envs.shape == (N,) and pool.bad_envs.dtype == bool and pool.num_envs == N
+    for name, width in zip(BODY_STATE, (3, 4, 3, 3)):
+        assert getattr(pool, name).shape == (N, humanoid.nbody, width), name
+    assert pool.nthread == 1 and pool.cpu_ids is None and isinstance(pool.contacts, bool)
+    pool.close()
+
+
+def test_mujocos_default_outputs_are_its_fields(humanoid):
     pool = BatchEnvPool(humanoid, N, nthread=1)
-    assert pool.qpos.shape == (N, humanoid.nq)
-    assert pool.qvel.shape == (N, humanoid.nv)
-    assert pool.ctrl.shape == (N, humanoid.nu)
     assert pool.xpos.shape == (N, humanoid.nbody, 3)
     assert pool.xquat.shape == (N, humanoid.nbody, 4)
     assert pool.cvel.shape == (N, humanoid.nbody, 6)
@@ -49,10 +109,10 @@ def _object_state(model, qpos, qvel, body):
 
 
 @pytest.mark.parametrize("contacts", [True, False])
-def test_body_state_is_each_body_origin_in_world_frame(humanoid, contacts):
+def test_body_state_is_each_body_origin_in_world_frame(make, humanoid, contacts):
     """The backend-neutral outputs after a step and after a reset of some envs, against mj_objectVelocity."""
     rng = np.random.default_rng(3)
-    pool = BatchEnvPool(humanoid, N, nthread=2, outputs=BODY_STATE, contacts=contacts)
+    pool = make(humanoid, N, nthread=2, outputs=BODY_STATE, contacts=contacts)
     pool.step(_random_ctrl(humanoid, rng), substeps=2)
     ids = np.array([1, 3])
     qpos, qvel = _perturbed(pool, rng)
@@ -66,57 +126,55 @@ def test_body_state_is_each_body_origin_in_world_frame(humanoid, contacts):
             np.testing.assert_allclose(pool.body_ang_vel_w[e, body], ang, atol=1e-9)
 
 
-def test_step_moves_every_env_and_derived_fields_are_current(humanoid):
+def test_step_moves_every_env_and_derived_fields_are_current(make, humanoid):
     rng = np.random.default_rng(0)
-    pool = BatchEnvPool(humanoid, N, nthread=2)
+    pool = make(humanoid, N, nthread=2, outputs=BODY_STATE)
     q0 = pool.qpos.copy()
     bad = pool.step(_random_ctrl(humanoid, rng), substeps=3)
     assert not bad.any()
     assert (np.abs(pool.qpos - q0).max(axis=1) > 0).all()
-    # the pool steps with mjSTAGE_VEL: body poses match the new qpos exactly
-    z_pelvis = pool.xpos[:, humanoid.body("pelvis").id, 2]
+    # body poses match the new qpos exactly
+    z_pelvis = pool.body_pos_w[:, humanoid.body("pelvis").id, 2]
     np.testing.assert_allclose(z_pelvis, pool.qpos[:, 2], atol=1e-12)
 
 
-def test_ctrl_shape_is_checked(humanoid):
-    pool = BatchEnvPool(humanoid, N, nthread=1)
+def test_ctrl_shape_is_checked(make, humanoid):
+    pool = make(humanoid, N, nthread=1)
     with pytest.raises(ValueError, match="ctrl has shape"):
         pool.step(np.zeros((N, humanoid.nu + 1)), 1)
     with pytest.raises(ValueError, match="substeps"):
         pool.step(None, 0)
 
 
-def test_results_are_bit_identical_at_any_thread_count(humanoid):
+def test_results_are_bit_identical_at_any_thread_count(make, humanoid):
     rows = []
     for n in (1, max(2, cpu.usable_cpu_count())):
         rng = np.random.default_rng(42)
-        pool = BatchEnvPool(humanoid, N, nthread=n)
+        pool = make(humanoid, N, nthread=n, outputs=BODY_STATE)
         assert pool.nthread == n
         pool.reset(np.arange(N), *_perturbed(pool, rng))
         for _ in range(10):
             pool.step(_random_ctrl(humanoid, rng), 2)
-        rows.append(pool.state_rows())
+        rows.append(_state(pool))
     assert np.array_equal(rows[0], rows[1])
 
 
-def test_reset_of_a_subset_leaves_the_others_untouched(humanoid):
+def test_reset_of_a_subset_leaves_the_others_untouched(make, humanoid):
     rng = np.random.default_rng(1)
-    pool = BatchEnvPool(humanoid, N, nthread=2)
+    pool = make(humanoid, N, nthread=2, outputs=BODY_STATE)
     for _ in range(3):
         pool.step(_random_ctrl(humanoid, rng), 2)
-    before = pool.state_rows()
-    xpos_before = pool.xpos.copy()
+    before = _state(pool)
     ids = np.array([1, 5, 11])
     qpos, qvel = _perturbed(pool, rng)
     pool.reset(ids, qpos[ids], qvel[ids])
     others = np.setdiff1d(np.arange(N), ids)
-    assert np.array_equal(pool.state_rows()[others], before[others])
-    assert np.array_equal(pool.xpos[others], xpos_before[others])
+    assert np.array_equal(_state(pool)[others], before[others])
     np.testing.assert_array_equal(pool.qpos[ids], qpos[ids])
     np.testing.assert_array_equal(pool.qvel[ids], qvel[ids])
     assert not pool.ctrl[ids].any()
-    # forward ran on the reset envs: their body poses follow the new qpos
-    np.testing.assert_allclose(pool.xpos[ids, humanoid.body("pelvis").id], qpos[ids, :3], atol=1e-12)
+    # the derived fields of the reset envs follow the new qpos
+    np.testing.assert_allclose(pool.body_pos_w[ids, humanoid.body("pelvis").id], qpos[ids, :3], atol=1e-12)
 
 
 def test_reset_writes_the_rows_batch_reset_would(humanoid):
@@ -127,23 +185,23 @@ def test_reset_writes_the_rows_batch_reset_would(humanoid):
     for p in pools:
         for c in ctrls:
             p.step(c, 2)
-    pools[0].batch.warning[[2, 9]] = 7  # stale warnings must be cleared
-    pools[1].batch.warning[[2, 9]] = 7
+    pools[0]._batch.warning[[2, 9]] = 7  # stale warnings must be cleared
+    pools[1]._batch.warning[[2, 9]] = 7
     ids = np.array([0, 2, 9, 15])
     qpos, qvel = _perturbed(pools[0], rng)
     pools[0].reset(ids, qpos[ids], qvel[ids])
-    b = pools[1].batch
+    b = pools[1]._batch
     b.reset(ids, stage=int(mujoco.mjtStage.mjSTAGE_NONE))
     pools[1].qpos[ids] = qpos[ids]
     pools[1].qvel[ids] = qvel[ids]
     b.forward(ids, int(mujoco.mjtStage.mjSTAGE_VEL))
-    assert np.array_equal(pools[0].state_rows(), pools[1].state_rows())
-    assert np.array_equal(pools[0].batch.warning, b.warning)
+    assert np.array_equal(_state_rows(pools[0]), _state_rows(pools[1]))
+    assert np.array_equal(pools[0]._batch.warning, b.warning)
     for name in ("xpos", "xquat", "cvel"):
         assert np.array_equal(getattr(pools[0], name), getattr(pools[1], name)), name
     for p in pools:
         p.step(ctrls[0], 2)
-    assert np.array_equal(pools[0].state_rows(), pools[1].state_rows())
+    assert np.array_equal(_state_rows(pools[0]), _state_rows(pools[1]))
 
 
 def test_without_contacts_derived_fields_and_physics_are_unchanged(humanoid):
@@ -165,23 +223,23 @@ def test_without_contacts_derived_fields_and_physics_are_unchanged(humanoid):
             qpos, qvel = _perturbed(full, rng)
             for p in (full, lean):
                 p.reset(ids, qpos[ids], qvel[ids])
-        assert np.array_equal(full.state_rows(), lean.state_rows()), t
+        assert np.array_equal(_state_rows(full), _state_rows(lean)), t
         for f in fields:
             assert np.array_equal(full.bind(f), lean.bind(f)), (t, f)
         contacts_seen += int(ncon[0].sum())
         assert not ncon[1].any()
-        assert (lean.batch.expanded("opt.disableflags") == humanoid.opt.disableflags).all()
+        assert (lean._batch.expanded("opt.disableflags") == humanoid.opt.disableflags).all()
     assert contacts_seen > 0  # the humanoid stands on its floor: the comparison covered contacts
     lean.forward([0, 3])  # ids as a list, as forward's callers may pass them
     full.forward([0, 3])
     assert np.array_equal(full.xpos, lean.xpos) and not ncon[1].any()
-    assert (lean.batch.expanded("opt.disableflags") == humanoid.opt.disableflags).all()
+    assert (lean._batch.expanded("opt.disableflags") == humanoid.opt.disableflags).all()
 
 
 def test_without_contacts_flags_come_back_after_an_error_and_masks_select_envs(humanoid, monkeypatch):
     pool = BatchEnvPool(humanoid, N, nthread=1, contacts=False)
-    flags = pool.batch.expanded("opt.disableflags")
-    real = pool.batch
+    flags = pool._batch.expanded("opt.disableflags")
+    real = pool._batch
 
     class Failing:
         def __getattr__(self, name):
@@ -202,13 +260,26 @@ def test_without_contacts_flags_come_back_after_an_error_and_masks_select_envs(h
         pool.contacts = True  # read-only: the flags exist only for a pool built without contacts
 
 
-def test_without_contacts_acceleration_outputs_are_refused(humanoid):
-    for name in ("cfrc_ext", CONTACT_FORCE):
-        with pytest.raises(ValueError, match=name):
-            BatchEnvPool(humanoid, 4, nthread=1, contacts=False, outputs=("xpos", name))
+def test_without_contacts_contact_forces_are_refused(make, humanoid_imu):
+    make(humanoid_imu, 4, nthread=1, outputs=(*BODY_STATE, CONTACT_FORCE)).close()
+    with pytest.raises(OutputUnavailable, match=CONTACT_FORCE):
+        make(humanoid_imu, 4, nthread=1, contacts=False, outputs=(*BODY_STATE, CONTACT_FORCE))
 
 
-def test_contact_force_is_the_live_force_half_of_mujocos_external_body_forces(humanoid):
+def test_without_contacts_acceleration_fields_are_refused(humanoid):
+    with pytest.raises(OutputUnavailable, match="cfrc_ext"):
+        BatchEnvPool(humanoid, 4, nthread=1, contacts=False, outputs=("xpos", "cfrc_ext"))
+
+
+def test_contact_forces_need_a_sensor_that_makes_mujoco_compute_them(humanoid):
+    """MuJoCo computes cfrc_ext in a step only for a model with an acceleration-stage sensor (the humanoid has
+    none)."""
+    with pytest.raises(OutputUnavailable, match="accelerometer, force, torque or frame acceleration sensor"):
+        BatchEnvPool(humanoid, 2, nthread=1, outputs=(CONTACT_FORCE,))
+
+
+def test_contact_force_is_the_live_force_half_of_mujocos_external_body_forces(humanoid_imu):
+    humanoid = humanoid_imu
     pool = BatchEnvPool(humanoid, 4, nthread=1, outputs=(CONTACT_FORCE,))
     force_half = pool.bind("cfrc_ext")[:, :, 3:]  # cfrc_ext: (torque, force) per body, about the subtree com
     force = pool.body_contact_force_w
@@ -223,20 +294,20 @@ def test_a_persistent_pool_always_computes_contacts(humanoid):
     ncon = pool.bind("ncon")
     pool.step(_random_ctrl(humanoid, np.random.default_rng(0)), 2)
     assert pool.contacts and ncon.sum() > 0
-    assert pool.batch.expanded("opt.disableflags") is None
+    assert pool._batch.expanded("opt.disableflags") is None
 
 
-def test_reset_validates_input(humanoid):
-    pool = BatchEnvPool(humanoid, N, nthread=1)
+def test_reset_validates_input(make, humanoid):
+    pool = make(humanoid, N, nthread=1, outputs=BODY_STATE)
     with pytest.raises(ValueError, match="needs qpos"):
         pool.reset(np.array([0]), np.zeros((1, 3)), np.zeros((1, humanoid.nv)))
     with pytest.raises(ValueError, match="env ids"):
         pool.reset(np.array([N]), np.zeros((1, humanoid.nq)), np.zeros((1, humanoid.nv)))
-    before = pool.state_rows().copy()
+    before = _state(pool)
     for ids in ([3, 3], [1, 5, 1], [0, 2, 2, 4], [5, 1]):  # repeated or out of order: refused, no row written
         with pytest.raises(ValueError, match="distinct and increasing"):
             pool.reset(np.array(ids), np.zeros((len(ids), humanoid.nq)), np.zeros((len(ids), humanoid.nv)))
-    np.testing.assert_array_equal(pool.state_rows(), before)
+    np.testing.assert_array_equal(_state(pool), before)
     with pytest.raises(ValueError, match="finite"):
         q = np.tile(humanoid.qpos0, (1, 1))
         q[0, 0] = np.nan
@@ -244,9 +315,9 @@ def test_reset_validates_input(humanoid):
 
 
 @pytest.mark.parametrize("field", ["qpos", "qvel"])
-def test_nan_injection_lands_in_bad_envs(humanoid, field):
+def test_nan_injection_lands_in_bad_envs(make, humanoid, field):
     rng = np.random.default_rng(2)
-    pool = BatchEnvPool(humanoid, N, nthread=2)
+    pool = make(humanoid, N, nthread=2)
     getattr(pool, field)[3, 8] = np.nan
     getattr(pool, field)[9, 8] = np.inf
     bad = pool.step(_random_ctrl(humanoid, rng), 2)  # must not raise
@@ -254,14 +325,14 @@ def test_nan_injection_lands_in_bad_envs(humanoid, field):
     assert 3 in pool.bad_reasons and 9 in pool.bad_reasons
     # stays flagged until the task resets it
     assert pool.step(None, 1)[[3, 9]].all()
-    pool.reset_to_defaults(np.array([3, 9]))
+    pool.reset(np.array([3, 9]), np.tile(humanoid.qpos0, (2, 1)), np.zeros((2, humanoid.nv)))
     assert not pool.step(_random_ctrl(humanoid, rng), 2).any()
     assert pool.bad_reasons == {}
 
 
 def test_simulation_error_is_reported_per_env(humanoid, monkeypatch):
     pool = BatchEnvPool(humanoid, N, nthread=1)
-    real = pool.batch
+    real = pool._batch
 
     class Failing:
         def __getattr__(self, name):
@@ -277,58 +348,61 @@ def test_simulation_error_is_reported_per_env(humanoid, monkeypatch):
 
 
 @pytest.mark.skipif(not cpu.affinity_supported(), reason="needs thread affinity")
-def test_pinning_reads_back(humanoid):
+def test_pinning_reads_back(make, humanoid):
     ids = list(reversed(cpu.usable_cpus()))[:2]
-    caller_before = cpu.thread_affinity(cpu.current_tid())
-    pool = BatchEnvPool(humanoid, N, cpu_ids=ids)
-    assert pool.nthread == len(ids)
-    aff = pool.thread_affinities()
-    assert list(aff.values()) == [{c} for c in ids]
+    caller_before = thread_affinity(cpu.current_tid())
+    pool = make(humanoid, N, cpu_ids=ids)
+    assert pool.nthread == len(ids) and pool.cpu_ids == ids
+    # the caller's thread (the pool's first) and the pool's own threads, each on its CPU
+    assert [thread_affinity(t) for t in [cpu.current_tid(), *pool.pool_tids]] == [{c} for c in ids]
     # pinned threads still step correctly
     assert not pool.step(None, 2).any()
     pool.close()
-    assert cpu.thread_affinity(cpu.current_tid()) == caller_before
+    assert thread_affinity(cpu.current_tid()) == caller_before
 
 
 @pytest.mark.skipif(not cpu.affinity_supported(), reason="needs thread affinity")
-def test_pool_rejects_bad_cpu_ids(humanoid):
+def test_pool_rejects_bad_cpu_ids(make, humanoid):
     with pytest.raises(ValueError, match="outside the usable"):
-        BatchEnvPool(humanoid, N, cpu_ids=[99_999])
+        make(humanoid, N, cpu_ids=[99_999])
     with pytest.raises(ValueError, match="duplicate"):
-        BatchEnvPool(humanoid, N, cpu_ids="0,0")
+        make(humanoid, N, cpu_ids="0,0")
+    with pytest.raises(ValueError, match="nthread"):
+        make(humanoid, N, nthread="fast")
+
+
+def test_mujoco_autotune_and_pinning_are_exclusive(humanoid):
     with pytest.raises(ValueError, match="exclusive"):
         BatchEnvPool(humanoid, N, nthread="auto", cpu_ids=[0])
-    with pytest.raises(ValueError, match="nthread"):
-        BatchEnvPool(humanoid, N, nthread="fast")
 
 
 @pytest.mark.skipif(not cpu.affinity_supported() or cpu.usable_cpu_count() < 2, reason="needs 2 usable cpus")
-def test_a_second_pinned_pool_in_the_same_thread(humanoid):
+def test_a_second_pinned_pool_in_the_same_thread(make, humanoid):
     ids = cpu.usable_cpus()
-    first = BatchEnvPool(humanoid, N, cpu_ids=ids[:1])
-    assert cpu.thread_affinity(cpu.current_tid()) == {ids[0]}
+    first = make(humanoid, N, cpu_ids=ids[:1])
+    assert thread_affinity(cpu.current_tid()) == {ids[0]}
     assert cpu.usable_cpus() == ids  # the pinned caller still sees the process's CPUs
-    second = BatchEnvPool(humanoid, N, cpu_ids=ids[1:2])
-    assert cpu.thread_affinity(cpu.current_tid()) == {ids[1]}
+    second = make(humanoid, N, cpu_ids=ids[1:2])
+    assert thread_affinity(cpu.current_tid()) == {ids[1]}
     second.close()
     first.close()
-    assert cpu.thread_affinity(cpu.current_tid()) == set(ids)
+    assert thread_affinity(cpu.current_tid()) == set(ids)
 
 
-def test_exploding_velocity_is_flagged_bad(humanoid):
+def test_exploding_velocity_is_flagged_bad(make, humanoid):
     """A finite but absurd |qvel| (an unstable integration) counts as diverged; a bound of None does not flag it."""
     qpos = np.tile(humanoid.qpos0, (N, 1))
     qvel = np.zeros((N, humanoid.nv))
     qvel[[2, 9], 0] = 1e5  # root flying at 100 km/s: finite, far below MuJoCo's own 1e10 check
     for max_qvel, expected in ((1e3, [2, 9]), (None, [])):
-        pool = BatchEnvPool(humanoid, N, nthread=1, max_qvel=max_qvel)
+        pool = make(humanoid, N, nthread=1, max_qvel=max_qvel)
         pool.reset(np.arange(N), qpos, qvel)
         bad = pool.step(None, 1)
         assert np.flatnonzero(bad).tolist() == expected
         if expected:
             assert "max_qvel" in pool.bad_reasons[2]
     with pytest.raises(ValueError, match="max_qvel"):
-        BatchEnvPool(humanoid, N, nthread=1, max_qvel=0)
+        make(humanoid, N, nthread=1, max_qvel=0)
 
 
 def test_a_reset_state_mujoco_rejects_is_flagged_bad(humanoid):
@@ -342,12 +416,8 @@ def test_a_reset_state_mujoco_rejects_is_flagged_bad(humanoid):
 
 
 def test_silenced_mujoco_warnings_still_mark_envs_bad(humanoid, capfd):
-    import mujoco
-
-    from unilab.sim.mujoco.pool import silence_mujoco_warnings
-
     before = mujoco.get_mju_user_warning()
-    silence_mujoco_warnings()
+    BatchEnvPool.silence_warnings()
     try:
         pool = BatchEnvPool(humanoid, N, nthread=2, max_qvel=None)
         qvel = np.zeros((N, humanoid.nv))
@@ -395,7 +465,7 @@ def test_health_mask_matches_the_numpy_reference(humanoid, max_qvel):
                 arr[rng.integers(0, n, 3), rng.integers(0, arr.shape[1], 3)] = value
         qvel[rng.integers(0, n), 4] = 50.0  # at the bound: not over
         qvel[rng.integers(0, n), :] = np.nan  # NaN with no inf: non-finite, not "fast"
-        pool.batch.warning[rng.integers(0, n, 5), cols[rng.integers(0, len(cols), 5)], 1] += 1
+        pool._batch.warning[rng.integers(0, n, 5), cols[rng.integers(0, len(cols), 5)], 1] += 1
         want, seen = _reference_health(qpos.copy(), qvel.copy(), max_qvel, pool._warning_count[:, cols].copy(),
                                        pool._warn_seen.copy())
         pool._check_health()  # the kernel alone (a step would move the states)
@@ -405,8 +475,8 @@ def test_health_mask_matches_the_numpy_reference(humanoid, max_qvel):
         assert len(want) > 5 and len(set(want.values())) == (3 if max_qvel else 2)  # every reason seen
 
 
-def test_controls_are_copied_whatever_their_dtype(humanoid):
-    pool = BatchEnvPool(humanoid, N, nthread=2)
+def test_controls_are_copied_whatever_their_dtype(make, humanoid):
+    pool = make(humanoid, N, nthread=2)
     ctrl = np.random.default_rng(3).uniform(-1, 1, (N, humanoid.nu)).astype(np.float32)
     pool.step(ctrl, 1)
     assert np.array_equal(pool.ctrl, ctrl.astype(np.float64))

@@ -17,6 +17,7 @@ from unilab.tasks.core.randomization import TERMS
 from unilab.tasks.core.randomization_config import RandomizationConfig
 from unilab.tasks.g1_motion_tracking.config import MotionTrackingConfig, TerminationsConfig
 from unilab.tasks.g1_motion_tracking.env import MotionTrackingEnv
+from unilab.tasks.registry import task_config
 from unilab.telemetry.phase_timer import PhaseTimer
 
 TERM_NAMES = tuple(t.name for t in TERMS)
@@ -40,7 +41,7 @@ def _off(cfg: MotionTrackingConfig) -> MotionTrackingConfig:
 
 def _changed_model_fields(env: MotionTrackingEnv) -> dict[str, np.ndarray]:
     """Per-env model fields that differ from the env's model: name -> (num_envs, ...) mask of changed entries."""
-    b, m = env.pool.batch, env.model
+    b, m = env.pool._batch, env.model
     out = {}
     for name in sorted(mjbatch.MODEL_FIELDS):
         if name.startswith("opt.") or name == "bvh_aabb":  # bvh_aabb: the bodies' part of the model's array
@@ -95,7 +96,7 @@ def test_disabled_means_no_randomizer_and_identical_rollouts(tiny_cfg):
     assert master_off.randomizer is None and terms_off.randomizer is None
     assert master_off.stats() == {} and master_off.spec.stats == ()
     assert not _changed_model_fields(master_off) and all(
-        master_off.pool.batch.expanded(n) is None for n in ("geom_friction", "body_ipos", "actuator_gainprm"))
+        master_off.pool._batch.expanded(n) is None for n in ("geom_friction", "body_ipos", "actuator_gainprm"))
     _assert_same(_rollout(master_off, 12), _rollout(terms_off, 12))
 
 
@@ -131,14 +132,14 @@ def test_friction_per_env_in_range_on_robot_and_ground_only(tiny_cfg):
     changed = _changed_model_fields(env)
     assert set(changed) == {"geom_friction"}
     assert changed["geom_friction"][:, :, 1:].sum() == 0  # torsional and rolling untouched
-    f = env.pool.batch.expanded("geom_friction")[:, :, 0]
+    f = env.pool._batch.expanded("geom_friction")[:, :, 0]
     assert f.shape == (32, env.model.ngeom)
     assert np.all((f >= 0.3) & (f <= 1.6))
     np.testing.assert_array_equal(f, f[:, :1].repeat(env.model.ngeom, 1))  # one coefficient per env
     assert np.unique(f[:, 0]).size == 32
     np.testing.assert_array_equal(env.randomizer.friction, f[:, 0])
     # the values reach the simulation: a model of env 5 has its coefficient
-    assert env.pool.batch.get_model(5).geom_friction[0, 0] == f[5, 0]
+    assert env.pool._batch.get_model(5).geom_friction[0, 0] == f[5, 0]
 
 
 def test_friction_changes_contact_physics(tiny_cfg):
@@ -162,7 +163,7 @@ def test_base_com_offsets_one_body_per_env_in_range(tiny_cfg):
     assert mask[:, body].all() and mask.sum() == 32 * 3  # exactly that body, every axis, every env
     # the rest are mj_setConst's outputs, derived from body_ipos (no input of its other than body_ipos moved)
     assert not set(changed) & set(mujoco.MjModel._setconst_inputs)
-    off = env.pool.batch.expanded("body_ipos")[:, body] - env.model.body_ipos[body]
+    off = env.pool._batch.expanded("body_ipos")[:, body] - env.model.body_ipos[body]
     np.testing.assert_allclose(off, env.randomizer.com_offset, atol=1e-15)
     for axis, (lo, hi) in enumerate(([-0.025, 0.025], [-0.05, 0.05], [-0.05, 0.05])):
         assert np.all((off[:, axis] >= lo) & (off[:, axis] <= hi)) and np.unique(off[:, axis]).size == 32
@@ -179,7 +180,7 @@ def test_pd_gains_scale_kp_and_kd_per_env_and_joint_at_reset(tiny_cfg):
     env = MotionTrackingEnv(_only(tiny_cfg, "pd_gains"), 32, seed=1)
     env.reset()
     assert set(_changed_model_fields(env)) == {"actuator_gainprm", "actuator_biasprm"}
-    g, bias = env.pool.batch.expanded("actuator_gainprm"), env.pool.batch.expanded("actuator_biasprm")
+    g, bias = env.pool._batch.expanded("actuator_gainprm"), env.pool._batch.expanded("actuator_biasprm")
     kp_s, kd_s = g[:, :, 0] / env.kp, -bias[:, :, 2] / env.kd
     np.testing.assert_allclose(-bias[:, :, 1], g[:, :, 0], rtol=0, atol=0)  # force = kp (target - q)
     for s in (kp_s, kd_s):
@@ -187,8 +188,8 @@ def test_pd_gains_scale_kp_and_kd_per_env_and_joint_at_reset(tiny_cfg):
     np.testing.assert_array_equal(g[:, :, 1:], np.broadcast_to(env.model.actuator_gainprm[:, 1:], g[:, :, 1:].shape))
     # redrawn at a reset, for the reset envs only
     before = g.copy()
-    env._restart(np.array([3, 7]))
-    after = env.pool.batch.expanded("actuator_gainprm")
+    env.restart_rows(np.array([3, 7]), env.buffers())
+    after = env.pool._batch.expanded("actuator_gainprm")
     moved = (after != before).any(axis=(1, 2))
     assert moved.tolist() == [i in (3, 7) for i in range(32)]
 
@@ -268,7 +269,7 @@ def test_push_timer_restarts_at_reset(tiny_cfg):
         env.step(np.zeros((8, 2), dtype=np.float32))
     assert (r.push_counter == 3).all()
     steps = r.push_steps.copy()
-    env._restart(np.array([1, 4]))
+    env.restart_rows(np.array([1, 4]), env.buffers())
     assert r.push_counter.tolist() == [3, 0, 3, 3, 0, 3, 3, 3]
     assert (r.push_steps[[0, 2, 3, 5, 6, 7]] == steps[[0, 2, 3, 5, 6, 7]]).all()
     assert np.all((r.push_steps >= 50) & (r.push_steps <= 150))  # U[1, 3] s at 0.02 s per step
@@ -296,14 +297,14 @@ def test_randomized_model_fields_survive_resets(tiny_cfg, persistent):
     env = MotionTrackingEnv(_only(tiny_cfg, "friction", "base_com", "pd_gains"), 8, seed=6,
                             pool_kwargs={"persistent": persistent, "nthread": 1})
     env.reset()
-    b = env.pool.batch
+    b = env.pool._batch
     fric, ipos = b.expanded("geom_friction").copy(), b.expanded("body_ipos").copy()
     invw = b.expanded("dof_invweight0").copy()
     env.reset()  # every env restarts (pool.reset of all rows)
     rng = np.random.default_rng(1)
     for _ in range(30):  # auto-resets of the ended envs
         env.step(rng.uniform(-1, 1, (8, 2)).astype(np.float32))
-    env.pool.reset_to_defaults()
+    env.pool.reset(env._all_rows, np.tile(env.model.qpos0, (8, 1)), np.zeros((8, env.model.nv)))
     np.testing.assert_array_equal(b.expanded("geom_friction"), fric)
     np.testing.assert_array_equal(b.expanded("body_ipos"), ipos)
     np.testing.assert_array_equal(b.expanded("dof_invweight0"), invw)
@@ -331,13 +332,13 @@ def test_values_are_reproducible_from_the_seed(tiny_cfg):
 
 def test_config_errors_name_the_key():
     with pytest.raises(ValueError, match=r"task.randomization.friction.range"):
-        MotionTrackingConfig.from_dict({"randomization": {"friction": {"range": [1.0, 0.5]}}})
+        task_config("g1_motion_tracking", {"randomization": {"friction": {"range": [1.0, 0.5]}}})
     with pytest.raises(ValueError, match=r"task.randomization.push.max_lin_vel"):
-        MotionTrackingConfig.from_dict({"randomization": {"push": {"max_lin_vel": [0.5, 0.5]}}})
+        task_config("g1_motion_tracking", {"randomization": {"push": {"max_lin_vel": [0.5, 0.5]}}})
     with pytest.raises(ValueError, match=r"task.randomization.action_delay.steps"):
-        MotionTrackingConfig.from_dict({"randomization": {"action_delay": {"steps": [-1, 1]}}})
+        task_config("g1_motion_tracking", {"randomization": {"action_delay": {"steps": [-1, 1]}}})
     with pytest.raises(ValueError, match=r"randomization.*frictoin"):
-        MotionTrackingConfig.from_dict({"randomization": {"frictoin": {"enabled": False}}})
+        task_config("g1_motion_tracking", {"randomization": {"frictoin": {"enabled": False}}})
 
 
 def test_holosoma_defaults():
@@ -406,7 +407,7 @@ def test_g1_every_term_on_the_real_model():
     cfg.randomization.pd_gains.enabled = cfg.randomization.action_delay.enabled = True
     env = MotionTrackingEnv(cfg, 8, seed=0)
     env.reset()
-    m, b = env.model, env.pool.batch
+    m, b = env.model, env.pool._batch
     changed = _changed_model_fields(env)
     assert {"geom_friction", "body_ipos", "actuator_gainprm", "actuator_biasprm"} <= set(changed)
     f = b.expanded("geom_friction")[:, :, 0]

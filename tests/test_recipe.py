@@ -14,6 +14,7 @@ from unilab.cli import train as train_cli
 from unilab.cli.config import choose_recipe, compose_config, explicit_algo_keys, split_argv, to_run_spec
 from unilab.runtime.metrics import FIRST_LINE_S, MetricsLogger, format_duration
 from unilab.runtime.stats import counter_names
+from unilab.tasks.g1_locomotion.config import LocomotionConfig
 from unilab.tasks.g1_motion_tracking.config import MotionTrackingConfig
 from unilab.telemetry.phase_timer import PhaseTimer
 
@@ -139,6 +140,21 @@ def test_task_defaults_are_holosomas_fast_sac_facts():
     assert cfg.reward_times_dt and cfg.soft_joint_limit_factor == 0.9
     assert (cfg.sim_dt, cfg.decimation, cfg.max_episode_length_s) == (0.005, 4, 10.0)
 
+
+
+def test_locomotion_reward_defaults_are_holosomas_g1_29dof_loco_fast_sac():
+    """holosoma's config_values/loco/g1/reward.py: weight and params of each term (penalty_ prefix dropped). Its
+    tracking_sigma divides the squared error (exp(-err / tracking_sigma), managers/reward/terms/locomotion.py), so
+    the key keeps holosoma's name, not the tracking task's sigma (exp(-err / sigma^2))."""
+    r = LocomotionConfig().rewards
+    got = {n: (getattr(r, n).weight, getattr(r, n).tracking_sigma, getattr(r, n).curriculum)
+           for n in LocomotionConfig().rewards.__dataclass_fields__}
+    assert got == {"tracking_lin_vel": (2.0, 0.25, False), "tracking_ang_vel": (1.5, 0.25, False),
+                   "ang_vel_xy": (-1.0, None, True), "orientation": (-10.0, None, True),
+                   "action_rate": (-2.0, None, True), "feet_phase": (5.0, 0.008, False), "pose": (-0.5, None, True),
+                   "close_feet_xy": (-10.0, None, True), "feet_ori": (-5.0, None, True), "alive": (10.0, None, False)}
+    assert (r.feet_phase.swing_height, r.close_feet_xy.threshold) == (0.09, 0.15)
+    assert not hasattr(r.tracking_lin_vel, "sigma")
 
 def test_progress_line_between_log_intervals(capsys):
     names = counter_names([])

@@ -7,8 +7,9 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from unilab.tasks.g1_motion_tracking.config import MotionTrackingConfig, ResetConfig
+from unilab.tasks.g1_motion_tracking.config import ResetConfig
 from unilab.tasks.g1_motion_tracking.resets import StartFrameSampler
+from unilab.tasks.registry import task_config
 
 
 @dataclass
@@ -173,4 +174,4 @@ def test_uniform_mode_unchanged():
 ])
 def test_config_rejects_bad_adaptive_values(key, value):
     with pytest.raises(ValueError, match=f"task.reset.{key}"):
-        MotionTrackingConfig.from_dict({"reset": {key: value}})
+        task_config("g1_motion_tracking", {"reset": {key: value}})

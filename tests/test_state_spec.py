@@ -1,4 +1,4 @@
-"""Per-env state rows: one declaration gives the buffers, the terms' struct and the gather tuple."""
+"""Per-env state rows: one declaration gives the buffers and the fields of the struct the rows read."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 
 from unilab.tasks.core.state import StateSpec
 from unilab.tasks.g1_motion_tracking.env import MotionTrackingEnv
-from unilab.tasks.g1_motion_tracking.terms import GATHERED, STEP_STATE, TaskArrays
+from unilab.tasks.g1_motion_tracking.state import STATE, TaskArrays
 
 
 def test_rows_give_buffers_of_their_shape_dtype_and_fill():
@@ -21,13 +21,13 @@ def test_rows_give_buffers_of_their_shape_dtype_and_fill():
 
 
 def test_g1_terms_read_every_declared_row():
-    assert set(GATHERED.names) | set(STEP_STATE.names) <= set(TaskArrays._fields)
-    assert not set(GATHERED.names) & set(STEP_STATE.names)
+    assert set(STATE.names) <= set(TaskArrays._fields)
+    assert len(set(STATE.names)) == len(STATE.names)
 
 
 def test_the_env_state_is_the_struct_the_terms_read(tiny_cfg):
     env = MotionTrackingEnv(tiny_cfg, 3)
-    for name in (*GATHERED.names, *STEP_STATE.names):
+    for name in STATE.names:
         assert getattr(env.arrays, name) is getattr(env.state, name), name
     env.reset()
     np.testing.assert_array_equal(env.state.joint_pos, env.pool.qpos[:, env.qpos_adr])  # the gather stage filled it

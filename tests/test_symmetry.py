@@ -5,8 +5,9 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 import pytest
+from reference_helpers import QUAT, state_mirror  # tests/ is on the path (pytest's rootdir)
 
-from unilab.tasks.core.symmetry import joint_mirror, partner_name, state_mirror
+from unilab.tasks.core.symmetry import joint_mirror, partner_name
 
 
 def test_partner_names_swap_whole_side_words_only():
@@ -123,7 +124,7 @@ def test_g1_mirror_maps_each_joint_range_onto_its_partner_and_steps_mirrored():
 
 def _mirrored_clip(src, dst, model) -> None:
     """Write the mirror image of clip ``src`` (the fields the motion library reads) to ``dst``."""
-    from unilab.tasks.core.symmetry import AXIAL, QUAT, REFLECT
+    from unilab.tasks.core.symmetry import AXIAL, REFLECT
 
     d = np.load(src)
     names = [str(n) for n in d["joint_names"]]

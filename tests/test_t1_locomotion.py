@@ -14,11 +14,12 @@ import mujoco
 import numpy as np
 import pytest
 from holosoma_config import class_default, param_default, preset
+from reference_helpers import state_mirror  # tests/ is on the path (pytest's rootdir)
 
 from unilab.cli.config import compose_config
 from unilab.tasks.core.collisions import matching_bodies
 from unilab.tasks.core.joints import match_joint_values
-from unilab.tasks.core.symmetry import REFLECT, partner_name, state_mirror
+from unilab.tasks.core.symmetry import REFLECT, partner_name
 from unilab.tasks.registry import make_env, task_config
 
 pytestmark = pytest.mark.g1
@@ -115,7 +116,7 @@ def test_rewards_and_curriculum_are_holosomas(env):
     terms = preset(LOCO.format("reward"), "t1_29dof_loco_fast_sac")["terms"]
     rewards = env.cfg.rewards
     assert {name.removeprefix("penalty_") for name in terms} == set(dataclasses.asdict(rewards))
-    params = {"tracking_sigma": "sigma", "swing_height": "swing_height", "close_feet_threshold": "threshold"}
+    params = {"tracking_sigma": "tracking_sigma", "swing_height": "swing_height", "close_feet_threshold": "threshold"}
     for name, term in terms.items():
         ours = getattr(rewards, name.removeprefix("penalty_"))
         assert ours.weight == term["weight"] and ours.curriculum == ("penalty_curriculum" in term.get("tags", [])), name

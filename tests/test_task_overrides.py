@@ -16,6 +16,7 @@ from unilab.tasks.g1_motion_tracking.config import (
     ResetConfig,
 )
 from unilab.tasks.g1_motion_tracking.env import MotionTrackingEnv, task_motion_files
+from unilab.tasks.registry import task_config
 
 # the 29 joints of the Unitree G1 29-DoF model, in model order
 G1_JOINTS = [
@@ -145,7 +146,7 @@ def test_a_missing_motion_file_on_the_command_line_is_a_config_error(tmp_path):
                                           (["/a.npz", 3], r"task.motion_files\[1\]")])
 def test_bad_motion_files_name_the_key(value, where):
     with pytest.raises(ValueError, match=where + r" must be a path"):
-        MotionTrackingConfig.from_dict({"motion_files": value})
+        task_config("g1_motion_tracking", {"motion_files": value})
 
 
 def test_an_empty_motion_files_list_is_refused_not_replaced_by_the_builtin_clips():

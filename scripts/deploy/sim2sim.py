@@ -288,7 +288,7 @@ def load_pd_model(path: Path, meta: dict) -> tuple[mujoco.MjModel, np.ndarray]:
         if joint not in names:
             raise Sim2SimError(f"actuator {model.actuator(a).name!r} drives {joint!r}, not in metadata joint_names")
         i = action_index[a] = names.index(joint)
-        # force = kp (ctrl - q) - kd qdot, clamped to +-effort: unilab's PD servo (sim/mujoco/pd_model.py)
+        # force = kp (ctrl - q) - kd qdot, clamped to +-effort: unilab's PD servo (tasks/core/actuation.py)
         model.actuator_dyntype[a] = mujoco.mjtDyn.mjDYN_NONE
         model.actuator_dynprm[a] = 0.0
         model.actuator_gear[a] = 0.0

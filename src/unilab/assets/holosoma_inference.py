@@ -96,15 +96,6 @@ def ensure_policies(cache_dir: str | os.PathLike | None = None, *, force: bool =
     return root
 
 
-def ensure_wheel(cache_dir: str | os.PathLike | None = None, *, progress: bool = True,
-                 downloader: Callable[[Path], Path] | None = None) -> Path:
-    """The pinned wheel itself (``$UNILAB_HOLOSOMA_INFERENCE_WHEEL``, ``<cache>/downloads/`` or a download): for
-    reading holosoma_inference's own source, e.g. the config values a test compares against."""
-    cdir = Path(cache_dir).expanduser() if cache_dir is not None else None
-    with cache_lock(policies_dir(cdir).parent):
-        return acquire_wheel(wheel(), cdir, downloader, None, progress)
-
-
 def published_policy(name: str, cache_dir: str | os.PathLike | None = None, *, progress: bool = True) -> Path:
     """The cached file of published policy ``name`` (a key of :data:`PUBLISHED`, with or without ``.onnx``),
     fetched on first use; ValueError listing the names for an unknown one."""

@@ -1,6 +1,6 @@
 """Where env.step time goes: backend_step / update_state / reset_done, wall ms and cores used.
 
-Steps a G1 env (``--task``: motion tracking or locomotion) with random actions, then a bare BatchEnvPool of the
+Steps a G1 env (``--task``: motion tracking or locomotion) with random actions, then a bare physics pool of the
 same PD model, env count, thread sizing, substeps and post-step stage (``contacts``) from the same start states
 ("raw pool"), and prints per run
 
@@ -15,7 +15,7 @@ reset_done). update_state runs its stages in one parallel region, so its sub-pha
 stages one region each (``split_sub_phases``, interleaved in blocks with the others; same results), whose
 update_state total is printed too; a spin check (raw ``pool.step`` right after a parallel host phase vs alone:
 Numba's workers must not steal MuJoCo's cycles); and an Amdahl projection of each phase and of the host share to
-16, 32 and 64 cores from the parallel fraction measured here (DESIGN.md, "Scaling rule"; not a measurement).
+16, 32 and 64 cores from the parallel fraction measured here (:func:`amdahl`; not a measurement).
 
     python scripts/benchmark/env/benchmark_env_step_phase_cpu.py --num-envs 1024 --steps 100
     python scripts/benchmark/env/benchmark_env_step_phase_cpu.py --compare-cpu-ids 0-1 --json out.json
@@ -39,7 +39,9 @@ import psutil
 from unilab.bench.options import at_least, cpu_list
 from unilab.bench.report import format_table, write_json
 from unilab.sim import cpu
-from unilab.sim.mujoco.pool import BatchEnvPool
+from unilab.sim.physics import make_pool
+from unilab.tasks.core.driver import OBSERVE, REWARDS, SPLIT
+from unilab.tasks.core.driver_env import SUBPHASES
 from unilab.tasks.registry import kind, task_config, tasks_of_kind
 from unilab.telemetry.phase_timer import PhaseTimer
 
@@ -50,33 +52,22 @@ PROJECT_CORES = (16, 32, 64)
 
 @dataclass(frozen=True)
 class TaskBench:
-    """What the benchmark needs of a task: its config and env, sub-phase names, stage split and driver source."""
+    """What the benchmark needs of a task: its config and env."""
 
     config: Any
     make: Callable[..., Any]
-    subphases: tuple[str, ...]
-    split: tuple[tuple[str, int], ...]
-    host_stages: int
-    """The stages of the spin check's host phase (rewards and observations)."""
-    driver_source: Callable[[Any], str]
 
 
 def task_bench(name: str) -> TaskBench:
     """The :class:`TaskBench` of task ``name`` (one of :data:`TASKS`)."""
-    from unilab.tasks.core.driver_env import SUBPHASES
-
     if kind(name) == "locomotion":
-        from unilab.tasks.g1_locomotion import driver
         from unilab.tasks.g1_locomotion.env import LocomotionEnv
 
-        return TaskBench(task_config(name, {}), LocomotionEnv, SUBPHASES, driver.SPLIT, driver.REWARDS | driver.OBSERVE,
-                         lambda env: driver.loco_driver_source())
-    from unilab.tasks.g1_motion_tracking import step_driver
+        return TaskBench(task_config(name, {}), LocomotionEnv)
     from unilab.tasks.g1_motion_tracking.config import MotionTrackingConfig
     from unilab.tasks.g1_motion_tracking.env import MotionTrackingEnv
 
-    return TaskBench(MotionTrackingConfig(), MotionTrackingEnv, SUBPHASES, step_driver.SPLIT,
-                     step_driver.REWARDS | step_driver.OBSERVE, lambda env: step_driver.step_driver_source(env.layout))
+    return TaskBench(MotionTrackingConfig(), MotionTrackingEnv)
 
 
 def amdahl(ms: float, cores: float, usable: int, n: int) -> float:
@@ -88,7 +79,7 @@ def amdahl(ms: float, cores: float, usable: int, n: int) -> float:
     return ms * c * ((1.0 - p) + p / n)
 
 
-def spin_check(env: Any, raw: _RawRunner, host_stages: int, reps: int = 6) -> dict:
+def spin_check(env: Any, raw: _RawRunner, reps: int = 6) -> dict:
     """Raw pool.step wall ms alone vs right after a parallel host phase (rewards + observations of all envs)."""
     rows = np.arange(env.num_envs, dtype=np.int64)
     out = env.buffers()
@@ -96,7 +87,7 @@ def spin_check(env: Any, raw: _RawRunner, host_stages: int, reps: int = 6) -> di
     for i in range(2 * reps):
         host = i % 2 == 1
         if host:
-            env.run_stages(host_stages, rows, out)  # the env's own host driver, without its pool step
+            env.run_stages(REWARDS | OBSERVE, rows, out)  # the env's own host driver, without its pool step
         else:
             time.sleep(0.002)  # the same pause-free start: both begin from a just-finished Python call
         c = raw.ctrls[(i // 2) % len(raw.ctrls)]  # a pair steps the same controls from the same state
@@ -156,8 +147,10 @@ class _RawRunner:
         n = env.num_envs
         self.env = env
         # the env's pool settings, its post-step stage (contacts) included: the ratio is the host phases' cost
-        self.pool = BatchEnvPool(env.model, n, outputs=("xpos", "xquat", "cvel", "subtree_com"),
-                                 substeps=env.cfg.decimation, **{"contacts": env.pool.contacts, **pool_kwargs})
+        # the fields the env's pool copies out after each call for its body state (MuJoCo's), without its velocity
+        # shift (backend_step's check_health)
+        self.pool = make_pool(env.model, n, outputs=("xpos", "xquat", "cvel", "subtree_com"),
+                              substeps=env.cfg.decimation, **{"contacts": env.pool.contacts, **pool_kwargs})
         self.ids = np.arange(n)
         self.q0, self.v0 = start_qpos, start_qvel
         self.pool.reset(self.ids, self.q0, self.v0)
@@ -269,9 +262,9 @@ def run_one(task: TaskBench, cfg: Any, num_envs: int, steps: int, warmup: int, b
     phases["env.step"] = {"ms": 1e3 * envr.wall / steps, "cores": envr.cpu / envr.wall, "count": steps}
     # ms per env.step (restart runs only on steps where an env ended)
     split_summary = split.summary()
-    stage_names = {name for name, _ in task.split}  # timed only in the split steps; the others in the main ones
+    stage_names = {name for name, _ in SPLIT}  # timed only in the split steps; the others in the main ones
     subphases = {}
-    for name in task.subphases:
+    for name in SUBPHASES:
         phases.pop(name, None)
         src = split_summary if name in stage_names else summary
         if name in src:
@@ -290,7 +283,7 @@ def run_one(task: TaskBench, cfg: Any, num_envs: int, steps: int, warmup: int, b
         "mean_episode_length": envr.mean_episode_length, "subphases": subphases,
         "update_state_split": {"ms": split_summary["update_state"].mean_ms,
                                "cores": split_summary["update_state"].cores},
-        "spin_check": spin_check(env, raw, task.host_stages), "projection": projection,
+        "spin_check": spin_check(env, raw), "projection": projection,
         "steal_share": steal, "threads": threads, "projection_main_alone": projection_main_alone,
     }
     raw.pool.close()
@@ -416,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.undesired_contacts == "off":
         cfg.rewards.undesired_contacts.weight = 0.0
     if args.show_driver:
-        print(task.driver_source(task.make(cfg, 1)))
+        print(task.make(cfg, 1).driver_source.text)
         return 0
     runs: list[tuple[list[int] | None, int | None]] = [] if args.cpu_ids else [(None, args.nthread)]
     if args.cpu_ids or args.compare_cpu_ids:

@@ -4,9 +4,9 @@ Trains ``train --algo sac --task g1_motion_tracking algo.num_envs=4096`` for ``-
 final checkpoint (``unilab-eval``, clip starts and random starts), and writes one JSON: steps/s, learner ms per
 update, the collector/learner overlap and the eval metrics. The overlap is the learner's train time over the
 collector's env.step time per iteration (``timing/learner_train_ms`` / ``timing/collector_env_step_ms``): the
-learner trains while the collector steps (DESIGN.md, "Collector critical path"), so below 1 the training is hidden
-behind physics, above 1 the collector waits (``collector_action_wait_ms``). ``--tiny`` (automatic without CUDA)
-runs the same code path with a few envs, small nets and a few iterations on the CPU, so that CI covers it.
+learner trains while the collector steps (it sends the next actions first, then trains), so below 1 the training
+is hidden behind physics, above 1 the collector waits (``collector_action_wait_ms``). ``--tiny`` (automatic without
+CUDA) runs the same code path with a few envs, small nets and a few iterations on the CPU, so that CI covers it.
 """
 
 from __future__ import annotations

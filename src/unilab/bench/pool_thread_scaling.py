@@ -21,7 +21,7 @@ from unilab.assets.builtin import load_humanoid
 from unilab.bench.options import at_least, integers_at_least
 from unilab.bench.report import format_table, write_json
 from unilab.sim import cpu
-from unilab.sim.mujoco.pool import BatchEnvPool
+from unilab.sim.physics import make_pool
 
 # a row this close to the fastest is "the fastest within noise"
 WITHIN = 0.05
@@ -68,7 +68,7 @@ def time_config(model: mujoco.MjModel, num_envs: int, substeps: int, steps: int,
                 cpu_ids: list[int] | None, state: tuple[np.ndarray, np.ndarray],
                 ctrls: np.ndarray) -> tuple[float, float]:
     """(wall ms per step, cores used) of one fresh pool over ``steps`` steps."""
-    pool = BatchEnvPool(model, num_envs, nthread=None if cpu_ids else nthread, cpu_ids=cpu_ids)
+    pool = make_pool(model, num_envs, nthread=None if cpu_ids else nthread, cpu_ids=cpu_ids)
     try:
         pool.reset(np.arange(num_envs), *state)
         for k in range(warmup):
@@ -152,7 +152,7 @@ def print_result(res: dict) -> None:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="unilab-bench pool-threads",
-        description="Physics steps/s of BatchEnvPool by thread count, pinned and unpinned.",
+        description="Physics steps/s of the physics pool by thread count, pinned and unpinned.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("--model", default=None, help="MJCF path (default: unilab's built-in humanoid)")

@@ -12,8 +12,7 @@ from pathlib import Path
 import mujoco
 
 from unilab import paths
-from unilab.sim.cpu import usable_cpus
-from unilab.sim.mujoco.autotune import cpu_model_name
+from unilab.sim.cpu import cpu_model_name, usable_cpus
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:

@@ -124,7 +124,7 @@ def motion_tracking_metadata(env: Any) -> dict[str, Any]:
     return {
         **robot_metadata(env), "anchor_body": cfg.anchor_body, "tracked_bodies": list(cfg.tracked_bodies),
         "end_effector_bodies": list(cfg.end_effector_bodies),
-        "termination_thresholds": {name: float(v) for name, v in zip(env.termination_names, env.thresholds)},
+        "termination_thresholds": {name: float(getattr(cfg.terminations, name)) for name in env.termination_names},
         "motion_files": [str(Path(p).resolve()) for p in env.motion.files],
     }
 

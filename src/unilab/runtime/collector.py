@@ -24,6 +24,7 @@ from unilab.cache import cache_dir
 from unilab.runtime import console
 from unilab.runtime.shm import SharedArrays, step_slot
 from unilab.runtime.stats import STAT, Counters
+from unilab.sim.physics import pool_class
 from unilab.tasks.registry import make_env
 from unilab.telemetry.phase_timer import PhaseTimer
 from unilab.telemetry.trace import TraceRecorder
@@ -123,10 +124,8 @@ def run_collector(args: CollectorArgs, ch: CollectorChannels) -> None:
     timer = PhaseTimer(trace=trace)
     shm = None
     try:
-        # imported here, not at the top: the learner imports this module and needs no mujoco
-        from unilab.sim.mujoco.pool import silence_mujoco_warnings  # noqa: PLC0415
-
-        silence_mujoco_warnings()  # one line per diverged env per step otherwise; the pool counts them anyway
+        # one line per diverged env per step otherwise; the pool counts them anyway
+        pool_class(args.pool_kwargs.get("backend", "mujoco")).silence_warnings()
         env = make_env(args.task_name, args.task_cfg, args.num_envs, pool_kwargs=args.pool_kwargs, seed=args.seed)
     except Exception as err:  # noqa: BLE001 - a config or asset problem: one clear message, no traceback dump
         ch.errors.put({"stage": "build", "message": build_error_message(args.task_name, err, args.num_envs)})

@@ -104,11 +104,6 @@ def divert_to(path: str | os.PathLike) -> None:
                       "the console output from here on follows")
 
 
-def diverted() -> dict[str, str]:
-    """``{stream name: why}`` of the streams diverted so far."""
-    return {STREAMS[fd]: reason for fd, reason in _state.broken.items()}
-
-
 def _divert(fd: int, err: BaseException) -> None:
     with _state.lock:
         if fd in _state.broken:

@@ -168,6 +168,13 @@ def thread_cpu_seconds(tid: int) -> float:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
-def thread_affinity(tid: int) -> set[int]:
-    """CPU set a thread may run on."""
-    return set(os.sched_getaffinity(tid))
+def cpu_model_name() -> str:
+    """The CPU model string (Linux /proc/cpuinfo, else platform.processor())."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()

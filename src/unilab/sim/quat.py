@@ -61,12 +61,6 @@ def quat_slerp(a: np.ndarray, b: np.ndarray, t: np.ndarray) -> np.ndarray:
     return quat_normalize(wa * a + wb * b)
 
 
-def quat_error_angle(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Rotation angle (rad, in [0, pi]) between unit quaternions ``a`` and ``b``."""
-    d = np.abs(np.sum(a * b, axis=-1))
-    return 2.0 * np.arccos(np.clip(d, 0.0, 1.0))
-
-
 # scalar helpers on tuples (no scratch arrays: a term may not allocate per env), with the same expressions in the same
 # order as the array helpers above (bit-identical results)
 

@@ -47,7 +47,7 @@ LEAST_BYTES = 64
 
 
 @intrinsic
-def _fetch_add_one(typingctx, counter):
+def _fetch_add_one(_typingctx, counter):
     """Atomically ``counter[0] += 1``; returns the value before (an LLVM ``atomicrmw add``).
 
     Monotonic ordering: each value is handed out exactly once; the region's closing barrier, not the counter, publishes

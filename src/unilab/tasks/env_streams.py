@@ -1,7 +1,8 @@
 """One small random stream per env, drawn inside parallel kernels (SplitMix64).
 
 A NumPy ``Generator`` is one sequential stream: filling ``(num_envs, width)`` from it runs on one core, which at
-4096 envs x 154 observation entries was the largest serial piece of ``update_state`` (DESIGN.md, "Scaling rule").
+4096 envs x 154 observation entries was the largest serial piece of ``update_state`` (CONTRIBUTING.md, "Add a
+host kernel").
 Here each env owns a 64-bit state and a draw advances only its own, so a ``prange`` over envs draws in parallel, and
 the values depend on the seed and each env's own history, not on the thread count or the other rows drawn.
 
@@ -14,7 +15,7 @@ if their starts lie within the draws made of each other: for 4096 envs x 1e9 dra
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 _GAMMA = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -37,12 +38,3 @@ def next_symmetric(states, e):
     z = (z ^ (z >> _S27)) * _M2
     z = z ^ (z >> _S31)
     return 2.0 * (np.float64(z >> _S11) * _TO_UNIT) - 1.0
-
-
-@njit(cache=True, parallel=True, fastmath=False)
-def fill_symmetric(states, rows, out):
-    """``out[i, m]`` = the next ``out.shape[1]`` draws of env ``rows[i]``'s stream, in ``m`` order."""
-    for i in prange(rows.shape[0]):
-        e = rows[i]
-        for m in range(out.shape[1]):
-            out[i, m] = next_symmetric(states, e)

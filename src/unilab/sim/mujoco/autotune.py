@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import platform
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
@@ -49,22 +48,10 @@ def model_hash(model: mujoco.MjModel) -> str:
     return hashlib.sha256(buf.tobytes()).hexdigest()
 
 
-def cpu_model_name() -> str:
-    """The CPU model string (Linux /proc/cpuinfo, else platform.processor())."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def cache_key(model: mujoco.MjModel, num_envs: int, substeps: int, contacts: bool = True) -> str:
     """The string the winner is cached under (keys of pools with contacts are as before the option)."""
     parts = {"model": model_hash(model), "num_envs": num_envs, "substeps": substeps, "cpus": cpu.usable_cpus(),
-             "cpu_model": cpu_model_name(), "mujoco": mujoco.__version__}
+             "cpu_model": cpu.cpu_model_name(), "mujoco": mujoco.__version__}
     if not contacts:
         parts["contacts"] = False
     return json.dumps(parts, sort_keys=True)

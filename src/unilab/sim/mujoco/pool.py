@@ -4,8 +4,8 @@ The pool owns thread sizing (``unilab.sim.cpu``), optional pinning and the per-e
 bound arrays and writes controls and reset states. Its per-env host work (controls copy, origin velocities, health
 check, reset rows) runs in parallel Numba kernels over claimed chunks of envs (:mod:`unilab.sim.work_claims`; per-env
 writes: the same results at any thread count) on workers that follow the pool's threads and CPUs
-(:mod:`unilab.sim.numba_threads`): a serial pass over every env would cap the step's speed-up on many cores (DESIGN.md,
-"Scaling rule").
+(:mod:`unilab.sim.numba_threads`): a serial pass over every env would cap the step's speed-up on many cores
+(CONTRIBUTING.md, "Add a host kernel").
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from numba import njit, prange
 from unilab.sim import cpu, numba_threads
 from unilab.sim.mujoco.autotune import autotune
 from unilab.sim.mujoco.body_state import origin_velocities, origin_velocity_env
-from unilab.sim.mujoco.contacts import forward_without_contacts
-from unilab.sim.physics import BODY_STATE, CONTACT_FORCE
+from unilab.sim.mujoco.contacts import computes_body_forces, forward_without_contacts
+from unilab.sim.physics import BODY_STATE, CONTACT_FORCE, OutputUnavailable
 from unilab.sim.work_claims import LEAST_BYTES, chunk_size, claimed, copy_rows_at, new_counter, num_chunks
 from unilab.telemetry.phase_timer import PhaseTimer
 
@@ -48,14 +48,6 @@ _NOT_THIN = frozenset({
     "cacc", "cfrc_int", "cfrc_ext", "contact", "ncon", "nefc", "efc_force", "efc_J", "efc_pos", "efc_vel",
     CONTACT_FORCE,
 })
-
-
-def silence_mujoco_warnings() -> None:
-    """Stop MuJoCo printing (and logging to MUJOCO_LOG.TXT) one line per diverged env, process-wide.
-
-    The pool still sees every divergence: MuJoCo counts warnings in each env's ``warning`` stats regardless.
-    """
-    mujoco.set_mju_user_warning(lambda message: None)
 
 
 def bytes_per_env(model: mujoco.MjModel) -> int:
@@ -118,6 +110,9 @@ class BatchEnvPool:
         if max_qvel is not None and not float(max_qvel) > 0:
             raise ValueError(f"max_qvel must be > 0 or None, got {max_qvel!r}")
         self.max_qvel = None if max_qvel is None else float(max_qvel)
+        if CONTACT_FORCE in outputs and not computes_body_forces(model):
+            raise OutputUnavailable("MuJoCo computes contact forces (cfrc_ext) only for a model with an "
+                                    "accelerometer, force, torque or frame acceleration sensor; add one to the MJCF")
         self.cpu_ids: list[int] | None = cpu.parse_cpu_ids(cpu_ids)  # validated by resolve_nthread
         self._caller_affinity: set[int] | None = None
         self.autotune_result = None
@@ -127,6 +122,11 @@ class BatchEnvPool:
             self.autotune_result = autotune(model, num_envs, substeps, contacts=contacts)
             nthread, persistent = self.autotune_result.nthread, self.autotune_result.persistent
         n = cpu.resolve_nthread(num_envs, nthread, self.cpu_ids)
+        self._contacts = bool(contacts) or bool(persistent)
+        stale = [] if self._contacts else [name for name in outputs if name in _NOT_THIN]
+        if stale:
+            raise OutputUnavailable(f"outputs {stale} are acceleration-stage or contact fields, which a pool with "
+                                    "contacts=False does not compute after a step; use contacts=True")
         check_memory(model, num_envs)
 
         self.model = model
@@ -177,16 +177,19 @@ class BatchEnvPool:
         nest them)."""
         # derived fields must describe the post-step state the task observes
         self._stage = int(mujoco.mjtStage.mjSTAGE_VEL)
-        self._contacts = bool(contacts) or self.persistent
         if not self._contacts:
-            stale = [name for name in outputs if name in _NOT_THIN]
-            if stale:
-                raise ValueError(f"outputs {stale} are acceleration-stage or contact fields, which a pool with "
-                                 "contacts=False does not compute after a step; use contacts=True")
             # per-env disable flags (a live (num_envs,) view), raised around the stage computation only
             self._flags = b.expand("opt.disableflags")
         b.forward()
         self._refresh_velocities(self._all_ids)
+
+    @staticmethod
+    def silence_warnings() -> None:
+        """Stop MuJoCo printing (and logging to MUJOCO_LOG.TXT) one line per diverged env, process-wide.
+
+        The pool still sees every divergence: MuJoCo counts warnings in each env's ``warning`` stats regardless.
+        """
+        mujoco.set_mju_user_warning(lambda _: None)
 
     @property
     def contacts(self) -> bool:
@@ -201,11 +204,6 @@ class BatchEnvPool:
     def nv(self) -> int:
         return self.model.nv
 
-    @property
-    def batch(self) -> mjbatch.Batch:
-        """The underlying ``mujoco.batch.Batch`` (for fields the pool doesn't bind)."""
-        return self._batch
-
     def bind(self, name: str) -> np.ndarray:
         """Live ``(num_envs, ...)`` array of any MjData field (outputs read-only)."""
         return self._batch.bind(name)
@@ -217,10 +215,6 @@ class BatchEnvPool:
     def set_const(self) -> None:
         """``mj_setConst`` per env: call after writing fields it reads (e.g. ``body_ipos``) through expand."""
         self._batch.set_const()
-
-    def thread_affinities(self) -> dict[int, set[int]]:
-        """Each pool thread's CPU set, caller's thread first (Linux)."""
-        return {tid: cpu.thread_affinity(tid) for tid in [cpu.current_tid(), *self.pool_tids]}
 
     def step(self, ctrl: np.ndarray | None, substeps: int = 1) -> np.ndarray:
         """Apply ``ctrl`` ``(num_envs, nu)`` (None keeps the current one) and advance ``substeps``; returns the
@@ -318,15 +312,6 @@ class BatchEnvPool:
         for i in [i for i in self.bad_reasons if not self.bad_envs[i]]:
             del self.bad_reasons[i]
         self.forward(ids)
-
-    def reset_to_defaults(self, ids: np.ndarray | None = None) -> None:
-        """Reset ``ids`` (distinct, increasing; all when None) to the model's default state (qpos0)."""
-        sel = self._all_ids if ids is None else np.asarray(ids, dtype=np.int64)
-        self.reset(sel, np.tile(self.model.qpos0, (sel.size, 1)), np.zeros((sel.size, self.nv)))
-
-    def state_rows(self) -> np.ndarray:
-        """Copy of every env's full integration state, ``(num_envs, nstate)``."""
-        return np.array(self._batch.state, copy=True)
 
     def close(self) -> None:
         """Release the MuJoCo thread pool and give the caller's thread its old CPU set."""

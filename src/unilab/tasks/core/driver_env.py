@@ -1,27 +1,31 @@
-"""The set-up and the step every joint-target task whose per-env host work is one compiled driver shares.
+"""The set-up and the step every joint-target task shares, its per-env host work one compiled driver
+(:mod:`unilab.tasks.core.driver`).
 
 ``backend_step`` turns the action into PD targets (:func:`~unilab.tasks.core.kernels.action_to_ctrl`, then the
 randomizer's step terms) and steps the pool; ``update_state`` runs the driver's stages in one parallel region (or,
 with ``split_sub_phases``, one timed region per stage: the benchmark's breakdown, same results); ``reset_done``
-records the ended episodes and restarts them. A task supplies its driver (``run_stages``), stage masks and hooks.
+records the ended episodes and restarts them. A task supplies its rows (``rows``), the struct its rows read
+(``arrays``, :meth:`DriverEnv._struct`), the arrays they write besides the state (:meth:`DriverEnv._compile_driver`),
+its start states (``start_state``) and hooks.
 """
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any
 
 import mujoco
 import numpy as np
 
 from unilab.sim import numba_threads
-from unilab.sim.physics import BODY_STATE, CONTACT_FORCE, make_pool
+from unilab.sim.physics import BODY_STATE, CONTACT_FORCE, OutputUnavailable, make_pool
 from unilab.sim.physics import SUBPHASES as POOL_SUBPHASES
+from unilab.sim.spec import FINAL
 from unilab.tasks.base import Buffers, EpisodeBook, Obs, PoolEnv, StepResult, observations, result
 from unilab.tasks.core.actuation import Actuation
+from unilab.tasks.core.driver import RESTART, SPLIT, STEP, DriverRows, step_driver_source
 from unilab.tasks.core.kernels import action_to_ctrl
 from unilab.tasks.core.randomization import make_randomizer
-from unilab.tasks.core.state import StateSpec
+from unilab.tasks.core.terms import compile_driver
 from unilab.tasks.env_streams import env_streams
 from unilab.telemetry.phase_timer import PhaseTimer
 
@@ -31,10 +35,17 @@ SUBPHASES = (*POOL_SUBPHASES, "gather", "rewards", "terminations", "observations
 
 
 class DriverEnv(PoolEnv):
-    """:class:`PoolEnv` with the shared set-up and ``step``; a subclass sets the stage masks and the hooks below."""
+    """:class:`PoolEnv` with the shared set-up and ``step``; a subclass sets ``rows`` and the hooks below."""
 
-    step_stages: int  # the driver stages of a step, in one region
-    split_stages: tuple[tuple[str, int], ...]  # the same stages as timed sub-phases: (name, mask) in step order
+    rows: DriverRows
+
+    @property
+    def reward_term_names(self) -> tuple[str, ...]:
+        return tuple(t.name for t in self.rows.rewards)
+
+    @property
+    def termination_names(self) -> tuple[str, ...]:
+        return tuple(t.name for t in self.rows.terminations)
 
     def __init__(self, cfg: Any, num_envs: int) -> None:
         cfg.validate()
@@ -55,22 +66,24 @@ class DriverEnv(PoolEnv):
         self.action_dim = int(self.model.nu)
         return act
 
-    def _make_pool(self, pool_kwargs: dict | None, seed: int, body: str, contacts_error: str | None) -> None:
+    def _make_pool(self, pool_kwargs: dict | None, seed: int, body: str, contacts_key: str | None) -> None:
         """The physics pool (``pool_kwargs``: the ``sim.*`` options), its timer, Numba's host threads and the
         randomizer (``body``: the base body its terms default to).
 
-        ``contacts_error``: the task reads contact forces (``CONTACT_FORCE``), and this is the error a pool asked for
-        with ``contacts=False`` gets; None: by default the stage after a step or reset skips collision (restarts'
+        ``contacts_key``: the config key whose rows read contact forces (``CONTACT_FORCE``), named in the error of a
+        pool that cannot give them; None: by default the stage after a step or reset skips collision (restarts'
         forward ~2.5x cheaper, same values).
         """
         kwargs = dict(pool_kwargs or {})
-        contact_outputs = (CONTACT_FORCE,) if contacts_error else ()
+        contact_outputs = (CONTACT_FORCE,) if contacts_key else ()
         outputs = tuple(dict.fromkeys([*kwargs.pop("outputs", ()), *BODY_STATE, *contact_outputs]))
         kwargs.setdefault("substeps", self.cfg.decimation)
-        if contacts_error and kwargs.get("contacts") is False:
-            raise ValueError(contacts_error)
-        kwargs.setdefault("contacts", bool(contacts_error))
-        self.pool = make_pool(self.model, self.num_envs, outputs=outputs, **kwargs)
+        kwargs.setdefault("contacts", bool(contacts_key))
+        try:
+            self.pool = make_pool(self.model, self.num_envs, outputs=outputs, **kwargs)
+        except OutputUnavailable as err:
+            raise ValueError(f"{contacts_key} reads contact forces, which this physics pool cannot give: {err}"
+                             ) from err
         self.timer = PhaseTimer()
         self.pool.timer = self.timer  # backend_step's sub-phases: physics, check_health
         self.host_thread_ids = numba_threads.configure(self.pool.nthread, self.pool.cpu_ids)
@@ -81,17 +94,16 @@ class DriverEnv(PoolEnv):
                              else self.randomizer.ctrl_default)
         self.stat_names = () if self.randomizer is None else tuple(self.randomizer.stats())
 
-    def _allocate(self, seed: int, gathered: StateSpec, step_state: StateSpec, **dims: int) -> None:
-        """The per-env state (``gathered``'s then ``step_state``'s rows, sized by ``dims`` plus ``n``, ``J``, ``A``)
-        and the step's buffers; the observation dims are ``self.layout``'s."""
+    def _allocate(self, seed: int, **dims: int) -> None:
+        """The per-env state (``rows.state``, sized by ``dims`` plus ``n``, ``J``, ``A``) and the step's buffers;
+        the observation dims are ``self.layout``'s."""
         n = self.num_envs
         self.obs_dim, self.critic_obs_dim = self.layout.policy_dim, self.layout.critic_dim
         self.book = EpisodeBook(n)
         self.auto_reset = True  # False: a finished env is not restarted and keeps running (evaluation rollouts)
         self.split_sub_phases = False  # True: one timed region per stage (sub-phases for the benchmark; same results)
         dims.update(n=n, J=len(self.joint_names), A=self.action_dim)
-        self.state = SimpleNamespace(**vars(gathered.allocate(**dims)), **vars(step_state.allocate(**dims)))
-        self._gathered = gathered.values(self.state)  # the gather stage's tuple
+        self.state = self.rows.state.allocate(**dims)
         self._obs_clip = np.inf if self.cfg.obs_clip is None else float(self.cfg.obs_clip)
         nt, nc = len(self.reward_term_names), len(self.termination_names)
         self._terms, self._reward, self._conds = np.zeros((n, nt)), np.zeros(n), np.zeros((n, nc), dtype=bool)
@@ -101,6 +113,26 @@ class DriverEnv(PoolEnv):
         # observation noise: one stream per env, drawn inside the parallel driver (a fill here would be serial)
         self.obs_noise_streams = env_streams(seed, n, tag=1)
         self._no_info = (np.empty((nt, n), dtype=np.float32), np.empty((nc, n), dtype=bool))
+
+    def _struct(self, cls: type, **values: Any) -> Any:
+        """The namedtuple ``cls`` the rows read (``s``): each field is ``values[field]``, a state row or the pool's
+        array of that name (``qpos``, ``body_pos_w``, ...)."""
+        values = {**vars(self.state), **values}
+        missing = [f for f in cls._fields if f not in values and not hasattr(self.pool, f)]
+        nested = [f for f in cls._fields if isinstance(values.get(f), tuple)]
+        if missing or nested:  # Numba refuses a tuple nested in the struct inside the driver's parallel loop
+            raise ValueError(f"{cls.__name__}: no value, state row or pool array for {missing}; a tuple for "
+                             f"{nested} (the struct must be flat: a field per array or number)")
+        return cls(**{f: values[f] if f in values else getattr(self.pool, f) for f in cls._fields})
+
+    def _compile_driver(self, **writes: np.ndarray) -> None:
+        """The step driver of ``rows`` and ``self.layout``, its config numbers and its written arrays (the state
+        rows, then ``writes``: ``rows.writes`` by name); ``self.arrays`` is the struct the rows read."""
+        self.driver_source = step_driver_source(self.rows, tuple(self.layout.pieces))
+        self._params = self.driver_source.values(self.cfg)
+        self._driver = compile_driver(self.driver_source, "step_driver")
+        self._writes = tuple(getattr(self.state, name) for name in self.rows.state.names) + tuple(
+            writes[name] for name in self.rows.writes)
 
     def _place(self, rows: np.ndarray, qpos: np.ndarray, qvel: np.ndarray) -> None:
         """Envs ``rows`` start at ``(qpos, qvel)``, then the randomizer's reset-time draws (PD gains, delay)."""
@@ -130,9 +162,28 @@ class DriverEnv(PoolEnv):
     def record_ended(self, done: np.ndarray, out: Buffers) -> None:
         """The step's ended episodes (``done``; ``out`` holds their flags), before their restart."""
 
+    def start_state(self, ids: np.ndarray, out: Buffers) -> tuple[np.ndarray, np.ndarray]:
+        """The start states ``(qpos, qvel)`` of the restarted envs ``ids`` (a row each)."""
+        raise NotImplementedError
+
     def restart_rows(self, ids: np.ndarray, out: Buffers) -> None:
         """Restart envs ``ids`` and write their first observations into ``out``."""
-        raise NotImplementedError
+        self._place(ids, *self.start_state(ids, out))
+        self.run_stages(RESTART, ids, out)
+
+    def run_stages(self, stages: int, rows: np.ndarray, out: Buffers, bad: np.ndarray | None = None,
+                   info: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+        """The driver's ``stages`` (:mod:`.driver`) for envs ``rows``, writing into ``out`` (``final_*`` for
+        FINALS); for TERMINATE, ``bad`` the pool's bad-env mask and ``info`` this step's ``(terms, conds)``."""
+        terms_info, conds_info = self._no_info if info is None else info
+        policy, critic = out["obs"], out["critic_obs"]
+        self._driver(
+            stages, rows, self.arrays, self._writes, self._params, self.rewards.weights,
+            (self.book.lengths, self.book.returns, float(self.max_episode_steps), self._bad if bad is None else bad),
+            (self._terms, self._reward, self._conds, self._failed, self._done),
+            (self.layout.offsets, self.noise_scale, self.obs_noise_streams, self._obs_clip),
+            (out["reward"], out["terminated"], out["truncated"], policy, critic, out.get(FINAL + "obs", policy),
+             out.get(FINAL + "critic_obs", critic), terms_info, conds_info))
 
     def step(self, action: np.ndarray, out: Buffers | None = None) -> StepResult:
         """``VecEnv.step``; a failure at a time-out is both terminated and truncated
@@ -156,11 +207,11 @@ class DriverEnv(PoolEnv):
             self.before_update()
             self.book.begin_step()
             if self.split_sub_phases:
-                for name, stages in self.split_stages:
+                for name, stages in SPLIT:
                     with timer.phase(name):
                         self.run_stages(stages, self._all_rows, out, bad, info)
             else:  # every stage of an env's step back to back, one region
-                self.run_stages(self.step_stages, self._all_rows, out, bad, info)
+                self.run_stages(STEP, self._all_rows, out, bad, info)
             self.book.count_bad(bad)
 
         def restart(ids: np.ndarray) -> None:

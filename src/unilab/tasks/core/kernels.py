@@ -1,6 +1,7 @@
 """Per-env kernels every joint-target task shares: :func:`action_to_ctrl` (a parallel region of its own: a NumPy
-pass over ``(num_envs, ...)`` arrays would run on one core; DESIGN.md, "Scaling rule"), and the pieces of a step
-driver (:mod:`unilab.tasks.core.terms`), each ``@njit(inline="always")`` for one env ``e``, writing its rows only.
+pass over ``(num_envs, ...)`` arrays would run on one core; CONTRIBUTING.md, "Add a host kernel"), and the pieces
+of the step driver (:mod:`unilab.tasks.core.driver`), each ``@njit(inline="always")`` for one env ``e``, writing
+its rows only.
 """
 
 from __future__ import annotations

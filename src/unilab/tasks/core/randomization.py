@@ -1,7 +1,7 @@
 """Domain randomization (settings: :mod:`unilab.tasks.core.randomization_config`).
 
 Each row of :data:`TERMS` is one ``task.randomization.<name>`` key with up to three hooks: ``setup(r, cfg, rng)``
-when the env is built, ``reset(r, cfg, rng, rows)`` at the reset of envs ``rows`` (``env._restart``) and
+when the env is built, ``reset(r, cfg, rng, rows)`` at the reset of envs ``rows`` (``DriverEnv._place``) and
 ``step(r, cfg, rng, ctrl)`` before each physics step (returns the ctrl to apply). When each term draws follows
 holosoma's G1 recipes (``config_values/wbt/g1``, ``config_values/loco/g1``): friction, base_com, joint_pos_bias and
 mass at setup (base_com and mass then ``set_const``), pd_gains and action_delay at resets, push on a per-env timer
@@ -135,7 +135,7 @@ def pd_gains_reset(r: DomainRandomizer, cfg, rng, rows: np.ndarray) -> None:
 @njit(cache=True, parallel=True, fastmath=False)
 def _pd_gains_reset(rows, streams, kp_range, kd_range, kp, kd, kp_scale, kd_scale, gainprm, biasprm):
     """Per restarted env (its own stream): a kp and a kd factor per actuator, and the PD servo of
-    pd_model.make_pd_model with them: force = gain0 ctrl + bias1 q + bias2 qdot = kp (ctrl - q) - kd qdot."""
+    actuation.make_pd_model with them: force = gain0 ctrl + bias1 q + bias2 qdot = kp (ctrl - q) - kd qdot."""
     for i in prange(rows.shape[0]):
         e = rows[i]
         for a in range(kp.shape[0]):

@@ -8,13 +8,11 @@ the class hierarchy). A robot preset is a :class:`RobotConfig` instance (:data:`
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Self
 
 from unilab.assets import g1_actuation, t1_robot
 from unilab.assets.holosoma import SCENES
-from unilab.dataclass_config import build_dataclass, check_fields, check_file
+from unilab.dataclass_config import check_fields, check_file
 from unilab.tasks.core.model import INTEGRATORS
 
 ACTION_SCALE_MODES = ("effort_over_kp", "radians")
@@ -139,8 +137,3 @@ class RobotTaskConfig:
         """The user's model exists (checked before training starts anything)."""
         if self.robot.model_xml is not None:
             check_file(self.robot.model_xml, "task.robot.model_xml", "an MJCF file, or null")
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Self:
-        """Build from a plain mapping (e.g. ``OmegaConf.to_container(cfg.task)``); unknown keys raise."""
-        return build_dataclass(cls, data, "task")

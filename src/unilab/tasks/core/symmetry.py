@@ -27,7 +27,6 @@ import numpy as np
 
 REFLECT = np.array([1.0, -1.0, 1.0])  # diag(M): the reflection through the x-z plane
 AXIAL = -REFLECT  # how an axial vector (angular velocity) maps: -M w
-QUAT = np.array([1.0, -1.0, 1.0, -1.0])  # how a (w, x, y, z) rotation quaternion maps
 ROT6 = np.array([1.0, -1.0, -1.0, 1.0, 1.0, -1.0])
 """How the first two columns of a rotation matrix map, row by row (``R00 R01 R10 R11 R20 R21``): ``M R M``
 flips the entries whose row and column differ in parity of the y axis."""
@@ -83,42 +82,6 @@ def joint_mirror(model: mujoco.MjModel, joint_ids: Sequence[int]) -> JointMirror
                              f"(s = {s:.4f})")
         sign[k] = np.sign(s)
     return JointMirror(names, perm, sign)
-
-
-@dataclass(frozen=True)
-class StateMirror:
-    """The mirror of a free-floating robot's ``(qpos, qvel)`` and of its actuators' controls."""
-
-    joints: JointMirror  # the hinge joints after the free joint, in qpos order
-    actuators: JointMirror  # the actuators' joints, in actuator order (position targets mirror like joint positions)
-
-    def qpos(self, qpos: np.ndarray) -> np.ndarray:
-        out = np.empty_like(qpos)
-        out[..., 0:3] = qpos[..., 0:3] * REFLECT
-        out[..., 3:7] = qpos[..., 3:7] * QUAT
-        out[..., 7:] = self.joints(qpos[..., 7:])
-        return out
-
-    def qvel(self, qvel: np.ndarray) -> np.ndarray:
-        out = np.empty_like(qvel)
-        out[..., 0:3] = qvel[..., 0:3] * REFLECT  # MuJoCo's free joint: linear velocity in the world frame
-        out[..., 3:6] = qvel[..., 3:6] * AXIAL  # angular velocity in the (mirrored) body frame
-        out[..., 6:] = self.joints(qvel[..., 6:])
-        return out
-
-    def ctrl(self, ctrl: np.ndarray) -> np.ndarray:
-        return self.actuators(ctrl)
-
-
-def state_mirror(model: mujoco.MjModel) -> StateMirror:
-    """:class:`StateMirror` of a model whose first joint is a free joint followed by hinge joints only, each
-    actuator driving one of them; ValueError for another layout, or what :func:`joint_mirror` refuses."""
-    if model.njnt < 2 or int(model.jnt_type[0]) != int(mujoco.mjtJoint.mjJNT_FREE) or model.nq != 7 + model.njnt - 1:
-        raise ValueError("mirror: the model needs a free joint first and hinge joints after it")
-    actuated = [int(model.actuator_trnid[a, 0]) for a in range(model.nu)]
-    if any(int(model.actuator_trntype[a]) != int(mujoco.mjtTrn.mjTRN_JOINT) for a in range(model.nu)):
-        raise ValueError("mirror: every actuator must drive a joint")
-    return StateMirror(joint_mirror(model, range(1, model.njnt)), joint_mirror(model, actuated))
 
 
 def partner_indices(names: Sequence[str], what: str) -> np.ndarray:

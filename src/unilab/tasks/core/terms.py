@@ -4,11 +4,18 @@ A reward term, a termination condition and an observation piece are each one row
 small ``@njit(inline="always")`` per-env function and what the driver needs of it; names, config keys, TensorBoard
 tags, widths and slices all derive from the rows.
 
+A row's function receives its arguments by name: each parameter is either a name the driver has (``s`` the task's
+arrays, ``e`` the env, a state row it writes, ...; the template's ``names``) or a number from the task config:
+parameter ``p`` of row ``name`` in table ``table`` is ``task.<section>.<p>``, the section being ``Term.config`` or
+``<table>.<name>`` (a section that is a number is the row's one parameter). So ``sigma`` is the same config field
+wherever a term takes it, and a term's line in the driver says which value it gets.
+
 Why generated drivers: Numba cannot call a Python list of functions in a loop, and a hand-written driver would
-repeat the table. So a driver's source is the task's fixed template with one generated line per table row, calling
-each term by its table's and its own name (Numba errors name ``rewards_body_ori``). It is compiled from memory
-(:func:`driver_source` prints it), and Numba's on-disk cache keys it by a hash of that source and of every module
-whose jitted functions it reaches (found by walking their globals: no hand-kept dependency list).
+repeat the table. So a driver's source is a template with one generated line per table row, calling each term by
+its table's and its row's name (Numba errors name ``rewards_body_ori``). It is compiled from memory
+(:class:`DriverSource` holds the text ``--show-driver`` prints), and Numba's on-disk cache keys it by a hash of
+that source and of every module whose jitted functions it reaches (found by walking their globals: no hand-kept
+dependency list).
 """
 
 from __future__ import annotations
@@ -18,12 +25,15 @@ import hashlib
 import importlib
 import inspect
 import linecache
+import numbers
 import os
 import sys
 import types
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
 from numba.core import caching
 from numba.core.dispatcher import Dispatcher
 
@@ -40,6 +50,31 @@ class Term:
     width: Callable[[int, int], int] | None = None  # width(J, B): an observation piece's length
     noise: str | None = None  # the obs_noise config key of a policy piece (None: no noise)
     mirror: str | None = None  # how the left/right mirror maps the piece (a symmetry.piece_mirror kind; None: none)
+    config: str | None = None  # the config section of the function's number parameters (None: <table>.<name>)
+    reset: Callable | None = None  # a stateful row's reset on a restart (its ``func`` updates it every step)
+
+
+@dataclass(frozen=True)
+class DriverSource:
+    """A driver's generated source and its number parameters: ``params[k]`` is parameter ``params[k][1]`` of config
+    section ``params[k][0]``."""
+
+    text: str
+    params: tuple[tuple[str, str], ...]
+
+    def values(self, cfg: Any) -> np.ndarray:
+        """The ``params`` array a driver call takes, read from the task config ``cfg``."""
+        out = np.empty(len(self.params))
+        for k, (section, name) in enumerate(self.params):
+            value, key = cfg, section
+            for part in section.split("."):
+                value = getattr(value, part, None)
+            if not isinstance(value, numbers.Real):  # a section with fields, not the one number
+                value, key = getattr(value, name, None), f"{section}.{name}"
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise ValueError(f"task.{key} must be a number (a term's parameter {name}), got {value!r}")
+            out[k] = value
+        return out
 
 
 # a driver's code object is named "<_FILE_PREFIX><digest>": the cache locator below recognises it
@@ -47,48 +82,62 @@ _FILE_PREFIX = "unilab-driver-"
 _CACHE: dict[tuple, Callable] = {}
 
 
-def driver_source(template: str, blocks: dict[str, tuple[str, Sequence[Term]]]) -> str:
-    """``template`` with each ``{key}`` line replaced by one line per row of ``blocks[key]``, and its imports.
+def driver_source(template: str, blocks: Mapping[str, tuple[str, Sequence[Term]]],
+                  names: Mapping[str, str]) -> DriverSource:
+    """``template`` with each ``{key}`` line replaced by one line per row of ``blocks[key] = (line, rows)``.
 
-    ``blocks[key] = (call, rows)``: row ``i``'s line is ``call`` with ``{i}`` its index and ``{f}`` its function,
-    imported as ``<key>_<its name>`` (``rewards_body_ori``).
+    Row ``i``'s line is ``line`` with ``{i}`` its index and ``{call}`` the call of its function, imported as
+    ``<key>_<row name>``. A parameter in ``names`` gets that expression (``{i}`` replaced), any other one
+    ``params[k]``, the config number of the row's section (see the module doc).
     """
-    src, funcs = template, {}
-    for key, (call, rows) in blocks.items():
+    src, funcs, params = template, {}, []
+    for key, (line, rows) in blocks.items():
         mark = "{" + key + "}"
-        indent = next(line for line in src.splitlines() if mark in line).index(mark)
+        indent = next(text for text in src.splitlines() if mark in text).index(mark)
         lines = []
         for i, t in enumerate(rows):
-            py = t.func.py_func
-            alias = f"{key}_{py.__name__}"  # the table's name first: a term may share a name with a template variable
-            if funcs.setdefault(alias, py) is not py:
-                raise ValueError(f"two {key} functions named {py.__name__!r} ({funcs[alias].__module__} and "
-                                 f"{py.__module__}): a driver calls each by its name, rename one")
-            lines.append(call.replace("{i}", str(i)).replace("{f}", alias))
-        src = src.replace(mark, ("\n" + " " * indent).join(lines))
+            alias = f"{key}_{t.name}"
+            if alias in funcs:
+                raise ValueError(f"two {key} rows named {t.name!r}: a driver calls each by its name, rename one")
+            py = funcs[alias] = t.func.py_func
+            args, configured = [], []
+            for p in inspect.signature(py).parameters:
+                if p not in names:  # a config number, passed by keyword
+                    param = (t.config or f"{key}.{t.name}", p)
+                    if param not in params:
+                        params.append(param)
+                    configured.append(f"{p}=params[{params.index(param)}]")
+                elif configured:
+                    raise ValueError(f"{key} row {t.name!r}: {py.__name__}'s parameter {p!r} (the driver's) must "
+                                     f"come before its config parameters")
+                else:
+                    args.append(names[p].replace("{i}", str(i)))
+            args += configured
+            lines.append(line.replace("{i}", str(i)).replace("{call}", f"{alias}({', '.join(args)})"))
+        src = src.replace(mark, ("\n" + " " * indent).join(lines or ["pass"]))
     imports = "".join(f"from {py.__module__} import {py.__name__} as {alias}\n" for alias, py in funcs.items())
-    return "import numpy as np\nfrom numba import njit, prange\n" + imports + src
+    return DriverSource("import numpy as np\nfrom numba import njit, prange\n" + imports + src, tuple(params))
 
 
-def compile_driver(template: str, blocks: dict[str, tuple[str, Sequence[Term]]], name: str) -> Callable:
-    """The function ``name`` of :func:`driver_source`'s source, compiled from memory (once per process per source)."""
-    source = driver_source(template, blocks)
-    key = (source, name)
+def compile_driver(source: DriverSource, name: str) -> Callable:
+    """The function ``name`` of ``source``, compiled from memory (once per process per source)."""
+    text = source.text
+    key = (text, name)
     if key in _CACHE:
         return _CACHE[key]
-    digest = hashlib.sha256(source.encode())
-    for mod in sorted(_reached_modules(source)):
+    digest = hashlib.sha256(text.encode())
+    for mod in sorted(_reached_modules(text)):
         digest.update(inspect.getsource(sys.modules[mod]).encode())
     filename = f"{_FILE_PREFIX}{name}-{digest.hexdigest()[:20]}"
     try:
         _DriverCacheLocator("").ensure_cache_path()
     except OSError:  # a read-only cache dir: compile in memory, every process
-        source = source.replace("cache=True", "cache=False")
-    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)  # tracebacks
+        text = text.replace("cache=True", "cache=False")
+    linecache.cache[filename] = (len(text), None, text.splitlines(keepends=True), filename)  # tracebacks
     module = types.ModuleType(filename)
     # Numba's cache rebuilds a loaded function's environment from its module, found by name
     sys.modules[filename] = module
-    exec(compile(source, filename, "exec"), module.__dict__)  # noqa: S102 - our own template and term names
+    exec(compile(text, filename, "exec"), module.__dict__)  # noqa: S102 - our own template and term names
     _CACHE[key] = getattr(module, name)
     return _CACHE[key]
 

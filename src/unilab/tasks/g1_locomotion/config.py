@@ -33,9 +33,9 @@ class LocoTerm:
 
     weight: float = 1.0
     """Weight in the reward sum (negative: a penalty); 0 turns the term off."""
-    sigma: float | None = None
-    """Tracking terms: term = exp(-squared error / sigma) (holosoma's tracking_sigma divides the squared error
-    itself, not by sigma^2); null for a penalty."""
+    tracking_sigma: float | None = None
+    """Tracking terms: term = exp(-squared error / tracking_sigma), holosoma's locomotion tracking_sigma (a
+    variance: it divides the squared error itself, unlike the tracking task's sigma^2); null for a penalty."""
     curriculum: bool = False
     """Scaled by the penalty curriculum (holosoma's tag penalty_curriculum)."""
 
@@ -73,9 +73,9 @@ class RewardsConfig:
     holosoma's g1_29dof_loco_fast_sac."""
 
     tracking_lin_vel: LocoTerm = field(default_factory=lambda: LocoTerm(2.0, 0.25))
-    """exp(-|command xy - base linear velocity xy (base frame)|^2 / sigma)."""
+    """exp(-|command xy - base linear velocity xy (base frame)|^2 / tracking_sigma)."""
     tracking_ang_vel: LocoTerm = field(default_factory=lambda: LocoTerm(1.5, 0.25))
-    """exp(-(command yaw rate - base yaw rate)^2 / sigma)."""
+    """exp(-(command yaw rate - base yaw rate)^2 / tracking_sigma)."""
     ang_vel_xy: LocoTerm = field(default_factory=lambda: LocoTerm(-1.0, curriculum=True))
     """Squared base roll and pitch rates (rad/s)^2."""
     orientation: LocoTerm = field(default_factory=lambda: LocoTerm(-10.0, curriculum=True))
@@ -83,7 +83,7 @@ class RewardsConfig:
     action_rate: LocoTerm = field(default_factory=lambda: LocoTerm(-2.0, curriculum=True))
     """Sum of squared action changes, in the recipe's units (the [-1, 1] action times env.action_bound)."""
     feet_phase: FeetPhaseTerm = field(default_factory=lambda: FeetPhaseTerm(5.0, 0.008))
-    """exp(-(sum over feet of (height - expected height)^2) / sigma)."""
+    """exp(-(sum over feet of (height - expected height)^2) / tracking_sigma)."""
     pose: PoseTerm = field(default_factory=lambda: PoseTerm(-0.5, curriculum=True))
     """Sum over joints of weight x (q - default)^2."""
     close_feet_xy: CloseFeetTerm = field(default_factory=lambda: CloseFeetTerm(-10.0, curriculum=True))
@@ -281,8 +281,8 @@ class LocomotionConfig(RobotTaskConfig):
             (("curriculum.level_up_threshold",), lambda v: v >= self.curriculum.level_down_threshold,
              f">= curriculum.level_down_threshold ({self.curriculum.level_down_threshold})"),
             (("curriculum.degree",), lambda v: v >= 0, ">= 0"),
-            ([f"rewards.{name}.sigma" for name in tracking], lambda v: v is not None and v > 0, "> 0"),
-            ([f"rewards.{name}.sigma" for name in RewardsConfig.__dataclass_fields__ if name not in tracking],
+            ([f"rewards.{name}.tracking_sigma" for name in tracking], lambda v: v is not None and v > 0, "> 0"),
+            ([f"rewards.{name}.tracking_sigma" for name in RewardsConfig.__dataclass_fields__ if name not in tracking],
              lambda v: v is None or v > 0, "> 0 or null"),
             (("terrain.kind",), lambda v: v in ("flat", "mix"), "flat|mix"),
         ))

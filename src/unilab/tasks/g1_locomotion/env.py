@@ -1,10 +1,11 @@
 """Velocity-command locomotion of the robot ``task.robot`` on a physics pool (unilab.sim.physics), holosoma's
 FastSAC recipe.
 
-A ``step`` is one ``pool.step`` of ``decimation`` substeps (PD targets ``default + scale * action``), then one
-parallel driver (:mod:`.driver`); ended envs restart upright over their spawn point and the penalty curriculum
-follows the ended episodes. Ground: the MJCF's floor (task.terrain.kind=flat), or a height field of tiles (mix,
-:mod:`unilab.tasks.core.terrain`), each env spawning on a tile drawn when the env is built.
+A ``step`` is one ``pool.step`` of ``decimation`` substeps (PD targets ``default + scale * action``), then the
+step driver (:mod:`unilab.tasks.core.driver`: robot state, command and gait clock, rewards, terminations,
+observations); ended envs restart upright over their spawn point (the driver's start row) and the penalty
+curriculum follows the ended episodes. Ground: the MJCF's floor (task.terrain.kind=flat), or a height field of
+tiles (mix, :mod:`unilab.tasks.core.terrain`), each env spawning on a tile drawn when the env is built.
 """
 
 from __future__ import annotations
@@ -12,22 +13,22 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 
-from unilab.sim.spec import FINAL
 from unilab.tasks.base import Buffers
 from unilab.tasks.core.collisions import disable_self_collisions, matching_bodies
-from unilab.tasks.core.contacts import require_contact_forces
+from unilab.tasks.core.driver import START, DriverRows
 from unilab.tasks.core.driver_env import DriverEnv
 from unilab.tasks.core.joints import match_joint_values
 from unilab.tasks.core.model import load_task_model
 from unilab.tasks.core.symmetry import partner_indices
 from unilab.tasks.core.terrain import FLAT, add_to_spec, make_terrain
 from unilab.tasks.env_streams import env_streams
+from unilab.tasks.g1_locomotion.commands import START as START_ROWS
+from unilab.tasks.g1_locomotion.commands import STATEFUL
 from unilab.tasks.g1_locomotion.config import LocomotionConfig
-from unilab.tasks.g1_locomotion.driver import RESTART, SPLIT, START, STEP, loco_driver
-from unilab.tasks.g1_locomotion.observations import obs_layout
-from unilab.tasks.g1_locomotion.rewards import TERM_NAMES, RewardWeights
-from unilab.tasks.g1_locomotion.state import GATHERED, STEP_STATE, CommandParams, LocoArrays
-from unilab.tasks.g1_locomotion.terminations import CONDITION_NAMES
+from unilab.tasks.g1_locomotion.observations import GATHER, obs_layout
+from unilab.tasks.g1_locomotion.rewards import REWARD_TERMS, RewardWeights
+from unilab.tasks.g1_locomotion.state import STATE, TERRAIN, LocoArrays
+from unilab.tasks.g1_locomotion.terminations import TERMINATIONS
 
 
 def _body_ids(model: mujoco.MjModel, names: list[str], key: str) -> np.ndarray:
@@ -42,8 +43,8 @@ class LocomotionEnv(DriverEnv):
     """Vectorised velocity-command locomotion (``unilab.tasks.base.VecEnv``); ``pool_kwargs``: ``sim.*``; ``seed``:
     of the commands, gait clocks, pushes, start states and observation noise."""
 
-    step_stages, split_stages = STEP, SPLIT
-    reward_term_names, termination_names = TERM_NAMES, CONDITION_NAMES
+    rows = DriverRows(STATE, writes=("streams", "qvel", "start_qpos", "start_qvel"), start=START_ROWS,
+                      gather=GATHER, stateful=STATEFUL, rewards=REWARD_TERMS, terminations=TERMINATIONS)
 
     def __init__(self, cfg: LocomotionConfig, num_envs: int, pool_kwargs: dict | None = None, seed: int = 0):
         super().__init__(cfg, num_envs)
@@ -66,9 +67,7 @@ class LocomotionEnv(DriverEnv):
         self.foot_points = _body_ids(self.model, robot.foot_points, "task.robot.foot_points")
         self.termination_bodies = matching_bodies(self.model, robot.base_body, robot.termination_bodies,
                                                   "task.robot.termination_bodies")
-        require_contact_forces(self.model, "task.robot.termination_bodies")
-        self._make_pool(pool_kwargs, seed, robot.base_body,
-                        f"{cfg.name}'s termination reads contact forces: drop contacts=False")
+        self._make_pool(pool_kwargs, seed, robot.base_body, "task.robot.termination_bodies")
 
         self.qpos_adr = self.model.jnt_qposadr[1:].astype(np.int64)
         self.dof_adr = self.model.jnt_dofadr[1:].astype(np.int64)
@@ -78,7 +77,6 @@ class LocomotionEnv(DriverEnv):
         self.obs_scales = {"base_ang_vel": sc.base_ang_vel, "joint_vel": sc.joint_vel, "base_lin_vel": sc.base_lin_vel}
         """Each scaled piece's factor (its noise is drawn before it, as holosoma)."""
         self.noise_scale = self.layout.noise_scale(cfg.obs_noise, self.obs_scales)
-        self.thresholds = np.array([cfg.termination_force], dtype=np.float64)
         self.max_episode_steps = int(round(cfg.max_episode_length_s / self.control_dt))
         try:
             partner_indices(robot.feet, "foot body")
@@ -89,29 +87,31 @@ class LocomotionEnv(DriverEnv):
             self.mirror, self.mirror_error = None, str(err)
         self.stat_names = ("curriculum/penalty_scale", "curriculum/average_episode_length", *self.stat_names)
 
-        self._allocate(seed, GATHERED, STEP_STATE)
+        self._allocate(seed)
         pose_weights = match_joint_values(cfg.rewards.pose.joint_weights, self.joint_names, None,
                                           "task.rewards.pose.joint_weights")
         if self.terrain is None:
-            origin, self._terrain = np.zeros((n, 2)), FLAT
+            origin, terrain = np.zeros((n, 2)), FLAT
         else:
             origin = self.terrain.tile_centres[rng.integers(0, len(self.terrain.tile_centres), n)]
-            self._terrain = self.terrain.lookup
-        self.arrays = LocoArrays(**vars(self.state), origin=origin, default_joint_pos=self.default_joint_pos,
-                                 action_bound=self.action_bound, pose_weights=pose_weights,
-                                 ang_vel_scale=float(sc.base_ang_vel), joint_vel_scale=float(sc.joint_vel),
-                                 lin_vel_scale=float(sc.base_lin_vel))
-        s = self.state
-        self._cmd = (s.command, s.phase, s.phase_offset, s.phase_dt, s.push_counter, s.push_steps)
+            terrain = self.terrain.lookup
         self.evaluating = False
-        self._params = self._command_params()
+        self.arrays = self._struct(
+            LocoArrays, origin=origin, default_joint_pos=self.default_joint_pos, action_bound=self.action_bound,
+            pose_weights=pose_weights, ang_vel_scale=float(sc.base_ang_vel), joint_vel_scale=float(sc.joint_vel),
+            lin_vel_scale=float(sc.base_lin_vel), qpos_adr=self.qpos_adr, dof_adr=self.dof_adr, feet=self.feet,
+            foot_points=self.foot_points, termination_bodies=self.termination_bodies, **dict(zip(TERRAIN, terrain)),
+            **self._command_params())
         self.task_streams = env_streams(seed, n, tag=2)  # commands, gait, pushes, start states
-        self._driver = loco_driver()
-        self._no_start = (np.empty((0, self.pool.qpos.shape[1])), np.empty((0, self.pool.qvel.shape[1])))
+        # the start row's (qpos, qvel) of each restarted env, by its place among the restarted rows
+        self._start = (np.empty((n, self.pool.qpos.shape[1])), np.empty((n, self.pool.qvel.shape[1])))
+        self._compile_driver(streams=self.task_streams, qvel=self.pool.qvel, start_qpos=self._start[0],
+                             start_qvel=self._start[1])
 
-    def _command_params(self) -> CommandParams:
+    def _command_params(self) -> dict:
+        """The struct's command, gait, push and start-state settings (:data:`~.state.COMMAND_PARAMS`)."""
         c, g, p = self.cfg.commands, self.cfg.gait, self.cfg.push
-        return CommandParams(
+        return dict(
             ranges=np.array([c.lin_vel_x, c.lin_vel_y, c.ang_vel_yaw], dtype=np.float64),
             stand_prob=float(c.stand_prob), resample_steps=max(int(c.resampling_time_s / self.control_dt), 1),
             freq_mean=1.0 / g.period_s, freq_width=float(g.frequency_width), dt=float(self.control_dt),
@@ -121,33 +121,10 @@ class LocomotionEnv(DriverEnv):
             spawn_offset=0.0 if self.terrain is None else float(self.cfg.terrain.spawn_offset),
             joint_scale=np.array(self.cfg.reset_joint_scale, dtype=np.float64), evaluating=bool(self.evaluating))
 
-    # ------------------------------------------------------------------
-    def run_stages(self, stages: int, rows: np.ndarray, out: Buffers, bad: np.ndarray | None = None,
-                   info: tuple[np.ndarray, np.ndarray] | None = None,
-                   start: tuple[np.ndarray, np.ndarray] | None = None) -> None:
-        """The driver's ``stages`` (:mod:`.driver`) for envs ``rows``, writing into ``out`` (``start``: the
-        START stage's ``(qpos, qvel)`` rows)."""
-        p = self.pool
-        terms_info, conds_info = self._no_info if info is None else info
-        policy, critic = out["obs"], out["critic_obs"]
-        sq, sv = self._no_start if start is None else start
-        self._driver(
-            stages, self.arrays, rows, (p.body_pos_w, p.body_quat_w, p.qpos, p.qvel, p.body_contact_force_w),
-            (self.qpos_adr, self.dof_adr, self.feet, self.foot_points, self.termination_bodies), self._gathered,
-            self._terrain, self._cmd, self._params, self.task_streams,
-            (sq, sv, self.default_joint_pos, self.qpos_adr, self.state.action, self.state.last_action),
-            self.rewards.params, self.rewards.weights, self.thresholds, self.layout.offsets, self.noise_scale,
-            self.obs_noise_streams, self.book.lengths, self.book.returns, self.max_episode_steps,
-            self._bad if bad is None else bad, self._terms, self._reward, self._conds, self._failed,
-            out["reward"], out["terminated"], out["truncated"], self._done, policy, critic,
-            out.get(FINAL + "obs", policy), out.get(FINAL + "critic_obs", critic), terms_info, conds_info,
-            self._obs_clip)
-
-    def restart_rows(self, rows: np.ndarray, out: Buffers) -> None:
-        start = (np.empty((rows.size, self.pool.qpos.shape[1])), np.empty((rows.size, self.pool.qvel.shape[1])))
-        self.run_stages(START, rows, out, start=start)
-        self._place(rows, *start)
-        self.run_stages(RESTART, rows, out)
+    def start_state(self, rows: np.ndarray, out: Buffers) -> tuple[np.ndarray, np.ndarray]:
+        """The start row's states for ``rows`` (drawn in the driver, with their command and gait clock)."""
+        self.run_stages(START, rows, out)
+        return self._start[0][:rows.size], self._start[1][:rows.size]
 
     def evaluate(self, commands: np.ndarray | None) -> None:
         """``commands`` ``(num_envs, 3)``: from now on every env keeps its command (forward, lateral m/s, yaw
@@ -159,7 +136,7 @@ class LocomotionEnv(DriverEnv):
             if commands.shape != (self.num_envs, 3):
                 raise ValueError(f"commands must have shape {(self.num_envs, 3)}, got {commands.shape}")
             self.state.command[:] = commands
-        self._params = self._command_params()
+        self.arrays = self.arrays._replace(**self._command_params())
 
     def stats(self) -> dict[str, float]:
         """The penalty curriculum's scale and average episode length, and the randomization scalars."""

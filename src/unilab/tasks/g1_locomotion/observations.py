@@ -111,9 +111,6 @@ HOLOSOMA_TERMS: dict[str, tuple[str, ...]] = {
     "sin_phase": ("sin_phase",),
 }
 
-# a piece's line in a generated driver
-OBS_PIECE_CALL = "{f}(s, e, row, offs[{i}])"
-
 
 def obs_layout(num_joints: int) -> PieceLayout:
     """The actor and critic layout for ``num_joints`` joints (as many actions)."""
@@ -121,13 +118,11 @@ def obs_layout(num_joints: int) -> PieceLayout:
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def gather_env(e, pool_state, index, gathered, terrain):
-    """Env ``e``'s robot state into its rows of ``gathered`` (:data:`~.state.GATHERED`'s buffers, in row order);
-    ``terrain``: the ground's height lookup; the base is the model's free joint (qpos 0:7, qvel 0:6)."""
-    xpos, xquat, qpos, qvel, body_force = pool_state
-    qpos_adr, dof_adr, feet, points, term_bodies = index
-    (base_pos, base_quat, base_lin_b, base_ang_b, gravity_b, joint_pos, joint_vel, feet_pos, feet_quat,
-     foot_height, contact_force) = gathered
+def gather_robot(s, e, base_pos, base_quat, base_lin_b, base_ang_b, gravity_b, joint_pos, joint_vel, feet_pos,
+                 feet_quat, foot_height, contact_force):
+    """Env ``e``'s robot state from the pool; the base is the model's free joint (qpos 0:7, qvel 0:6), the
+    foot heights are above the ground (``s.terrain_*``, its height lookup)."""
+    qpos, qvel, xpos, xquat = s.qpos, s.qvel, s.body_pos_w, s.body_quat_w
     w, x, y, z = qpos[e, 3], qpos[e, 4], qpos[e, 5], qpos[e, 6]
     for c in range(3):
         base_pos[e, c] = qpos[e, c]
@@ -139,19 +134,21 @@ def gather_env(e, pool_state, index, gathered, terrain):
         base_lin_b[e, c] = v[c]
         base_ang_b[e, c] = qvel[e, 3 + c]
         gravity_b[e, c] = g[c]
-    for j in range(qpos_adr.shape[0]):
-        joint_pos[e, j] = qpos[e, qpos_adr[j]]
-        joint_vel[e, j] = qvel[e, dof_adr[j]]
+    for j in range(s.qpos_adr.shape[0]):
+        joint_pos[e, j] = qpos[e, s.qpos_adr[j]]
+        joint_vel[e, j] = qvel[e, s.dof_adr[j]]
     for k in range(2):
         for c in range(3):
-            feet_pos[e, k, c] = xpos[e, feet[k], c]
+            feet_pos[e, k, c] = xpos[e, s.feet[k], c]
         for c in range(4):
-            feet_quat[e, k, c] = xquat[e, feet[k], c]
-        p = points[k]  # height above the ground under the point (holosoma: a ray cast down to the terrain)
-        foot_height[e, k] = xpos[e, p, 2] - terrain_height(xpos[e, p, 0], xpos[e, p, 1], terrain[0], terrain[1],
-                                                           terrain[2], terrain[3])
+            feet_quat[e, k, c] = xquat[e, s.feet[k], c]
+        p = s.foot_points[k]  # height above the ground under the point (holosoma: a ray cast down to the terrain)
+        foot_height[e, k] = xpos[e, p, 2] - terrain_height(xpos[e, p, 0], xpos[e, p, 1], s.terrain_heights,
+                                                           s.terrain_x0, s.terrain_y0, s.terrain_res)
     # a running maximum in place: kept in a local, Numba's parfor dropped it (the rows stayed 0)
     contact_force[e] = 0.0
-    for k in range(term_bodies.shape[0]):
-        b = term_bodies[k]
-        contact_force[e] = max(contact_force[e], force_norm(body_force, e, b))
+    for k in range(s.termination_bodies.shape[0]):
+        contact_force[e] = max(contact_force[e], force_norm(s.body_contact_force_w, e, s.termination_bodies[k]))
+
+
+GATHER = (Term("robot", gather_robot),)

@@ -1,9 +1,10 @@
 """Reward terms of G1 locomotion, one row each in :data:`REWARD_TERMS` (holosoma's
 ``managers/reward/terms/locomotion.py``, the formulas of ``g1_29dof_loco_fast_sac``).
 
-Tracking terms (``kind="exp"``) are ``exp(-squared error / sigma)`` in [0, 1]; penalties (``kind="penalty"``) are
-positive magnitudes with negative weights. Each is ``f(s, e, p)``: ``s`` the :data:`~.state.LocoArrays`, ``p`` the
-row's parameters (``p[0] = 1 / sigma``; ``p[1]``: the swing height of feet_phase, the threshold of close_feet_xy).
+Tracking terms (``kind="exp"``) are ``exp(-squared error / tracking_sigma)`` in [0, 1] (holosoma's
+``tracking_sigma`` divides the squared error itself); penalties (``kind="penalty"``) are positive magnitudes with
+negative weights. Each is ``f(s, e, ...)``: ``s`` the :data:`~.state.LocoArrays`, the other parameters
+(``tracking_sigma``, ``swing_height``, ``threshold``) the fields of ``cfg.rewards.<name>``.
 """
 
 from __future__ import annotations
@@ -16,30 +17,30 @@ from unilab.tasks.g1_locomotion.config import CurriculumConfig, RewardsConfig
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def tracking_lin_vel(s, e, p):
+def tracking_lin_vel(s, e, tracking_sigma):
     dx = s.command[e, 0] - s.base_lin_b[e, 0]
     dy = s.command[e, 1] - s.base_lin_b[e, 1]
-    return np.exp(-(dx * dx + dy * dy) * p[0])
+    return np.exp(-(dx * dx + dy * dy) * (1.0 / tracking_sigma))
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def tracking_ang_vel(s, e, p):
+def tracking_ang_vel(s, e, tracking_sigma):
     d = s.command[e, 2] - s.base_ang_b[e, 2]
-    return np.exp(-(d * d) * p[0])
+    return np.exp(-(d * d) * (1.0 / tracking_sigma))
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def ang_vel_xy(s, e, p):
+def ang_vel_xy(s, e):
     return s.base_ang_b[e, 0] * s.base_ang_b[e, 0] + s.base_ang_b[e, 1] * s.base_ang_b[e, 1]
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def orientation(s, e, p):
+def orientation(s, e):
     return s.gravity_b[e, 0] * s.gravity_b[e, 0] + s.gravity_b[e, 1] * s.gravity_b[e, 1]
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def action_rate(s, e, p):
+def action_rate(s, e):
     # holosoma penalises the action its env receives: the [-1, 1] action times the FastSAC bound
     out = 0.0
     for j in range(s.action.shape[1]):
@@ -61,16 +62,16 @@ def expected_foot_height(phi, swing_height):
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def feet_phase(s, e, p):
+def feet_phase(s, e, swing_height, tracking_sigma):
     err = 0.0
     for k in range(2):
-        d = s.foot_height[e, k] - expected_foot_height(s.phase[e, k], p[1])
+        d = s.foot_height[e, k] - expected_foot_height(s.phase[e, k], swing_height)
         err += d * d
-    return np.exp(-err * p[0])
+    return np.exp(-err * (1.0 / tracking_sigma))
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def pose(s, e, p):
+def pose(s, e):
     out = 0.0
     for j in range(s.joint_pos.shape[1]):
         d = s.joint_pos[e, j] - s.default_joint_pos[j]
@@ -79,16 +80,16 @@ def pose(s, e, p):
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def close_feet_xy(s, e, p):
+def close_feet_xy(s, e, threshold):
     w, x, y, z = s.base_quat[e, 0], s.base_quat[e, 1], s.base_quat[e, 2], s.base_quat[e, 3]
     yaw = np.arctan2(2.0 * (x * y + w * z), 1.0 - 2.0 * (y * y + z * z))  # heading of the base's x axis
     dist = abs(np.cos(yaw) * (s.feet_pos[e, 0, 1] - s.feet_pos[e, 1, 1])
                - np.sin(yaw) * (s.feet_pos[e, 0, 0] - s.feet_pos[e, 1, 0]))
-    return 1.0 if dist < p[1] else 0.0
+    return 1.0 if dist < threshold else 0.0
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def feet_ori(s, e, p):
+def feet_ori(s, e):
     out = 0.0
     for k in range(2):
         w, x, y, z = s.feet_quat[e, k, 0], s.feet_quat[e, k, 1], s.feet_quat[e, k, 2], s.feet_quat[e, k, 3]
@@ -99,7 +100,7 @@ def feet_ori(s, e, p):
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def alive(s, e, p):
+def alive(s, e):
     return 1.0
 
 
@@ -119,20 +120,15 @@ REWARD_TERMS = (
 TERM_NAMES = tuple(t.name for t in REWARD_TERMS)
 assert set(TERM_NAMES) == set(RewardsConfig.__dataclass_fields__), "the reward table and its config disagree"
 
-# a term's line in a generated driver
-REWARD_TERM_CALL = "terms[e, {i}] = {f}(s, e, params[{i}])"
-
 
 class RewardWeights:
-    """The terms' parameters and the driver's weights: ``weight x control_dt``, the curriculum's terms also x its
-    scale (holosoma's PenaltyCurriculum and AverageEpisodeLengthTracker; the rule: task.curriculum's fields)."""
+    """The driver's weights: ``weight x control_dt``, the curriculum's terms also x its scale (holosoma's
+    PenaltyCurriculum and AverageEpisodeLengthTracker; the rule: task.curriculum's fields)."""
 
     def __init__(self, cfg: RewardsConfig, curriculum: CurriculumConfig, control_dt: float):
         rows = [getattr(cfg, t.name) for t in REWARD_TERMS]
         self.base = np.array([c.weight * control_dt for c in rows])
         self.tagged = np.array([bool(c.curriculum) for c in rows])
-        self.params = np.array([[0.0 if c.sigma is None else 1.0 / c.sigma,
-                                 getattr(c, "swing_height", getattr(c, "threshold", 0.0))] for c in rows])
         self.curriculum = curriculum
         self.scale = float(curriculum.initial_scale) if curriculum.enabled else 1.0
         self.average_length = 0.0

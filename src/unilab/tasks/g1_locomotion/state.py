@@ -1,9 +1,8 @@
-"""The per-env state of G1 locomotion and the struct every term function reads.
+"""The per-env state of G1 locomotion and the struct every row function reads.
 
-Term functions share one signature per table (rewards and conditions ``f(s, e, p)``, observation pieces
-``f(s, e, row, o)``) with ``s`` the :data:`LocoArrays` of the env, ``e`` the env and ``p`` the row's parameters.
-State a new term needs: a row in :data:`GATHERED` and its line in :func:`~.observations.gather_env`; the buffers,
-the struct and the gather tuple follow.
+Row functions read ``s``, the :data:`LocoArrays`, for env ``e`` (their other arguments come by name,
+:mod:`unilab.tasks.core.driver`). State a new term needs: a row in :data:`STATE` and its line in
+:func:`~.observations.gather_robot`; the buffer and the struct field follow.
 """
 
 from __future__ import annotations
@@ -15,7 +14,8 @@ import numpy as np
 from unilab.tasks.core.state import StateSpec
 
 # dimensions: n envs, J joints, A actions
-GATHERED = StateSpec((
+STATE = StateSpec((
+    # gathered every step
     ("base_pos", ("n", 3), np.float64),  # world frame
     ("base_quat", ("n", 4), np.float64),  # (w, x, y, z)
     ("base_lin_b", ("n", 3), np.float64),  # base velocities, base frame
@@ -27,10 +27,7 @@ GATHERED = StateSpec((
     ("feet_quat", ("n", 2, 4), np.float64),
     ("foot_height", ("n", 2), np.float64),  # the foot points' height above the floor
     ("contact_force", ("n",), np.float64),  # largest net contact force on a termination body (N)
-))
-"""Robot state, written by the gather stage every step."""
-
-STEP_STATE = StateSpec((
+    # written by the backend step, the step's end, the start and command rows
     ("action", ("n", "A"), np.float64),  # this step's action, in [-1, 1]
     ("last_action", ("n", "A"), np.float64),
     ("command", ("n", 3), np.float64),  # forward, lateral velocity (m/s), yaw rate (rad/s), base frame
@@ -40,21 +37,8 @@ STEP_STATE = StateSpec((
     ("push_counter", ("n",), np.int64),  # policy steps since the last push
     ("push_steps", ("n",), np.int64),  # policy steps between pushes
 ))
-"""Per-env state written by the other stages: actions, the command and gait clock (command stage, restarts),
-the push timer."""
 
-LocoArrays = namedtuple("LocoArrays", [
-    *GATHERED.names,
-    *STEP_STATE.names,
-    "origin",             # (n, 2) world x, y of each env's spawn point (its terrain tile's centre)
-    "default_joint_pos",  # (J,)
-    "action_bound",       # (A,) factors from the [-1, 1] action to the recipe's (holosoma's) action
-    "pose_weights",       # (J,) the pose term's per-joint weights
-    "ang_vel_scale", "joint_vel_scale", "lin_vel_scale",  # observation scales
-])
-"""The arrays every term function may read (one namedtuple: Numba passes it as a struct)."""
-
-CommandParams = namedtuple("CommandParams", [
+COMMAND_PARAMS = (
     "ranges",          # (3, 2) [low, high] of forward, lateral velocity and yaw rate
     "stand_prob",      # a drawn command is zero with this probability
     "resample_steps",  # a new command every this many policy steps of an episode
@@ -69,5 +53,24 @@ CommandParams = namedtuple("CommandParams", [
     "spawn_offset",    # a reset puts the base at its origin + uniform +-this in x and y (m)
     "joint_scale",     # (2,) [low, high] of the reset joint factor
     "evaluating",      # fixed commands, mean gait frequency, legs at phase 0 and -pi (pushes as "push")
+)
+"""The command, gait, push and start-state settings (``evaluate`` sets them anew)."""
+TERRAIN = ("terrain_heights", "terrain_x0", "terrain_y0", "terrain_res")
+"""The ground's height lookup: the arguments of :func:`unilab.tasks.core.terrain.terrain_height` after x, y."""
+
+LocoArrays = namedtuple("LocoArrays", [
+    *STATE.names,
+    "origin",             # (n, 2) world x, y of each env's spawn point (its terrain tile's centre)
+    "default_joint_pos",  # (J,)
+    "action_bound",       # (A,) factors from the [-1, 1] action to the recipe's (holosoma's) action
+    "pose_weights",       # (J,) the pose term's per-joint weights
+    "ang_vel_scale", "joint_vel_scale", "lin_vel_scale",  # observation scales
+    "qpos_adr", "dof_adr",  # (J,) the joints' addresses
+    "feet", "foot_points", "termination_bodies",  # body ids (task.feet, task.foot_points, task.termination_bodies)
+    *TERRAIN,
+    *COMMAND_PARAMS,
+    # the pool's live arrays
+    "body_pos_w", "body_quat_w", "qpos", "qvel", "body_contact_force_w",
 ])
-"""The command, gait, push and start-state settings (read-only inside the driver)."""
+"""The arrays and numbers every row function may read (one flat namedtuple: Numba passes it as a struct; a tuple
+nested in it is refused inside the driver's parallel loop)."""

@@ -9,15 +9,11 @@ from unilab.tasks.core.terms import Term
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def contact(s, e, p):
-    """A termination body's net contact force over ``task.termination_force`` (holosoma's contact_forces_exceeded),
-    or a non-finite base state."""
-    return s.contact_force[e] > p or not (np.isfinite(s.base_pos[e, 2]) and np.isfinite(s.gravity_b[e, 2]))
+def contact(s, e, threshold):
+    """A termination body's net contact force over ``threshold`` (holosoma's contact_forces_exceeded), or a
+    non-finite base state."""
+    return s.contact_force[e] > threshold or not (np.isfinite(s.base_pos[e, 2]) and np.isfinite(s.gravity_b[e, 2]))
 
 
 # the table: order = column of info["termination_terms"]
-TERMINATIONS = (Term("contact", contact),)
-CONDITION_NAMES = tuple(t.name for t in TERMINATIONS)
-
-# a condition's line in a generated driver
-CONDITION_CALL = "conds[e, {i}] = {f}(s, e, thresholds[{i}])"
+TERMINATIONS = (Term("contact", contact, config="termination_force"),)

@@ -2,8 +2,9 @@
 
 One ``step``:
     backend_step  ctrl = default + scale * action (PD targets); one ``pool.step`` of ``decimation`` substeps
-    update_state  advance the reference clock, then one driver (:mod:`.step_driver`): robot state, rewards and
-                  terminations against the env's frame, time-outs, observations showing the next frame
+    update_state  advance the reference clock, then the step driver (:mod:`unilab.tasks.core.driver`): reference
+                  frames and robot state, the contact history, rewards and terminations against the env's frame,
+                  time-outs (the clip's end), observations showing the next frame
     reset_done    terminated | truncated | diverged envs restart at a sampled clip frame (:mod:`.resets`)
 Per-env work runs in parallel Numba drivers over envs writing per-env rows only, so results are bit-identical at any
 thread count; what stays in NumPy is O(1)-per-step bookkeeping.
@@ -16,10 +17,9 @@ from pathlib import Path
 import numpy as np
 
 from unilab.sim.physics import CONTACT_FORCE
-from unilab.sim.spec import FINAL
 from unilab.tasks.base import Buffers, Obs, observations
 from unilab.tasks.core.collisions import disable_self_collisions, matching_bodies
-from unilab.tasks.core.contacts import require_contact_forces
+from unilab.tasks.core.driver import RESTART, DriverRows
 from unilab.tasks.core.driver_env import DriverEnv
 from unilab.tasks.core.model import load_task_model
 from unilab.tasks.core.randomization import observed_joint_pos_bias
@@ -27,12 +27,11 @@ from unilab.tasks.core.symmetry import partner_indices, partner_name
 from unilab.tasks.env_streams import env_streams
 from unilab.tasks.g1_motion_tracking.config import MotionTrackingConfig, motion_file_list
 from unilab.tasks.g1_motion_tracking.motion import MotionLibrary
-from unilab.tasks.g1_motion_tracking.observations import obs_layout
+from unilab.tasks.g1_motion_tracking.observations import GATHER, obs_layout
 from unilab.tasks.g1_motion_tracking.resets import StartFrameSampler, start_state
-from unilab.tasks.g1_motion_tracking.rewards import TERM_NAMES, RewardComputer
-from unilab.tasks.g1_motion_tracking.step_driver import RESTART, SPLIT, STEP, step_driver
-from unilab.tasks.g1_motion_tracking.terminations import CONDITION_NAMES
-from unilab.tasks.g1_motion_tracking.terms import GATHERED, STEP_STATE, TaskArrays
+from unilab.tasks.g1_motion_tracking.rewards import REWARD_TERMS, STATEFUL, RewardComputer
+from unilab.tasks.g1_motion_tracking.state import STATE, TaskArrays
+from unilab.tasks.g1_motion_tracking.terminations import TERMINATIONS, TIMEOUTS
 
 
 def task_motion_files(cfg: MotionTrackingConfig) -> list[Path]:
@@ -51,8 +50,8 @@ class MotionTrackingEnv(DriverEnv):
     (``sim.*``; ``contacts`` unless given: on only for the undesired_contacts term, the one reading contacts); ``seed``:
     of the start-frame sampling, reset noise and observation noise."""
 
-    step_stages, split_stages = STEP, SPLIT
-    reward_term_names, termination_names = TERM_NAMES, CONDITION_NAMES
+    rows = DriverRows(STATE, gather=GATHER, stateful=STATEFUL, rewards=REWARD_TERMS, terminations=TERMINATIONS,
+                      timeouts=TIMEOUTS)
 
     def __init__(self, cfg: MotionTrackingConfig, num_envs: int, pool_kwargs: dict | None = None, seed: int = 0):
         super().__init__(cfg, num_envs)
@@ -70,25 +69,19 @@ class MotionTrackingEnv(DriverEnv):
         # reset joint noise is clipped to holosoma's simulator soft limits (robot soft_dof_pos_limit)
         self.reset_lo, self.reset_hi = act.limits(cfg.reset.noise.joint_pos_limit_factor)
 
-        # the undesired_contacts bodies (under the anchor's root); their net contact force is computed in a
-        # step only for a model with an acceleration-stage sensor (the G1 MJCF has an accelerometer)
+        # the undesired_contacts bodies (under the anchor's root): with them, the pool gives contact forces
         contacts_cfg = cfg.rewards.undesired_contacts
         self.contact_bodies = np.zeros(0, dtype=np.int64)
         if contacts_cfg.weight != 0:
-            require_contact_forces(self.model, "task.rewards.undesired_contacts (or set its weight to 0)")
             self.contact_bodies = matching_bodies(self.model, cfg.anchor_body, contacts_cfg.bodies,
                                                   "task.rewards.undesired_contacts.bodies", full=False)
-        self._make_pool(pool_kwargs, seed, cfg.anchor_body,
-                        ("task.rewards.undesired_contacts needs the pool's contacts; set its weight to 0 or drop "
-                         "contacts=False") if self.contact_bodies.size else None)
+        self._make_pool(pool_kwargs, seed, cfg.anchor_body, "task.rewards.undesired_contacts (set its weight to 0 "
+                        "to turn it off)" if self.contact_bodies.size else None)
 
-        # kernels' constant inputs
         self.body_ids = lib.body_ids.astype(np.int64)
         self.anchor = int(lib.anchor_index)
-        self.ee_index = np.array([cfg.tracked_bodies.index(b) for b in cfg.end_effector_bodies], dtype=np.int64)
+        ee_index = np.array([cfg.tracked_bodies.index(b) for b in cfg.end_effector_bodies], dtype=np.int64)
         self.qpos_adr = lib.joint_qposadr.astype(np.int64)
-        self.dof_adr = lib.joint_dofadr.astype(np.int64)
-        self.thresholds = np.array([getattr(cfg.terminations, k) for k in CONDITION_NAMES], dtype=np.float64)
         self.rewards = RewardComputer(cfg.rewards, self.control_dt if cfg.reward_times_dt else 1.0)
         self.sampler = StartFrameSampler(lib, cfg.reset)
         self.layout = obs_layout(nj, len(cfg.tracked_bodies), cfg.policy_obs)  # the actor set picks the driver
@@ -107,40 +100,18 @@ class MotionTrackingEnv(DriverEnv):
 
         n = self.num_envs
         self.clip, self.frame = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
-        # per-env state (rows: .terms): buffers, the terms' struct and the gather stage's tuple
-        self._allocate(seed, GATHERED, STEP_STATE, B=len(self.body_ids), K=self.contact_bodies.size)
-        self._contacts = (getattr(self.pool, CONTACT_FORCE, np.zeros((n, 0, 3))), self.contact_bodies,
-                          float(contacts_cfg.threshold), self.state.contact_age)
+        self._allocate(seed, B=len(cfg.tracked_bodies), K=self.contact_bodies.size)
         self.reset_noise_streams = env_streams(seed, n, tag=2)  # reset noise, drawn in the start-state driver
-        self.arrays = TaskArrays(
-            anchor=self.anchor, ee_index=self.ee_index, **vars(self.state),
-            ref_body_pos=lib.body_pos_w, ref_body_quat=lib.body_quat_w, ref_body_lin=lib.body_lin_vel_w,
-            ref_body_ang=lib.body_ang_vel_w, ref_joint_pos=lib.joint_pos, ref_joint_vel=lib.joint_vel,
-            soft_lo=self.soft_lo, soft_hi=self.soft_hi, default_joint_pos=self.default_joint_pos,
-            action_bound=self.action_bound, joint_pos_bias=observed_joint_pos_bias(self.randomizer, nj),
-            contact_history=int(contacts_cfg.history_steps),
-        )
-        self._step_driver = step_driver(self.layout)
-
-    # ------------------------------------------------------------------
-    def run_stages(self, stages: int, rows: np.ndarray, out: Buffers, bad: np.ndarray | None = None,
-                   info: tuple[np.ndarray, np.ndarray] | None = None) -> None:
-        """The step driver's ``stages`` (:mod:`.step_driver`) for envs ``rows``, writing into ``out`` (``final_*``
-        for FINALS); for TERMINATE, ``bad`` the pool's bad-env mask and ``info`` this step's ``(terms, conds)``."""
-        p, lib = self.pool, self.motion
-        terms_info, conds_info = self._no_info if info is None else info
-        policy, critic = out["obs"], out["critic_obs"]
-        self._step_driver(
-            stages, self.arrays, rows, (self.clip, self.frame, lib.clip_offsets, lib.num_frames),
-            (p.body_pos_w, p.body_quat_w, p.body_lin_vel_w, p.body_ang_vel_w, p.qpos, p.qvel),
-            (self.body_ids, self.qpos_adr, self.dof_adr),
-            self._gathered,
-            self.rewards.params, self.rewards.weights, self.thresholds, self.layout.offsets, self.noise_scale,
-            self.obs_noise_streams, self.book.lengths, self.book.returns, float(self.max_episode_steps),
-            self._bad if bad is None else bad, self.state.action, self.state.last_action, self._terms, self._reward,
-            self._conds, self._failed, out["reward"], out["terminated"], out["truncated"], self._done, policy, critic,
-            out.get(FINAL + "obs", policy), out.get(FINAL + "critic_obs", critic), terms_info, conds_info,
-            self._contacts, self._obs_clip)
+        self.arrays = self._struct(
+            TaskArrays, anchor=self.anchor, ee_index=ee_index, ref_body_pos=lib.body_pos_w,
+            ref_body_quat=lib.body_quat_w, ref_body_lin=lib.body_lin_vel_w, ref_body_ang=lib.body_ang_vel_w,
+            ref_joint_pos=lib.joint_pos, ref_joint_vel=lib.joint_vel, clip=self.clip, frame=self.frame,
+            clip_offsets=lib.clip_offsets, num_frames=lib.num_frames, soft_lo=self.soft_lo, soft_hi=self.soft_hi,
+            default_joint_pos=self.default_joint_pos, action_bound=self.action_bound,
+            joint_pos_bias=observed_joint_pos_bias(self.randomizer, nj), body_ids=self.body_ids,
+            qpos_adr=self.qpos_adr, dof_adr=lib.joint_dofadr.astype(np.int64), contact_bodies=self.contact_bodies,
+            body_contact_force_w=getattr(self.pool, CONTACT_FORCE, np.zeros((n, 0, 3))))
+        self._compile_driver()
 
     # ------------------------------------------------------------------
     def start_at(self, clips: np.ndarray, frames: np.ndarray, out: Buffers | None = None) -> Obs:
@@ -163,14 +134,13 @@ class MotionTrackingEnv(DriverEnv):
         self.run_stages(RESTART, rows, out)
         return observations(out)
 
-    def _restart(self, rows: np.ndarray) -> None:
-        """Sample start frames for ``rows`` and write the (noisy) reference state into the pool."""
+    def start_state(self, rows: np.ndarray, out: Buffers) -> tuple[np.ndarray, np.ndarray]:
+        """Sampled start frames for ``rows``: their (noisy) reference state."""
         starts = self.sampler.sample(rows.shape[0], self.rng)
         # clip, frame, ref_index and last_action of the rows are set in the start-state region too
         placed = (self.clip, self.frame, self.state.ref_index, self.state.last_action)
-        qpos, qvel = start_state(self.motion, rows, starts, placed, self.cfg.reset.noise, self.reset_noise_streams,
-                                 self.qpos_adr, self.reset_lo, self.reset_hi)
-        self._place(rows, qpos, qvel)
+        return start_state(self.motion, rows, starts, placed, self.cfg.reset.noise, self.reset_noise_streams,
+                           self.qpos_adr, self.reset_lo, self.reset_hi)
 
     def before_update(self) -> None:
         self.frame += 1
@@ -179,10 +149,6 @@ class MotionTrackingEnv(DriverEnv):
         # failure statistics decay every step, so record even when nothing ended
         done_ids = np.flatnonzero(done)
         self.sampler.record(self.clip[done_ids], self.frame[done_ids], out["terminated"][done_ids])
-
-    def restart_rows(self, ids: np.ndarray, out: Buffers) -> None:
-        self._restart(ids)
-        self.run_stages(RESTART, ids, out)
 
     # ------------------------------------------------------------------ video (play)
     def reference_qpos(self, env: int = 0) -> np.ndarray:

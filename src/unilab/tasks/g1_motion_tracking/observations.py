@@ -1,4 +1,5 @@
-"""Robot state read-out and the observation pieces, each ``f(s, e, r, row, o)`` writing ``row[o:o + width]``.
+"""Robot state read-out and the observation pieces, each ``f(s, e, row, o)`` writing ``row[o:o + width]``; a
+piece shows the reference frame ``s.obs_index[e]``, the one the next step's reward scores.
 
 Actor-capable pieces (:data:`POLICY_OBS`; J joints, B tracked bodies):
     ref_joint_pos J | ref_joint_vel J | anchor_pos_b 3 | anchor_ori_b 6 |
@@ -30,20 +31,22 @@ def _rot6(w, x, y, z, out, o):
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def ref_joint_pos(s, e, r, row, o):
+def ref_joint_pos(s, e, row, o):
+    r = s.obs_index[e]
     for j in range(s.joint_pos.shape[1]):
         row[o + j] = s.ref_joint_pos[r, j]
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def ref_joint_vel(s, e, r, row, o):
+def ref_joint_vel(s, e, row, o):
+    r = s.obs_index[e]
     for j in range(s.joint_pos.shape[1]):
         row[o + j] = s.ref_joint_vel[r, j]
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def anchor_pos_b(s, e, r, row, o):
-    a = s.anchor
+def anchor_pos_b(s, e, row, o):
+    a, r = s.anchor, s.obs_index[e]
     qa = s.body_quat[e, a]
     v = qrot(qa[0], qa[1], qa[2], qa[3], s.ref_body_pos[r, a, 0] - s.body_pos[e, a, 0],
              s.ref_body_pos[r, a, 1] - s.body_pos[e, a, 1], s.ref_body_pos[r, a, 2] - s.body_pos[e, a, 2], True)
@@ -53,28 +56,28 @@ def anchor_pos_b(s, e, r, row, o):
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def anchor_ori_b(s, e, r, row, o):
+def anchor_ori_b(s, e, row, o):
     a = s.anchor
     qa = s.body_quat[e, a]
-    rq = s.ref_body_quat[r, a]
+    rq = s.ref_body_quat[s.obs_index[e], a]
     t = qmul(qa[0], -qa[1], -qa[2], -qa[3], rq[0], rq[1], rq[2], rq[3])
     _rot6(t[0], t[1], t[2], t[3], row, o)
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def base_lin_vel(s, e, r, row, o):
+def base_lin_vel(s, e, row, o):
     for c in range(3):
         row[o + c] = s.base_lin_b[e, c]
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def base_ang_vel(s, e, r, row, o):
+def base_ang_vel(s, e, row, o):
     for c in range(3):
         row[o + c] = s.base_ang_b[e, c]
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def joint_pos_rel(s, e, r, row, o):
+def joint_pos_rel(s, e, row, o):
     if s.joint_pos_bias.shape[0] == 0:  # no default-pose offsets: exactly the unrandomized values
         for j in range(s.joint_pos.shape[1]):
             row[o + j] = s.joint_pos[e, j] - s.default_joint_pos[j]
@@ -84,20 +87,20 @@ def joint_pos_rel(s, e, r, row, o):
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def joint_vel(s, e, r, row, o):
+def joint_vel(s, e, row, o):
     for j in range(s.joint_pos.shape[1]):
         row[o + j] = s.joint_vel[e, j]
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def last_action(s, e, r, row, o):
+def last_action(s, e, row, o):
     # in the recipe's units: the action holosoma's env receives (the [-1, 1] action times the bound)
     for j in range(s.last_action.shape[1]):
         row[o + j] = s.action_bound[j] * s.last_action[e, j]
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def body_pos_b(s, e, r, row, o):
+def body_pos_b(s, e, row, o):
     a = s.anchor
     qa = s.body_quat[e, a]
     for b in range(s.body_pos.shape[1]):
@@ -109,7 +112,7 @@ def body_pos_b(s, e, r, row, o):
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def body_ori_b(s, e, r, row, o):
+def body_ori_b(s, e, row, o):
     qa = s.body_quat[e, s.anchor]
     for b in range(s.body_pos.shape[1]):
         bq = s.body_quat[e, b]
@@ -173,38 +176,35 @@ def obs_layout(num_joints: int, num_bodies: int, preset: str = "deployable") -> 
     return PieceLayout(pieces, len(mine), num_joints, num_bodies)
 
 
-def policy_obs_slices(num_joints: int, preset: str = "deployable") -> dict[str, slice]:
-    """Where each named piece sits in the policy observation."""
-    return obs_layout(num_joints, 0, preset).policy_slices
 
-
-# a piece's line in a generated driver: write its values into the env's scratch row at its offset; ``ro`` is
-# the reference row the observation shows, the frame the next step's reward scores (:mod:`.step_driver`)
-OBS_PIECE_CALL = "{f}(s, e, ro, row, offs[{i}])"
+@njit(cache=True, fastmath=False, inline="always")
+def gather_reference(s, e, ref_index, obs_index):
+    """Env ``e``'s reference frames: the motion library rows of its (clip, frame) and of the next frame."""
+    ref_index[e] = library_row(s.clip_offsets, s.num_frames, s.clip[e], s.frame[e])
+    obs_index[e] = library_row(s.clip_offsets, s.num_frames, s.clip[e], s.frame[e] + 1)
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def gather_env(e, clip, frame, clip_offsets, num_frames, pool_state, index, gathered):
-    """Env ``e``'s motion library row of (``clip[e]``, ``frame[e]``) and robot state into its rows of ``gathered``
-    (:data:`~.terms.GATHERED`'s buffers, in its row order)."""
-    xpos, xquat, lin_w, ang_w, qpos, qvel = pool_state
-    body_ids, qpos_adr, dof_adr = index
-    ref_index, body_pos, body_quat, body_lin, body_ang, joint_pos, joint_vel, base_lin_b, base_ang_b = gathered
-    ref_index[e] = library_row(clip_offsets, num_frames, clip[e], frame[e])
-    for b in range(body_ids.shape[0]):
-        i = body_ids[b]
+def gather_robot(s, e, body_pos, body_quat, body_lin, body_ang, joint_pos, joint_vel, base_lin_b, base_ang_b):
+    """Env ``e``'s tracked bodies, joints and base velocities from the pool."""
+    for b in range(s.body_ids.shape[0]):
+        i = s.body_ids[b]
         for c in range(3):
-            body_pos[e, b, c] = xpos[e, i, c]
-            body_lin[e, b, c] = lin_w[e, i, c]
-            body_ang[e, b, c] = ang_w[e, i, c]
+            body_pos[e, b, c] = s.body_pos_w[e, i, c]
+            body_lin[e, b, c] = s.body_lin_vel_w[e, i, c]
+            body_ang[e, b, c] = s.body_ang_vel_w[e, i, c]
         for c in range(4):
-            body_quat[e, b, c] = xquat[e, i, c]
-    for j in range(qpos_adr.shape[0]):
-        joint_pos[e, j] = qpos[e, qpos_adr[j]]
-        joint_vel[e, j] = qvel[e, dof_adr[j]]
+            body_quat[e, b, c] = s.body_quat_w[e, i, c]
+    qpos, qvel = s.qpos, s.qvel
+    for j in range(s.qpos_adr.shape[0]):
+        joint_pos[e, j] = qpos[e, s.qpos_adr[j]]
+        joint_vel[e, j] = qvel[e, s.dof_adr[j]]
     # floating base: qvel[0:3] is world linear velocity, qvel[3:6] body angular velocity
     v = qrot(qpos[e, 3], qpos[e, 4], qpos[e, 5], qpos[e, 6], qvel[e, 0], qvel[e, 1], qvel[e, 2], True)
     for c in range(3):
         base_lin_b[e, c] = v[c]
         base_ang_b[e, c] = qvel[e, 3 + c]
 
+
+GATHER = (Term("reference", gather_reference), Term("robot", gather_robot))
+"""The gather rows, in order."""

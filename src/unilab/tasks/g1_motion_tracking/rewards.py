@@ -1,8 +1,10 @@
-"""Reward terms ``f(s, e, r, p)`` (:mod:`.terms`), one row each in :data:`REWARD_TERMS`; the reward is
-``sum(weight x term)``, weight and sigma from ``cfg.rewards.<name>``.
+"""Reward terms ``f(s, e, ...)`` (:mod:`.terms`), one row each in :data:`REWARD_TERMS`, scoring env ``e``
+against its reference frame ``s.ref_index[e]``; the reward is ``sum(weight x term)``, the weight and a term's
+parameters (``sigma``, ``history_steps``) from ``cfg.rewards.<name>``.
 
-Tracking terms (``kind="exp"``, ``p = 1 / sigma^2``) are ``exp(-error * p)`` in [0, 1], 1 on the reference; the
-error is the anchors' squared distance or angle, or the mean over tracked bodies of a squared (world) error.
+Tracking terms (``kind="exp"``) are ``exp(-error / sigma^2)`` in [0, 1], 1 on the reference (holosoma's ``sigma``,
+a standard deviation); the error is the anchors' squared distance or angle, or the mean over tracked bodies of a
+squared (world) error.
 body_pos and body_ori compare with the reference re-anchored on the robot (its anchor x/y and heading, the
 reference's height), so a global drift is not punished twice. Penalties (``kind="penalty"``) are positive
 magnitudes with negative weights.
@@ -20,6 +22,12 @@ from unilab.tasks.g1_motion_tracking.config import RewardsConfig, tracking_term_
 
 
 @njit(cache=True, fastmath=False, inline="always")
+def _gaussian(err, sigma):
+    """``exp(-err / sigma^2)``, as ``exp(-err * (1 / sigma^2))``."""
+    return np.exp(-err * (1.0 / (sigma * sigma)))
+
+
+@njit(cache=True, fastmath=False, inline="always")
 def _heading_delta(s, e, r):
     """(w, z) of the yaw-only rotation taking the reference anchor's heading to the robot's."""
     a = s.anchor
@@ -31,25 +39,25 @@ def _heading_delta(s, e, r):
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def anchor_pos(s, e, r, p):
-    a = s.anchor
+def anchor_pos(s, e, sigma):
+    a, r = s.anchor, s.ref_index[e]
     err = 0.0
     for c in range(3):
         x = s.ref_body_pos[r, a, c] - s.body_pos[e, a, c]
         err += x * x
-    return np.exp(-err * p)
+    return _gaussian(err, sigma)
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def anchor_ori(s, e, r, p):
-    ra = s.ref_body_quat[r, s.anchor]
+def anchor_ori(s, e, sigma):
+    ra = s.ref_body_quat[s.ref_index[e], s.anchor]
     ba = s.body_quat[e, s.anchor]
-    return np.exp(-qangle_sq(ra[0], ra[1], ra[2], ra[3], ba[0], ba[1], ba[2], ba[3]) * p)
+    return _gaussian(qangle_sq(ra[0], ra[1], ra[2], ra[3], ba[0], ba[1], ba[2], ba[3]), sigma)
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def body_pos(s, e, r, p):
-    a = s.anchor
+def body_pos(s, e, sigma):
+    a, r = s.anchor, s.ref_index[e]
     qw, qz = _heading_delta(s, e, r)
     nb = s.body_pos.shape[1]
     err = 0.0
@@ -61,11 +69,12 @@ def body_pos(s, e, r, p):
         py = s.body_pos[e, a, 1] + rv[1] - s.body_pos[e, b, 1]
         pz = s.ref_body_pos[r, a, 2] + rv[2] - s.body_pos[e, b, 2]
         err += px * px + py * py + pz * pz
-    return np.exp(-(err / nb) * p)
+    return _gaussian(err / nb, sigma)
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def body_ori(s, e, r, p):
+def body_ori(s, e, sigma):
+    r = s.ref_index[e]
     qw, qz = _heading_delta(s, e, r)
     nb = s.body_pos.shape[1]
     err = 0.0
@@ -74,7 +83,7 @@ def body_ori(s, e, r, p):
         t = qmul(qw, 0.0, 0.0, qz, rq[0], rq[1], rq[2], rq[3])
         bq = s.body_quat[e, b]
         err += qangle_sq(t[0], t[1], t[2], t[3], bq[0], bq[1], bq[2], bq[3])
-    return np.exp(-(err / nb) * p)
+    return _gaussian(err / nb, sigma)
 
 
 @njit(cache=True, fastmath=False, inline="always")
@@ -90,17 +99,17 @@ def _mean_sq_error(ref, robot, e, r):
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def body_lin_vel(s, e, r, p):
-    return np.exp(-_mean_sq_error(s.ref_body_lin, s.body_lin, e, r) * p)
+def body_lin_vel(s, e, sigma):
+    return _gaussian(_mean_sq_error(s.ref_body_lin, s.body_lin, e, s.ref_index[e]), sigma)
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def body_ang_vel(s, e, r, p):
-    return np.exp(-_mean_sq_error(s.ref_body_ang, s.body_ang, e, r) * p)
+def body_ang_vel(s, e, sigma):
+    return _gaussian(_mean_sq_error(s.ref_body_ang, s.body_ang, e, s.ref_index[e]), sigma)
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def action_rate(s, e, r, p):
+def action_rate(s, e):
     # holosoma penalises the action its env receives: the [-1, 1] action times the FastSAC bound
     out = 0.0
     for j in range(s.action.shape[1]):
@@ -110,16 +119,16 @@ def action_rate(s, e, r, p):
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def undesired_contacts(s, e, r, p):
+def undesired_contacts(s, e, history_steps):
     out = 0.0
     for k in range(s.contact_age.shape[1]):
-        if s.contact_age[e, k] < s.contact_history:
+        if s.contact_age[e, k] < history_steps:
             out += 1.0
     return out
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def joint_limit(s, e, r, p):
+def joint_limit(s, e):
     out = 0.0
     for j in range(s.joint_pos.shape[1]):
         q = s.joint_pos[e, j]
@@ -149,34 +158,29 @@ assert TRACKING_TERMS == tracking_term_names(), "a term's kind and its config de
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def update_contact_age(e, force, body_ids, threshold, contact_age):
+def update_contact_age(s, e, contact_age, threshold):
     """Env ``e``'s contact ages after a step: 0 for a body whose net contact force norm exceeds ``threshold``
-    (``force[e, b]``: of the step's last substep, as holosoma's MuJoCo backend samples it); saturating."""
-    for k in range(body_ids.shape[0]):
-        b = body_ids[k]
-        if force_norm(force, e, b) > threshold:
+    (of the step's last substep, as holosoma's MuJoCo backend samples it); saturating."""
+    for k in range(s.contact_bodies.shape[0]):
+        if force_norm(s.body_contact_force_w, e, s.contact_bodies[k]) > threshold:
             contact_age[e, k] = 0
         elif contact_age[e, k] < 1 << 30:
             contact_age[e, k] += 1
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def clear_contact_age(e, contact_age):
+def clear_contact_age(s, e, contact_age):
     """Env ``e`` restarted: no contact in its history (holosoma clears the contact-force history)."""
     for k in range(contact_age.shape[1]):
         contact_age[e, k] = 1 << 30
 
 
-# a term's line in a generated driver
-REWARD_TERM_CALL = "terms[e, {i}] = {f}(s, e, r, params[{i}])"
-
+# the stateful rows: the contact history undesired_contacts counts
+STATEFUL = (Term("contact_age", update_contact_age, config="rewards.undesired_contacts", reset=clear_contact_age),)
 
 class RewardComputer:
-    """The step driver's weights (x ``weight_scale``) and parameters of :data:`REWARD_TERMS`."""
+    """The step driver's weights of :data:`REWARD_TERMS` (x ``weight_scale``)."""
 
     def __init__(self, cfg: RewardsConfig, weight_scale: float = 1.0):
         self.names = TERM_NAMES
-        rows = [getattr(cfg, t.name) for t in REWARD_TERMS]
-        self.weights = np.array([c.weight for c in rows], dtype=np.float64) * weight_scale
-        self.params = np.array([1.0 / c.sigma ** 2 if t.kind == "exp" else 0.0 for t, c in zip(REWARD_TERMS, rows)],
-                               dtype=np.float64)
+        self.weights = np.array([getattr(cfg, t.name).weight for t in REWARD_TERMS], dtype=np.float64) * weight_scale

@@ -1,5 +1,6 @@
 """Failure terminations (time-outs are truncations): an env terminates when any condition of :data:`TERMINATIONS`
-holds, each ``f(s, e, r, threshold) -> bool`` with the threshold ``cfg.terminations.<name>`` (its meaning there).
+holds, each ``f(s, e, threshold) -> bool`` against the env's reference frame ``s.ref_index[e]``, with the
+threshold ``cfg.terminations.<name>`` (its meaning there).
 """
 
 from __future__ import annotations
@@ -7,7 +8,6 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from unilab.tasks.core.kernels import settle_step
 from unilab.tasks.core.terms import Term
 
 
@@ -18,28 +18,30 @@ def _gravity_z(q):
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def anchor_height(s, e, r, p):
-    a = s.anchor
+def anchor_height(s, e, threshold):
+    a, r = s.anchor, s.ref_index[e]
     z = s.body_pos[e, a, 2]
     # a non-finite robot state fails every comparison: count it as a failure
-    return abs(s.ref_body_pos[r, a, 2] - z) > p or not (np.isfinite(z) and np.isfinite(_gravity_z(s.body_quat[e, a])))
+    return (abs(s.ref_body_pos[r, a, 2] - z) > threshold
+            or not (np.isfinite(z) and np.isfinite(_gravity_z(s.body_quat[e, a]))))
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def anchor_orientation(s, e, r, p):
+def anchor_orientation(s, e, threshold):
     a = s.anchor
-    return abs(_gravity_z(s.ref_body_quat[r, a]) - _gravity_z(s.body_quat[e, a])) > p
+    return abs(_gravity_z(s.ref_body_quat[s.ref_index[e], a]) - _gravity_z(s.body_quat[e, a])) > threshold
 
 
 @njit(cache=True, fastmath=False, inline="always")
-def end_effector_height(s, e, r, p):
+def end_effector_height(s, e, threshold):
+    r = s.ref_index[e]
     worst = 0.0
     for i in range(s.ee_index.shape[0]):
         b = s.ee_index[i]
         d = abs(s.ref_body_pos[r, b, 2] - s.body_pos[e, b, 2])
         if d > worst:
             worst = d
-    return worst > p
+    return worst > threshold
 
 
 # the table: order = column of info["termination_terms"]; config key = name
@@ -48,17 +50,12 @@ TERMINATIONS = (
     Term("anchor_orientation", anchor_orientation),
     Term("end_effector_height", end_effector_height),
 )
-CONDITION_NAMES = tuple(t.name for t in TERMINATIONS)
 
 @njit(cache=True, fastmath=False, inline="always")
-def step_tail(e, failed, frame, clip, num_frames, lengths, max_steps, bad, reward, returns, terms, action,
-              last_action, out_reward, out_terminated, out_truncated):
-    """The step's end for env ``e`` (:func:`unilab.tasks.core.kernels.settle_step`) with its time-out: the clip's
-    last frame or ``max_steps``; returns done."""
-    timeout = frame[e] >= num_frames[clip[e]] - 1 or lengths[e] >= max_steps
-    return settle_step(e, failed, timeout, bad, reward, returns, terms, action, last_action, out_reward,
-                       out_terminated, out_truncated)
+def clip_end(s, e):
+    """Env ``e`` is at its clip's last frame."""
+    return s.frame[e] >= s.num_frames[s.clip[e]] - 1
 
 
-# a condition's line in a generated driver
-CONDITION_CALL = "conds[e, {i}] = {f}(s, e, r, thresholds[{i}])"
+# time-outs (truncations) besides max_episode_length_s
+TIMEOUTS = (Term("clip_end", clip_end),)
