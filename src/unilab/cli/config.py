@@ -81,7 +81,7 @@ def explicit_algo_keys(overrides: Sequence[str]) -> tuple[str, ...] | None:
     return tuple(name[len("algo."):].split(".", 1)[0] for name in names if name.startswith("algo."))
 
 
-GPU_RECIPE, CPU_RECIPE = "sac", "sac_cpu"
+GPU_RECIPE, CPU_RECIPE = registry.DEFAULT_RECIPES
 
 
 def choose_recipe(overrides: Sequence[str], cuda: bool | None = None) -> tuple[list[str], str]:
@@ -98,7 +98,7 @@ def choose_recipe(overrides: Sequence[str], cuda: bool | None = None) -> tuple[l
     cuda = cuda_available() if cuda is None else cuda
     resumed = _override_value(overrides, "training.resume", "") not in ("", "null")
     tail = "; the resumed checkpoint's algo keys win" if resumed else ""
-    gpu, cpu = registry.RECIPES.get(_override_value(overrides, "task", None), (GPU_RECIPE, CPU_RECIPE))
+    gpu, cpu = registry.recipes(_override_value(overrides, "task", None))
     if cuda:
         return [f"algo={gpu}", *overrides], f"unilab: recipe {gpu} (CUDA device found{tail})"
     return [f"algo={cpu}", *overrides], (

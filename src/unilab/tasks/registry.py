@@ -33,12 +33,28 @@ TASKS: dict[str, Task] = {
     "t1_locomotion": Task("g1_locomotion", "LocomotionConfig", "LocomotionEnv", "locomotion", "t1_locomotion"),
 }
 
-# a task whose published recipe differs from motion tracking's (sac / sac_cpu) in learner numbers: its GPU and
-# CPU algo presets (config/algo/), which plain `train --task NAME` picks
+DEFAULT_TASK = "g1_motion_tracking"
+"""The task of a command that is told none (``train``, ``unilab-eval``, the benchmarks)."""
+
+DEFAULT_RECIPES = ("sac", "sac_cpu")
+"""The GPU and CPU algo presets (config/algo/) of a task without a row in :data:`RECIPES`."""
+
+# a task whose published recipe differs from motion tracking's in learner numbers: its GPU and CPU algo presets,
+# which plain `train --task NAME` picks
 RECIPES: dict[str, tuple[str, str]] = {
     "g1_locomotion": ("sac_loco", "sac_cpu_loco"),
     "t1_locomotion": ("sac_t1_loco", "sac_cpu_loco"),
 }
+
+
+def recipes(name: str | None) -> tuple[str, str]:
+    """The GPU and CPU algo presets of task ``name`` (None: :data:`DEFAULT_TASK`)."""
+    return RECIPES.get(name or DEFAULT_TASK, DEFAULT_RECIPES)
+
+
+def task_for_recipe(algo: str) -> str:
+    """The first task of :data:`RECIPES` whose GPU or CPU recipe is ``algo``; :data:`DEFAULT_TASK` for any other."""
+    return next((name for name, pair in RECIPES.items() if algo in pair), DEFAULT_TASK)
 
 # tasks unilab-eval can measure (training.eval_interval runs it): the tracking metrics need a reference motion
 EVALUATED_TASKS: tuple[str, ...] = ("g1_motion_tracking",)
