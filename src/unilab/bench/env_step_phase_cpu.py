@@ -28,9 +28,8 @@ import itertools
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -42,32 +41,12 @@ from unilab.sim import cpu
 from unilab.sim.physics import make_pool
 from unilab.tasks.core.driver import OBSERVE, REWARDS, SPLIT
 from unilab.tasks.core.driver_env import SUBPHASES
-from unilab.tasks.registry import kind, task_config, tasks_of_kind
+from unilab.tasks.registry import DEFAULT_TASK, kind, make_env, task_config, tasks_of_kind
 from unilab.telemetry.phase_timer import PhaseTimer
 
 PHASES = ("backend_step", "update_state", "reset_done")
 TASKS = (*tasks_of_kind("motion_tracking"), *tasks_of_kind("locomotion"))
 PROJECT_CORES = (16, 32, 64)
-
-
-@dataclass(frozen=True)
-class TaskBench:
-    """What the benchmark needs of a task: its config and env."""
-
-    config: Any
-    make: Callable[..., Any]
-
-
-def task_bench(name: str) -> TaskBench:
-    """The :class:`TaskBench` of task ``name`` (one of :data:`TASKS`)."""
-    if kind(name) == "locomotion":
-        from unilab.tasks.g1_locomotion.env import LocomotionEnv
-
-        return TaskBench(task_config(name, {}), LocomotionEnv)
-    from unilab.tasks.g1_motion_tracking.config import MotionTrackingConfig
-    from unilab.tasks.g1_motion_tracking.env import MotionTrackingEnv
-
-    return TaskBench(MotionTrackingConfig(), MotionTrackingEnv)
 
 
 def amdahl(ms: float, cores: float, usable: int, n: int) -> float:
@@ -224,14 +203,14 @@ class ThreadPhaseTimer(PhaseTimer):
         return out
 
 
-def run_one(task: TaskBench, cfg: Any, num_envs: int, steps: int, warmup: int, block: int,
+def run_one(task: str, cfg: Any, num_envs: int, steps: int, warmup: int, block: int,
             cpu_ids: list[int] | None, nthread: int | None, seed: int, thread_steps: int = 6) -> dict:
     """Env and raw-pool timing, interleaved in blocks so machine load hits both alike."""
     pool_kwargs = {"cpu_ids": cpu_ids} if cpu_ids is not None else {"nthread": nthread} if nthread is not None else {}
     rng = np.random.default_rng(seed)
     usable = cpu.usable_cpus()
     t0 = time.perf_counter()
-    env = task.make(cfg, num_envs, pool_kwargs=pool_kwargs, seed=seed)
+    env = make_env(task, cfg, num_envs, pool_kwargs=pool_kwargs, seed=seed)
     env.reset()
     # a pinned pool pins the calling thread too; give it back its CPU set so the
     # second pool's cpu ids validate (it pins the caller to the same cpu_ids[0])
@@ -369,7 +348,7 @@ def print_run(r: dict, num_envs: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="unilab-bench env-phases", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    p.add_argument("--task", choices=TASKS, default=TASKS[0], help=f"the task (default: {TASKS[0]})")
+    p.add_argument("--task", choices=TASKS, default=DEFAULT_TASK, help=f"the task (default: {DEFAULT_TASK})")
     p.add_argument("--num-envs", type=at_least(1), default=1024)
     p.add_argument("--steps", type=at_least(1), default=60, help="timed env steps per run")
     p.add_argument("--warmup", type=at_least(0), default=5, help="untimed steps before timing")
@@ -396,11 +375,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.cpu_ids and args.compare_cpu_ids:
         p.error("--cpu-ids and --compare-cpu-ids are exclusive")
 
-    task = task_bench(args.task)
-    cfg = task.config
+    cfg = task_config(args.task, {})
     tracking_only = {"--motion-files": args.motion_files, "--randomization": args.randomization,
                      "--undesired-contacts": args.undesired_contacts}
-    if args.task != "g1_motion_tracking" and any(v is not None for v in tracking_only.values()):
+    if kind(args.task) != "motion_tracking" and any(v is not None for v in tracking_only.values()):
         p.error(f"{', '.join(k for k, v in tracking_only.items() if v is not None)}: motion tracking only")
     if args.motion_files:
         cfg.motion_files = list(args.motion_files)
@@ -409,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.undesired_contacts == "off":
         cfg.rewards.undesired_contacts.weight = 0.0
     if args.show_driver:
-        print(task.make(cfg, 1).driver_source.text)
+        print(make_env(args.task, cfg, 1).driver_source.text)
         return 0
     runs: list[tuple[list[int] | None, int | None]] = [] if args.cpu_ids else [(None, args.nthread)]
     if args.cpu_ids or args.compare_cpu_ids:
@@ -418,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"usable cpus {cpu.usable_cpus()}; {args.task}, decimation {cfg.decimation}, sim dt {cfg.sim_dt}")
     results = []
     for cpu_ids, nthread in runs:
-        r = run_one(task, cfg, args.num_envs, args.steps, args.warmup, args.block, cpu_ids, nthread, args.seed,
+        r = run_one(args.task, cfg, args.num_envs, args.steps, args.warmup, args.block, cpu_ids, nthread, args.seed,
                     args.thread_steps)
         print_run(r, args.num_envs)
         results.append(r)

@@ -1,12 +1,13 @@
 """GPU check: the flagship recipe (``--algo sac``, 4096 G1 envs) on a CUDA machine for a few minutes.
 
-Trains ``train --algo sac --task g1_motion_tracking algo.num_envs=4096`` for ``--minutes``, then evaluates the
-final checkpoint (``unilab-eval``, clip starts and random starts), and writes one JSON: steps/s, learner ms per
-update, the collector/learner overlap and the eval metrics. The overlap is the learner's train time over the
-collector's env.step time per iteration (``timing/learner_train_ms`` / ``timing/collector_env_step_ms``): the
-learner trains while the collector steps (it sends the next actions first, then trains), so below 1 the training
-is hidden behind physics, above 1 the collector waits (``collector_action_wait_ms``). ``--tiny`` (automatic without
-CUDA) runs the same code path with a few envs, small nets and a few iterations on the CPU, so that CI covers it.
+Trains ``train --algo sac --task T algo.num_envs=4096`` (T: ``--task``, default ``registry.DEFAULT_TASK``) for
+``--minutes``, then evaluates the final checkpoint (``unilab-eval``, clip starts and random starts), and writes one
+JSON: steps/s, learner ms per update, the collector/learner overlap and the eval metrics. The overlap is the
+learner's train time over the collector's env.step time per iteration (``timing/learner_train_ms`` /
+``timing/collector_env_step_ms``): the learner trains while the collector steps (it sends the next actions first,
+then trains), so below 1 the training is hidden behind physics, above 1 the collector waits
+(``collector_action_wait_ms``). ``--tiny`` (automatic without CUDA) runs the same code path with a few envs, small
+nets and a few iterations on the CPU, so that CI covers it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 from unilab.bench import children, learn
 from unilab.bench.report import format_table, write_json
 from unilab.eval.metrics import METRIC_NAMES
+from unilab.tasks import registry
 
 TINY_OVERRIDES = (
     "algo.num_envs=8", "algo.batch_size=64", "algo.buffer_size=64", "algo.learning_starts=2",
@@ -47,8 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--minutes", type=float, default=10.0,
                    help="training budget in minutes (training.time_limit_s; default: 10)")
     p.add_argument("--num-envs", type=int, default=4096, help="algo.num_envs of the full run (default: 4096)")
-    p.add_argument("--task", default=learn.TASK,
-                   help=f"train --task (default: {learn.TASK}); unilab-eval runs only for motion-tracking tasks")
+    p.add_argument("--task", default=registry.DEFAULT_TASK, help=f"train --task (default: {registry.DEFAULT_TASK}); "
+                   "unilab-eval runs only for motion-tracking tasks")
     p.add_argument("--tiny", action="store_true", help="tiny sizes on the CPU (8 envs, 16-unit nets, --iterations "
                    "iterations); automatic when no CUDA device is found")
     p.add_argument("--iterations", type=int, default=20, help="--tiny: algo.max_iterations (default: 20)")
@@ -108,7 +110,7 @@ def _run(args: argparse.Namespace, tiny: bool, cuda: bool, eval_frames: int | No
         report["num_envs"], report["num_updates"] = int(algo["num_envs"]), int(algo["num_updates"])
         facts = learn.run_facts(run_dir, checkpoint, report["num_envs"], report["num_updates"])
         report.update({k: v for k, v in facts.items() if k in REPORT_KEYS})
-        if checkpoint is not None and checkpoint.is_file() and "motion_tracking" in args.task:
+        if checkpoint is not None and checkpoint.is_file() and registry.kind(args.task) == "motion_tracking":
             eval_json = run_dir / "eval" / "final.json"
             ecmd = [sys.executable, "-m", "unilab.cli.eval", str(checkpoint), "--json", str(eval_json),
                     "--no-plot", "--no-progress", "--device", "cpu" if tiny else "cuda"]

@@ -41,8 +41,8 @@ from unilab.bench.report import format_table, write_json
 from unilab.eval.metrics import METRIC_NAMES
 from unilab.paths import check_writable
 from unilab.sim.cpu import usable_cpus
+from unilab.tasks import registry
 
-TASK = "g1_motion_tracking"
 # scalar tag -> summary key prefix; every key is always present in the JSON (null when not logged)
 CURVE_TAGS = {"episode/return_mean": "return", "episode/length_mean": "episode_length",
               "reward/mean": "reward_per_step", "perf/steps_per_sec": "steps_per_sec"}
@@ -57,10 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "with the learning-curve summary and the tracking metrics (compare it across commits).",
     )
     p.add_argument("--algo", default=None, help="algorithm recipe (train --algo; default: the task's CPU recipe, "
-                   "sac_cpu for motion tracking, sac_cpu_loco for g1_locomotion and t1_locomotion)")
-    p.add_argument("--task", default=TASK, help=f"train --task (default: {TASK}); a locomotion task (g1_locomotion, "
-                   "t1_locomotion) is evaluated with unilab-eval --task <task> (command bins, and the zero policy as "
-                   "the baseline)")
+                   f"{', '.join(f'{t} -> {registry.recipes(t)[1]}' for t in registry.TASKS)})")
+    p.add_argument("--task", default=registry.DEFAULT_TASK, help=f"train --task (default: {registry.DEFAULT_TASK}); "
+                   f"a locomotion task ({', '.join(registry.tasks_of_kind('locomotion'))}) is evaluated with "
+                   "unilab-eval --task <task> (command bins, and the zero policy as the baseline)")
     p.add_argument("--minutes", type=float, default=20.0, help="training budget in minutes (training.time_limit_s; "
                    "default: 20); with --env-steps a wall-time cap that stops a run early (the JSON says which "
                    "budget ended it)")
@@ -260,13 +260,8 @@ def curve_summary(curves: dict[str, list[tuple[int, float, float]]], num_envs: i
 
 
 def recipe(args: argparse.Namespace) -> str:
-    """``--algo``, or the task's CPU recipe (``registry.RECIPES``; ``sac_cpu`` for motion tracking)."""
-    if args.algo is not None:
-        return args.algo
-    from unilab.cli.config import CPU_RECIPE
-    from unilab.tasks.registry import RECIPES
-
-    return RECIPES.get(args.task, (None, CPU_RECIPE))[1]
+    """``--algo``, or the task's CPU recipe (:func:`registry.recipes`)."""
+    return args.algo or registry.recipes(args.task)[1]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -316,7 +311,7 @@ def single_main(args: argparse.Namespace) -> int:
         eval_rc, evaluation = eval_report(eval_command(args, checkpoint, eval_json), eval_json)
         evaluation = evaluation or {}
     overall = evaluation.get("overall", {})
-    # fixed keys, missing values null; eval_locomotion: unilab-eval --task g1_locomotion (per bin and overall)
+    # fixed keys, missing values null; eval_locomotion: unilab-eval --task <task> (per bin and overall)
     report = {"benchmark": "learn", "task": args.task, "algo": args.algo, "minutes": args.minutes,
               "num_envs": num_envs, "overrides": list(args.overrides), "command": cmd, "run_dir": str(run_dir),
               "checkpoint": None if checkpoint is None else str(checkpoint), "train_returncode": rc,
@@ -546,7 +541,7 @@ def run_job(args: argparse.Namespace, job: Job, cpus: list[int] | None) -> dict[
     run["stopped_by"] = "signal" if stopped else "error" if rc != 0 else "env_steps" if reached else "time"
     if checkpoint is None or not checkpoint.is_file():
         return run
-    if "motion_tracking" in args.task:
+    if registry.kind(args.task) == "motion_tracking":
         eval_json = run_dir / "eval" / "final.json"
         ecmd = eval_command(args, checkpoint, eval_json) + ["--no-plot", "--no-progress"]
         run.update(final_eval(ecmd, checkpoint, eval_json, args.random_episodes, cpus, tag, env))
@@ -558,9 +553,7 @@ def run_job(args: argparse.Namespace, job: Job, cpus: list[int] | None) -> dict[
 
 def is_locomotion(task: str) -> bool:
     """Whether ``task`` is evaluated in command bins (``unilab-eval --task <task>``) rather than on clips."""
-    from unilab.tasks.registry import kind
-
-    return kind(task) == "locomotion"
+    return registry.kind(task) == "locomotion"
 
 
 def locomotion_eval(task: str, checkpoint: str | Path, policy: str, json_path: Path,
@@ -617,7 +610,7 @@ def baseline_episode_lengths(args: argparse.Namespace, runs: list[dict[str, Any]
             out["zero"] = zero["overall"]["episode_length_s"] / zero["control_dt"]
             out["zero_locomotion"] = zero
         return out
-    if ckpt is None or not args.random_episodes or "motion_tracking" not in args.task:
+    if ckpt is None or not args.random_episodes or registry.kind(args.task) != "motion_tracking":
         return out
     for kind in out:
         overall = random_start_eval(ckpt, kind, Path(ckpt).parent / "eval" / f"baseline_{kind}_random.json",

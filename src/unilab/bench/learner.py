@@ -39,12 +39,10 @@ from pathlib import Path
 from typing import Any
 
 from unilab.bench.report import format_table, write_json
+from unilab.tasks import registry
 
-RECIPES = ("sac", "sac_cpu", "sac_loco", "sac_cpu_loco")
-"""The recipes ``--algo`` takes (config/algo/)."""
-DEFAULT_TASKS = {"sac": "g1_motion_tracking", "sac_cpu": "g1_motion_tracking", "sac_loco": "g1_locomotion",
-                 "sac_cpu_loco": "g1_locomotion"}
-"""The task whose widths a recipe is timed at unless ``--task`` says otherwise."""
+RECIPES = tuple(dict.fromkeys((*registry.DEFAULT_RECIPES, *(a for pair in registry.RECIPES.values() for a in pair))))
+"""The recipes ``--algo`` takes (config/algo/): every task's GPU and CPU recipe in the registry."""
 HOST_READS = frozenset({
     "aten::_local_scalar_dense", "aten::nonzero", "aten::masked_select", "aten::_unique", "aten::_unique2",
     "aten::unique_dim", "aten::unique_consecutive", "aten::equal", "aten::is_nonzero", "aten::allclose"})
@@ -81,8 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="recipe whose sizes and numbers both learners use (batch, updates per iteration, networks, "
                         "atoms, symmetry; default: sac_cpu)")
     p.add_argument("--task", default=None,
-                   help="task whose observation and action widths the networks get (default: g1_motion_tracking, "
-                        "g1_locomotion for the *_loco recipes)")
+                   help="task whose observation and action widths the networks get (default: the recipe's task, "
+                        f"{', '.join(f'{a} -> {registry.task_for_recipe(a)}' for a in RECIPES)})")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                    help="where both learners run (default: cpu); on cuda each recipe's compile and bf16 autocast "
                         "apply to both, and ours replays its update as CUDA graphs unless algo.compile=false")
@@ -179,9 +177,7 @@ def count_per_update(step: Callable[[], None], updates: int, device: str) -> Cou
 
 def task_spec(task: str) -> Any:
     """The ``EnvSpec`` of ``task`` (its env built with one env, then closed)."""
-    from unilab.tasks.registry import make_env, task_config
-
-    env = make_env(task, task_config(task, {}), 1)
+    env = registry.make_env(task, registry.task_config(task, {}), 1)
     try:
         return env.spec
     finally:
@@ -294,7 +290,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.device == "cuda" and not torch.cuda.is_available():
         print("unilab-bench learner: error: --device cuda: no CUDA device here", file=sys.stderr)
         return 2
-    task = args.task or DEFAULT_TASKS[args.algo]
+    task = args.task or registry.task_for_recipe(args.algo)
     try:
         cfg = recipe_config(args.algo, args.overrides, args.device, args.replay_steps)
         spec = task_spec(task)

@@ -22,7 +22,7 @@ from unilab.cli.config import compose_config
 from unilab.runtime.collector import CollectorArgs
 from unilab.runtime.collector_client import CollectorClient
 from unilab.runtime.stats import Counters, delta
-from unilab.tasks.registry import make_env, task_config
+from unilab.tasks.registry import DEFAULT_TASK, make_env, task_config
 
 
 def raw_env_rate(name: str, values: dict, num_envs: int, steps: int, warmup: int, pool_kwargs: dict, seed: int) -> dict:
@@ -79,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Collector-only steps/s (stub policy) as a ratio of raw env steps/s.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("--task", default="g1_motion_tracking", help="task name (see `train --help`)")
+    p.add_argument("--task", default=DEFAULT_TASK, help="task name (see `train --help`)")
     p.add_argument("--num-envs", type=at_least(1), default=1024, help="envs")
     p.add_argument("--steps", type=at_least(1), default=40, help="timed steps")
     p.add_argument("--warmup", type=at_least(0), default=3, help="untimed steps first")
