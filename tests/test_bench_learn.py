@@ -9,11 +9,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from unilab.bench import learn
+from unilab.bench import children, compare, evaluation, learn, training
 from unilab.eval.metrics import METRIC_NAMES
 from unilab.telemetry.scalars import ScalarWriter
 
 NUM_ENVS = 4
+# the single run's JSON, as in docs/results/learn_*.json: keys and their order fixed across commits
+LEARN_KEYS = ["environment", "benchmark", "task", "algo", "minutes", "num_envs", "overrides", "command", "run_dir",
+              "checkpoint", "train_returncode", "train_process_wall_s", "curve", "eval_returncode", "eval",
+              "eval_clips", "eval_locomotion", "stop_signal"]
 
 
 def _tiny_run(run_dir: Path, returns: list[float]) -> Path:
@@ -30,8 +34,8 @@ def _tiny_run(run_dir: Path, returns: list[float]) -> Path:
 def test_curve_summary_of_a_tiny_event_file(tmp_path):
     returns = [1.0, 5.0, 3.0, 2.0, 4.0, 0.5, 2.5, 3.5, 1.5, 6.0, 2.0, 7.0]
     run = _tiny_run(tmp_path / "run", returns)
-    s = learn.curve_summary(learn.read_curves(run), NUM_ENVS)
-    assert set(s) == set(learn.CURVE_KEYS)
+    s = evaluation.curve_summary(evaluation.read_curves(run), NUM_ENVS)
+    assert set(s) == set(evaluation.CURVE_KEYS)
     assert s["return_final"] == 7.0 and s["return_max"] == 7.0
     assert s["return_last10pct_mean"] == 7.0  # 12 points: the last one
     assert s["episode_length_final"] == 120.0
@@ -47,14 +51,14 @@ def test_curve_summary_without_episodes_keeps_every_key(tmp_path):
     w = ScalarWriter(str(run))
     w.add_dict({"perf/steps_per_sec": 50.0}, step=8)
     w.close()
-    s = learn.curve_summary(learn.read_curves(run), NUM_ENVS)
-    assert set(s) == set(learn.CURVE_KEYS)
+    s = evaluation.curve_summary(evaluation.read_curves(run), NUM_ENVS)
+    assert set(s) == set(evaluation.CURVE_KEYS)
     assert s["return_final"] is None and s["steps_per_sec_final"] == 50.0 and s["iterations"] == 2
 
 
 def test_train_command_carries_the_budget_and_overrides():
     args = learn.build_parser().parse_args(["--minutes", "1.5", "--num-envs", "16", "algo.batch_size=64"])
-    cmd = learn.train_command(args)
+    cmd = training.train_command(args)
     assert cmd[cmd.index("--algo") + 1] == "sac_cpu" and cmd[cmd.index("--task") + 1] == "g1_motion_tracking"
     assert "training.time_limit_s=90" in cmd and "algo.num_envs=16" in cmd and cmd[-1] == "algo.batch_size=64"
     assert "training.no_play=true" in cmd
@@ -65,22 +69,25 @@ def test_main_writes_the_json_with_fixed_keys(tmp_path, monkeypatch, capsys):
     ckpt = run / "model_33.pt"
     ckpt.write_bytes(b"stand-in")
     report = {"overall": dict.fromkeys(METRIC_NAMES, 0.25), "clips": {"c": {"frames": 9}}}
+    commands = []
 
     def fake_eval(cmd, cpus=None, env=None):
+        commands.append(cmd)
         out = Path(cmd[cmd.index("--json") + 1])
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(report))
         return 0
 
     monkeypatch.setattr(learn, "run_training", lambda cmd: (0, run, ckpt, 12.5))
-    monkeypatch.setattr(learn, "run_eval", fake_eval)
+    monkeypatch.setattr(children, "run", fake_eval)
     out = tmp_path / "learn.json"
     assert learn.main(["--minutes", "0.1", "--out", str(out)]) == 0
     data = json.loads(out.read_text())
-    assert {"environment", "benchmark", "algo", "minutes", "num_envs", "curve", "eval", "eval_clips",
-            "train_returncode", "train_process_wall_s", "run_dir", "checkpoint"} <= set(data)
-    assert set(data["curve"]) == set(learn.CURVE_KEYS)
-    assert data["eval"] == dict.fromkeys(METRIC_NAMES, 0.25)
+    assert list(data) == LEARN_KEYS
+    assert set(data["curve"]) == set(evaluation.CURVE_KEYS)
+    assert data["eval"] == dict.fromkeys(METRIC_NAMES, 0.25) and data["eval_clips"] == {"c": {"frames": 9}}
+    assert data["eval_returncode"] == 0 and data["eval_locomotion"] is None
+    assert len(commands) == 1 and "--starts" not in commands[0]  # the clips from frame 0 only
     assert data["curve"]["iterations"] == 33 and data["curve"]["env_steps"] == 33 * NUM_ENVS
     assert "curve/return_final" in capsys.readouterr().out
 
@@ -103,10 +110,11 @@ def test_locomotion_is_evaluated_per_command_bin_against_the_zero_policy(task, t
         return 0
 
     monkeypatch.setattr(learn, "run_training", lambda cmd: (0, run, ckpt, 12.5))
-    monkeypatch.setattr(learn, "run_eval", fake_eval)
+    monkeypatch.setattr(children, "run", fake_eval)
     out = tmp_path / "learn.json"
     assert learn.main(["--task", task, "--minutes", "0.1", "--out", str(out)]) == 0
     data = json.loads(out.read_text())
+    assert list(data) == LEARN_KEYS and data["eval_clips"] == {} and data["eval_returncode"] == 0
     assert data["algo"] == "sac_cpu_loco" and data["eval"] == dict.fromkeys(METRIC_NAMES)
     assert data["eval_locomotion"]["checkpoint"]["overall"]["episode_length_s"] == 3.0
     assert data["eval_locomotion"]["zero"]["overall"]["episode_length_s"] == 1.5
@@ -123,6 +131,7 @@ def test_main_without_a_checkpoint_still_reports_and_fails(tmp_path, monkeypatch
     out = tmp_path / "learn.json"
     assert learn.main(["--out", str(out)]) == 1
     data = json.loads(out.read_text())
+    assert list(data) == LEARN_KEYS and data["eval_returncode"] is None
     assert data["train_returncode"] == 1 and data["eval"] == dict.fromkeys(METRIC_NAMES)
 
 
@@ -139,10 +148,10 @@ PENDULUM_TINY = ["--task", "pendulum", "--algo", "sac_cpu", "algo.num_envs=8", "
 
 
 def test_arm_parser_accepts_names_and_override_strings():
-    arms = learn.parse_arms([["base", ""], ["lr", "algo.actor_lr=1e-3  algo.critic_lr='1e-3'"]])
-    assert arms == [learn.Arm("base", ()), learn.Arm("lr", ("algo.actor_lr=1e-3", "algo.critic_lr=1e-3"))]
-    assert learn.parse_arms([]) == [learn.Arm("base", ())]
-    assert learn.parse_seeds("0, 1,2") == [0, 1, 2] and learn.parse_seeds(None) == [0]
+    arms = compare.parse_arms([["base", ""], ["lr", "algo.actor_lr=1e-3  algo.critic_lr='1e-3'"]])
+    assert arms == [compare.Arm("base", ()), compare.Arm("lr", ("algo.actor_lr=1e-3", "algo.critic_lr=1e-3"))]
+    assert compare.parse_arms([]) == [compare.Arm("base", ())]
+    assert compare.parse_seeds("0, 1,2") == [0, 1, 2] and compare.parse_seeds(None) == [0]
 
 
 @pytest.mark.parametrize(("pairs", "message"), [
@@ -155,7 +164,7 @@ def test_arm_parser_accepts_names_and_override_strings():
 ])
 def test_arm_parser_errors_name_the_bad_arm(pairs, message):
     with pytest.raises(ValueError, match="^" + re.escape(message)):
-        learn.parse_arms(pairs)
+        compare.parse_arms(pairs)
 
 
 def test_bad_seeds_and_unknown_arm_keys_are_usage_errors(capsys):
@@ -170,29 +179,29 @@ def test_bad_seeds_and_unknown_arm_keys_are_usage_errors(capsys):
 
 def test_env_step_budget_sets_iterations_per_arm_and_pinning_goes_before_the_arm():
     args = learn.build_parser().parse_args(["--env-steps", "96", *PENDULUM_TINY])
-    arms = learn.parse_arms([["a", ""], ["b", "algo.num_envs=16 training.learner_threads=2"]])
-    jobs = learn.make_jobs(args, arms, [0, 3])
+    arms = compare.parse_arms([["a", ""], ["b", "algo.num_envs=16 training.learner_threads=2"]])
+    jobs = compare.make_jobs(args, arms, [0, 3])
     assert [(j.arm.name, j.seed, j.iterations, j.num_envs) for j in jobs] == [
         ("a", 0, 12, 8), ("a", 3, 12, 8), ("b", 0, 6, 16), ("b", 3, 6, 16)]
     assert "algo.seed=3" in jobs[1].cmd and "training.seed=3" in jobs[1].cmd
     assert jobs[2].cmd[-1] == "algo.max_iterations=6"
-    cmd = learn.pinned_command(jobs[2].cmd, [1], jobs[2].arm)
+    cmd = compare.pinned_command(jobs[2].cmd, [1], jobs[2].arm)
     assert cmd.index("sim.cpu_ids=[1]") < cmd.index("algo.num_envs=16")  # the arm's keys stay last
     assert not any(c.startswith("training.learner_threads=1") for c in cmd)  # the arm sized the learner
-    assert "training.learner_threads=1" in learn.pinned_command(jobs[0].cmd, [0], jobs[0].arm)
-    assert learn.pinned_command(jobs[0].cmd, None, jobs[0].arm) == jobs[0].cmd
+    assert "training.learner_threads=1" in compare.pinned_command(jobs[0].cmd, [0], jobs[0].arm)
+    assert compare.pinned_command(jobs[0].cmd, None, jobs[0].arm) == jobs[0].cmd
     # more CPUs per run: the learner's half and the pool's half do not overlap
-    four = learn.pinned_command(jobs[0].cmd, [4, 5, 6, 7], jobs[0].arm)
+    four = compare.pinned_command(jobs[0].cmd, [4, 5, 6, 7], jobs[0].arm)
     assert "sim.cpu_ids=[6,7]" in four and "training.learner_threads=2" in four
-    assert "sim.cpu_ids=[5,6]" in learn.pinned_command(jobs[0].cmd, [4, 5, 6], jobs[0].arm)
-    assert "sim.cpu_ids=[6]" in learn.pinned_command(jobs[2].cmd, [4, 5, 6], jobs[2].arm)  # the arm's 2 threads
+    assert "sim.cpu_ids=[5,6]" in compare.pinned_command(jobs[0].cmd, [4, 5, 6], jobs[0].arm)
+    assert "sim.cpu_ids=[6]" in compare.pinned_command(jobs[2].cmd, [4, 5, 6], jobs[2].arm)  # the arm's 2 threads
 
 
 def test_curves_are_sampled_at_common_env_steps():
     runs = [{"env_steps": 100, "series": {"env_steps": [20, 50, 100], "episode_length": [1.0, 2.0, 3.0],
                                           "return_env_steps": [20, 50, 100], "return": [-1.0, -0.5, 0.0]}},
             {"env_steps": None, "series": None}]
-    steps = learn.add_checkpoints(runs, 100)
+    steps = evaluation.add_checkpoints(runs, 100)
     assert steps == [5 * k for k in range(1, 21)]
     at = runs[0]["at_checkpoints"]
     assert at["episode_length"][0] is None and at["episode_length"][3] == 1.0  # 20 env steps
@@ -203,9 +212,9 @@ def test_curves_are_sampled_at_common_env_steps():
 
 def test_final_eval_command_carries_the_start_stride_and_a_bad_one_is_refused_before_training(tmp_path, capsys):
     args = learn.build_parser().parse_args(["--eval-start-stride", "10", "--eval-max-frames", "40"])
-    cmd = learn.eval_command(args, tmp_path / "model_5.pt", tmp_path / "final.json")
+    cmd = evaluation.eval_command(args, tmp_path / "model_5.pt", tmp_path / "final.json")
     assert cmd[cmd.index("--start-stride") + 1] == "10" and cmd[cmd.index("--max-frames") + 1] == "40"
-    assert "--start-stride" not in learn.eval_command(learn.build_parser().parse_args([]), tmp_path / "m.pt",
+    assert "--start-stride" not in evaluation.eval_command(learn.build_parser().parse_args([]), tmp_path / "m.pt",
                                                       tmp_path / "f.json")
     assert learn.main(["--eval-start-stride", "0", "--log-root", str(tmp_path / "logs")]) == 2
     assert "--eval-start-stride must be >= 1" in capsys.readouterr().err
@@ -216,13 +225,13 @@ def test_compare_table_shows_the_earliest_first_failure_from_frame_0():
     from unilab.eval.metrics import METRIC_NAMES
 
     def run(arm, clips):
-        return {**dict.fromkeys(learn.RUN_KEYS), "arm": arm, "seed": 0, "eval": dict.fromkeys(METRIC_NAMES),
+        return {**dict.fromkeys(compare.RUN_KEYS), "arm": arm, "seed": 0, "eval": dict.fromkeys(METRIC_NAMES),
                 "eval_clips": clips}
 
     report = {"checkpoint_env_steps": [5 * k for k in range(1, 21)],
               "runs": [run("failing", {"a": {"first_failure_frame": 84}, "b": {"first_failure_frame": 21}}),
                        run("tracking", {"a": {"first_failure_frame": None}}), run("no_eval", None)]}
-    lines = learn.compare_table(report).splitlines()
+    lines = compare.compare_table(report).splitlines()
     col = [c.strip() for c in lines[0].split("|")].index("first_fail")
     cells = {row.split("|")[0].strip(): row.split("|")[col].strip() for row in lines[2:]}
     assert cells == {"failing": "21", "tracking": "-", "no_eval": "-"}
@@ -240,11 +249,12 @@ def test_two_arms_train_to_equal_env_steps_and_write_json_and_png(tmp_path, caps
                      "--arm", "wide", "algo.num_envs=16", *PENDULUM_TINY])
     assert rc == 0
     data = json.loads(out.read_text())
-    assert {"environment", "benchmark", "task", "algo", "minutes", "env_steps_budget", "seeds", "parallel", "arms",
-            "machine", "baselines", "checkpoint_env_steps", "runs", "plot", "wall_s"} <= set(data)
+    assert list(data) == ["environment", "benchmark", "task", "algo", "minutes", "env_steps_budget", "seeds",
+                          "parallel", "cpu_slots", "arms", "common_overrides", "machine", "wall_s", "baselines",
+                          "checkpoint_env_steps", "runs", "plot", "stop_signal"]
     assert data["machine"]["lscpu_model_name"] is None or isinstance(data["machine"]["lscpu_model_name"], str)
     runs = {r["arm"]: r for r in data["runs"]}
-    assert set(runs) == {"small", "wide"} and all(set(r) == set(learn.RUN_KEYS) for r in runs.values())
+    assert set(runs) == {"small", "wide"} and all(set(r) == set(compare.RUN_KEYS) for r in runs.values())
     assert runs["small"]["iterations"] == 12 and runs["wide"]["iterations"] == 6
     for r in runs.values():  # equal env steps, reached by the step budget, not the clock
         assert r["env_steps"] == r["env_steps_target"] == 96 and r["stopped_by"] == "env_steps"
@@ -283,8 +293,6 @@ def test_a_child_command_runs_on_the_given_cpus():
     import subprocess
     import sys
 
-    from unilab.bench import children
-
     cpu = sorted(os.sched_getaffinity(0))[-1]
     probe = [sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"]
     out = subprocess.run(children.command(probe, [cpu]), capture_output=True, text=True, check=True).stdout
@@ -298,10 +306,10 @@ def test_arm_src_runs_an_arm_on_another_checkout(tmp_path, monkeypatch):
     (checkout / "src" / "unilab").mkdir(parents=True)
     (checkout / "src" / "unilab" / "__init__.py").write_text("")
     monkeypatch.setenv("PYTHONPATH", "/somewhere")
-    arms = learn.with_sources(learn.parse_arms([["new", ""], ["old", ""]]), [["old", str(checkout)]])
+    arms = compare.with_sources(compare.parse_arms([["new", ""], ["old", ""]]), [["old", str(checkout)]])
     assert arms[0].environment() is None  # this checkout: the inherited environment
     assert arms[1].environment()["PYTHONPATH"].split(":") == [str(checkout.resolve() / "src"), "/somewhere"]
     with pytest.raises(ValueError, match="--arm-src nope: no arm of that name"):
-        learn.with_sources(arms, [["nope", str(checkout)]])
+        compare.with_sources(arms, [["nope", str(checkout)]])
     with pytest.raises(ValueError, match="not a unilab checkout"):
-        learn.with_sources(arms, [["old", str(tmp_path)]])
+        compare.with_sources(arms, [["old", str(tmp_path)]])

@@ -38,7 +38,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from unilab.bench.learn import RANDOM_START_ENVS, RUN_KEYS, add_checkpoints, compare_table, plot_runs
+from unilab.bench.compare import RUN_KEYS, compare_table, plot_runs
+from unilab.bench.evaluation import RANDOM_START_ENVS, add_checkpoints
 from unilab.cli.config import compose_config
 from unilab.eval.rollout import eval_task_config, random_start_metrics
 from unilab.runtime.config import SimConfig

@@ -1,4 +1,4 @@
-"""env.step phases of the G1 task (ms and cores) vs raw pool steps/s; see `--help`."""
+"""env.step phases of a task (`--task`; ms and cores) vs raw pool steps/s; see `--help`."""
 
 import sys
 

@@ -1,4 +1,4 @@
-"""Fixed-budget G1 tracking run, then unilab-eval on its final checkpoint; see `--help`."""
+"""Fixed-budget training of a task (`--task`), then unilab-eval on its final checkpoint; see `--help`."""
 
 import sys
 

@@ -18,8 +18,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from unilab.bench import children, learn
-from unilab.bench.report import format_table, write_json
+from unilab.bench import children
+from unilab.bench.evaluation import final_eval, run_facts
+from unilab.bench.options import unwritable, usage_error
+from unilab.bench.report import format_table, machine_facts, write_json
+from unilab.bench.training import run_training, train_command
 from unilab.eval.metrics import METRIC_NAMES
 from unilab.tasks import registry
 
@@ -40,12 +43,10 @@ REPORT_KEYS = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="unilab-bench gpu",
-        description="Train the sac recipe (4096 G1 envs, learner on the GPU) for --minutes, evaluate it, and write "
-                    "one JSON: steps/s, learner ms per update, collector/learner overlap, eval metrics. Without "
-                    "CUDA (or with --tiny) the same path runs at tiny sizes on the CPU.",
-    )
+    p = argparse.ArgumentParser(prog="unilab-bench gpu", description="Train the sac recipe (4096 G1 envs, learner "
+                                "on the GPU) for --minutes, evaluate it, and write one JSON: steps/s, learner ms per "
+                                "update, collector/learner overlap, eval metrics. Without CUDA (or with --tiny) the "
+                                "same path runs at tiny sizes on the CPU.")
     p.add_argument("--minutes", type=float, default=10.0,
                    help="training budget in minutes (training.time_limit_s; default: 10)")
     p.add_argument("--num-envs", type=int, default=4096, help="algo.num_envs of the full run (default: 4096)")
@@ -66,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    error = learn.usage_error(args, (("--minutes", args.minutes, 0, True), ("--num-envs", args.num_envs, 1, False),
+    error = usage_error(args, (("--minutes", args.minutes, 0, True), ("--num-envs", args.num_envs, 1, False),
                                      ("--iterations", args.iterations, 1, False),
                                      ("--random-episodes", args.random_episodes, 0, False)))
     if error:
@@ -81,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     eval_frames = args.eval_max_frames or (10 if tiny else None)
     episodes = min(args.random_episodes, 8) if tiny else args.random_episodes
     out = Path(args.out or Path(args.log_root) / f"gpu_check{'_tiny' if tiny else ''}.json")
-    if (error := learn.unwritable(out)) is not None:
+    if (error := unwritable(out)) is not None:
         print(f"unilab-bench gpu: error: {error}", file=sys.stderr)
         return 2
     with children.stop_signals():  # a stop signal: the training stops with a final checkpoint, the JSON is written
@@ -93,22 +94,22 @@ def _run(args: argparse.Namespace, tiny: bool, cuda: bool, eval_frames: int | No
     """Train, evaluate, write the JSON; the return code."""
     sizes = ([*TINY_OVERRIDES, f"algo.max_iterations={args.iterations}"] if tiny  # else the time limit ends the run
              else [f"algo.num_envs={args.num_envs}", "algo.max_iterations=10000000"])
-    cmd = learn.train_command(args, "sac", "gpu_check", sizes)
+    cmd = train_command(args, "sac", "gpu_check", sizes)
     print("unilab-bench gpu: " + " ".join(cmd), flush=True)
-    rc, run_dir, checkpoint, wall_s = learn.run_training(cmd)
+    rc, run_dir, checkpoint, wall_s = run_training(cmd)
     import torch  # heavy, only here
 
     report: dict[str, Any] = dict.fromkeys(REPORT_KEYS)
     report.update(tiny=tiny, cuda=cuda, task=args.task, algo="sac", minutes=args.minutes, command=cmd,
                   train_returncode=rc, train_process_wall_s=wall_s, eval=dict.fromkeys(METRIC_NAMES),
-                  machine=learn.machine_facts(), torch=torch.__version__,  # not tiny: CUDA was found
+                  machine=machine_facts(), torch=torch.__version__,  # not tiny: CUDA was found
                   device_name=torch.cuda.get_device_name(0) if not tiny and torch.cuda.is_available() else "cpu")
     if run_dir is not None and (run_dir / "config.yaml").is_file():
         import yaml
 
         algo = yaml.safe_load((run_dir / "config.yaml").read_text())["algo"]
         report["num_envs"], report["num_updates"] = int(algo["num_envs"]), int(algo["num_updates"])
-        facts = learn.run_facts(run_dir, checkpoint, report["num_envs"], report["num_updates"])
+        facts = run_facts(run_dir, checkpoint, report["num_envs"], report["num_updates"])
         report.update({k: v for k, v in facts.items() if k in REPORT_KEYS})
         if checkpoint is not None and checkpoint.is_file() and registry.kind(args.task) == "motion_tracking":
             eval_json = run_dir / "eval" / "final.json"
@@ -116,7 +117,7 @@ def _run(args: argparse.Namespace, tiny: bool, cuda: bool, eval_frames: int | No
                     "--no-plot", "--no-progress", "--device", "cpu" if tiny else "cuda"]
             if eval_frames:
                 ecmd += ["--max-frames", str(eval_frames)]
-            final = learn.final_eval(ecmd, checkpoint, eval_json, episodes)
+            final = final_eval(ecmd, checkpoint, eval_json, episodes)
             report.update({k: v for k, v in final.items() if k in REPORT_KEYS})
     rows = [(k, "-" if report[k] is None else report[k]) for k in REPORT_KEYS
             if k not in ("command", "eval", "eval_random_starts", "machine")]

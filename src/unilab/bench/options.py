@@ -4,8 +4,10 @@ before any env is built, not a traceback from deep inside a run."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
+from unilab.paths import check_writable
 from unilab.sim import cpu
 
 
@@ -45,3 +47,23 @@ def cpu_list(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"{text!r} names CPUs {outside if ids else '(none)'} outside the usable "
                                          f"set {usable}")
     return ids
+
+
+def usage_error(args: argparse.Namespace, bounds: Sequence[tuple[str, float | None, float, bool]]) -> str | None:
+    """The first flag out of its range (``(flag, value, low, strict)``; a None value is unset) or a pass-through
+    override that is not KEY=VALUE, as a message; None when all is well."""
+    for flag, value, low, strict in bounds:
+        if value is not None and not (value > low if strict else value >= low):  # NaN fails too
+            return f"{flag} must be {'>' if strict else '>='} {low:g}, got {value}"
+    bad = [o for o in args.overrides if "=" not in o]
+    return f"overrides must be KEY=VALUE, got {bad}" if bad else None
+
+
+def unwritable(*paths: Path) -> str | None:
+    """Why a report file cannot be written (checked before the trainings, not after them), or None."""
+    try:
+        for path in paths:
+            check_writable(path, "report")
+    except OSError as err:
+        return str(err)
+    return None

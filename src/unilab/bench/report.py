@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import subprocess
 import time
 from collections.abc import Sequence
@@ -46,3 +47,14 @@ def environment() -> dict:
 def write_json(path: str | os.PathLike | None, payload: dict) -> Path | None:
     """Write ``payload`` plus the environment facts to ``path`` atomically; nothing without a path."""
     return paths.write_json(path, {"environment": environment(), **payload}) if path else None
+
+
+def machine_facts() -> dict:
+    """``lscpu``'s ``Model name`` (None where lscpu is missing), the CPU count and the usable CPUs."""
+    try:
+        text = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        text = ""
+    m = re.search(r"^Model name:\s*(.+)$", text, re.MULTILINE)
+    return {"lscpu_model_name": m.group(1).strip() if m else None, "cpu_count": os.cpu_count(),
+            "usable_cpus": usable_cpus()}
