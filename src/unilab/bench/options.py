@@ -1,5 +1,5 @@
-"""Option types of the benchmarks' command lines: a bad value is argparse's usage error naming the flag (exit 2),
-before any env is built, not a traceback from deep inside a run."""
+"""Checks of the benchmarks' command lines: a bad value is a usage error naming the flag (exit 2) before any env is
+built or any training starts, not a traceback from deep inside a run."""
 
 from __future__ import annotations
 
