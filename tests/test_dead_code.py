@@ -17,6 +17,8 @@ WHITELIST = {
     # reached by name, not by Python code
     "BatchEnvPool": "sim/physics.BACKENDS names it in a string",
     "PendulumEnv": "tasks/registry.TASKS names it in a string",
+    "MotionTrackingEnv": "tasks/registry.TASKS names it in a string",
+    "LocomotionEnv": "tasks/registry.TASKS names it in a string",
     "t1_locomotion": "tasks/registry.TASKS names the preset function in a string",
     "step_driver": "the generated driver's function, compiled by name (tasks/core/driver.py)",
     "offs": "the driver template's observation offsets, read by the generated lines",
