@@ -1,11 +1,11 @@
-"""Learning benchmark: a fixed-budget G1 tracking run, then ``unilab-eval`` on its final checkpoint.
+"""Learning benchmark: a fixed-budget training run of a task, then ``unilab-eval`` on its final checkpoint.
 
-Runs ``train`` (default: ``--algo sac_cpu`` for 20 minutes, ``training.time_limit_s``) as a subprocess, then
+Runs ``train`` (default: the task's CPU recipe for 20 minutes, ``training.time_limit_s``) as a subprocess, then
 ``unilab-eval``, and writes one JSON with keys fixed across commits: the learning-curve summary read back from the
-run's TensorBoard scalars (episode return and length, steps/s, iterations, env steps, wall time) and the final tracking
-metrics. Compare commits with the same flags on the same machine. A training's output is kept in a log file beside its
-run directories; a stop signal stops the trainings with their final checkpoints and still writes the JSON
-(:mod:`unilab.bench.children`).
+run's TensorBoard scalars (episode return and length, steps/s, iterations, env steps, wall time) and the final metrics
+(tracking, or per command bin against the zero policy for a locomotion task). Compare commits with the same flags on
+the same machine. A training's output is kept in a log file beside its run directories; a stop signal stops the
+trainings with their final checkpoints and still writes the JSON (:mod:`unilab.bench.children`).
 
 Recipe comparison (``--arm``, ``--seeds``, ``--env-steps``, ``--parallel``): :mod:`unilab.bench.compare`.
 """
