@@ -560,8 +560,8 @@ def test_g1_zero_policy_cli_runs_without_a_checkpoint(tmp_path, capsys):
 
 
 def test_clip_frame_counts_are_the_motion_librarys(tiny_cfg):
+    from unilab.motion_io.clip_file import clip_frame_counts
     from unilab.tasks.g1_motion_tracking.env import MotionTrackingEnv, task_motion_files
-    from unilab.tasks.g1_motion_tracking.motion import clip_frame_counts
 
     for cfg in (tiny_cfg, dataclasses.replace(tiny_cfg, decimation=3)):  # another control_dt resamples the clip
         env = MotionTrackingEnv(cfg, 1)

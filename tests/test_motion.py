@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 from reference_helpers import quat_error_angle  # tests/ is on the path (pytest's rootdir)
 
+from unilab.motion_io.clip_file import MotionFileError, resample_indices
 from unilab.sim.quat import quat_mul, quat_normalize, quat_slerp
-from unilab.tasks.g1_motion_tracking.motion import MotionFileError, MotionLibrary, resample_indices
+from unilab.tasks.g1_motion_tracking.motion import MotionLibrary
 
 TINY_XML = """
 <mujoco model="tiny">

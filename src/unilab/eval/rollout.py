@@ -26,10 +26,10 @@ from tqdm import tqdm
 from unilab.dataclass_config import build_dataclass
 from unilab.eval.metrics import ERROR_NAMES, TrackingAccumulator, frame_errors, summarize
 from unilab.eval.robustness import by_bins, randomized_values
+from unilab.motion_io.clip_file import clip_frame_counts
 from unilab.runtime.checkpoint import apply_task_overrides, load_agent, load_checkpoint, stored_run_config
 from unilab.runtime.config import SimConfig
 from unilab.tasks.g1_motion_tracking.env import task_motion_files
-from unilab.tasks.g1_motion_tracking.motion import clip_frame_counts
 from unilab.tasks.registry import kind, make_env, task_config
 
 POLICY_KINDS = ("checkpoint", "zero", "reference", "random")

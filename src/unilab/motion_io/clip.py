@@ -1,6 +1,6 @@
 """A clip between formats, and the checks that refuse bad input naming the file, row and column.
 
-A :class:`Clip` is our npz layout in memory (see ``unilab.tasks.g1_motion_tracking.motion``): ``joint_pos`` (T, 7 + J)
+A :class:`Clip` is our npz layout in memory (see :mod:`unilab.motion_io.clip_file`): ``joint_pos`` (T, 7 + J)
 = root position, root quaternion (w, x, y, z), J joint angles; ``joint_vel`` (T, 6 + J) = root linear and angular
 velocity (world frame) and joint rates; joints in the model's order. Readers check a source's own tables with the
 functions here before converting them (so a message names the source's row and column); the thresholds are the
@@ -16,7 +16,7 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
-from unilab.tasks.g1_motion_tracking.motion import (
+from unilab.motion_io.clip_file import (
     FPS_RANGE,
     JOINT_RANGE_SLACK,
     MAX_RATE,
