@@ -69,7 +69,7 @@ WHITELIST = {
     "METADATA_KEYS": "deploy/export: the metadata every export carries",
     "MOTION_TRACKING_KEYS": "deploy/export: the tracking task's metadata",
     "LOCOMOTION_KEYS": "deploy/export: the locomotion task's metadata",
-    "RANDOM_START_KEYS": "eval/rollout: the keys of random_start_metrics",
+    "RANDOM_START_KEYS": "the tracking evaluation: the keys of random_start_metrics",
 }
 
 

@@ -19,8 +19,7 @@ import torch
 
 from unilab.assets import cli
 from unilab.assets.builtin import humanoid_xml_path
-from unilab.motion_io.clip import Clip
-from unilab.motion_io.clip_file import JOINT_RANGE_SLACK, model_joint_layout
+from unilab.motion_io.clip import JOINT_RANGE_SLACK, Clip, model_joint_layout
 from unilab.motion_io.convert import FORMATS, convert, read_clip, write_clip
 from unilab.motion_io.kinematics import body_state, finite_difference_velocities, with_velocities
 from unilab.motion_io.npz_format import isaaclab_joint_order

@@ -40,9 +40,9 @@ import torch
 
 from unilab.bench.learn import RANDOM_START_ENVS, RUN_KEYS, add_checkpoints, compare_table, plot_runs
 from unilab.cli.config import compose_config
-from unilab.eval.rollout import eval_task_config, random_start_metrics
 from unilab.runtime.config import SimConfig
 from unilab.sim.spec import FINAL
+from unilab.tasks.g1_motion_tracking.evaluation import eval_task_config, random_start_metrics
 from unilab.tasks.registry import make_env, task_config
 
 CPU_RECIPE = "sac_cpu"

@@ -14,8 +14,7 @@ from pathlib import Path
 
 import mujoco
 
-from unilab.motion_io.clip import Clip, ClipError, check_fps
-from unilab.motion_io.clip_file import MotionFileError, clip_frame_counts
+from unilab.motion_io.clip import Clip, ClipError, MotionFileError, check_fps, clip_frame_counts
 from unilab.motion_io.csv_format import read_csv, write_csv
 from unilab.motion_io.formats import FORMATS, REF_BODY, Format
 from unilab.motion_io.kinematics import resample, with_velocities

@@ -14,8 +14,7 @@ import mujoco
 import numpy as np
 
 from unilab.motion_io import clip as checks
-from unilab.motion_io.clip import Clip, ClipError, Source, SourceTables
-from unilab.motion_io.clip_file import model_joint_layout
+from unilab.motion_io.clip import Clip, ClipError, Source, SourceTables, model_joint_layout
 from unilab.motion_io.formats import LAFAN1_FPS
 from unilab.sim.quat import quat_normalize
 

@@ -14,8 +14,7 @@ import mujoco
 import numpy as np
 
 from unilab.motion_io import clip as checks
-from unilab.motion_io.clip import Clip, ClipError, Source, SourceTables
-from unilab.motion_io.clip_file import model_joint_layout
+from unilab.motion_io.clip import Clip, ClipError, Source, SourceTables, model_joint_layout
 from unilab.motion_io.formats import HOLOSOMA_POLICY_FPS, REF_BODY
 from unilab.motion_io.kinematics import body_state, root_from_body, root_velocities
 from unilab.motion_io.onnx_tables import ClipTables, embedded_clip, write_clip_model

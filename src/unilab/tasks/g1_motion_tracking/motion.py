@@ -1,4 +1,4 @@
-"""Motion library: reference clips (:mod:`unilab.motion_io.clip_file`) resampled and re-kinematised on the task's model.
+"""Motion library: reference clips (:mod:`unilab.motion_io.clip`) resampled and re-kinematised on the task's model.
 
 Reference body poses and velocities are recomputed by forward kinematics of the clip's ``joint_pos`` on the task's
 MjModel. All clips are stored concatenated, ``(total_frames, ...)`` arrays with per-clip offsets.
@@ -15,14 +15,7 @@ import mujoco
 import numpy as np
 from numba import njit
 
-from unilab.motion_io.clip_file import (
-    check_joint_ranges,
-    forward_kinematics,
-    joint_permutation,
-    load_clip,
-    model_joint_layout,
-    resample_indices,
-)
+from unilab.motion_io.clip import forward_kinematics, model_joint_layout, read_clip, resample_indices
 from unilab.sim.quat import quat_normalize, quat_rotate_inv, quat_slerp
 
 
@@ -90,9 +83,7 @@ class MotionLibrary:
 
         clips = []  # (qpos (T, nq), qvel (T, nv)) of each clip, resampled
         for path in files:
-            data = load_clip(path)
-            perm = joint_permutation(path, list(data["joint_names"]), self.joint_names)
-            check_joint_ranges(path, data["joint_pos"][:, 7:][:, perm], model, self.joint_names)
+            data, perm = read_clip(path, model, self.joint_names)
             clips.append(_resample(data, perm, self.control_dt, model, self.joint_qposadr, self.joint_dofadr))
 
         self.num_frames = np.array([qpos.shape[0] for qpos, _ in clips], dtype=np.int64)
