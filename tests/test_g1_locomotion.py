@@ -342,7 +342,7 @@ def test_export_describes_locomotion_and_sim2sim_walks_it_as_the_env_does(tmp_pa
     (same start pose, command, gait clock, physics) for the first steps, up to float32 policy arithmetic."""
     from script_modules import load_script
 
-    from unilab.deploy.export import LOCOMOTION_KEYS, METADATA_KEYS, export_policy, read_metadata
+    from unilab.deploy.export import METADATA_KEYS, ROBOT_KEYS, export_policy, read_metadata
     from unilab.eval.rollout import agent_policy
     from unilab.tasks.g1_locomotion.env import LocomotionEnv
     from unilab.tasks.g1_locomotion.evaluation import eval_config
@@ -351,7 +351,8 @@ def test_export_describes_locomotion_and_sim2sim_walks_it_as_the_env_does(tmp_pa
     out = tmp_path / "loco.onnx"
     export_policy(ckpt, out)
     meta = read_metadata(out)
-    assert set(METADATA_KEYS) | set(LOCOMOTION_KEYS) <= set(meta) and meta["task"] == "g1_locomotion"
+    assert {*METADATA_KEYS, *ROBOT_KEYS, "base_body", "base_height", "foot_points", "termination_bodies",
+            "termination_force", "gait_period_s", "command_ranges"} <= set(meta) and meta["task"] == "g1_locomotion"
     pieces = {p["name"]: p for p in meta["obs_layout"]}
     assert list(pieces)[-2:] == ["sin_phase", "cos_phase"] and "base_lin_vel" not in pieces  # critic only
     assert pieces["base_ang_vel"]["scale"] == 0.25 and pieces["joint_vel"]["scale"] == 0.05

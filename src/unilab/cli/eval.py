@@ -1,5 +1,4 @@
-"""`unilab-eval`: a trained policy measured by its task's evaluation (clips for motion tracking, command bins for
-locomotion)."""
+"""`unilab-eval`: a trained policy measured by its task's evaluation (the one its registry row names)."""
 
 from __future__ import annotations
 
@@ -15,15 +14,14 @@ from unilab.tasks import registry
 EVALUATED = tuple(name for name, row in registry.TASKS.items() if row.evaluation)
 """The tasks unilab-eval measures: those whose registry row names an evaluation."""
 DESCRIPTION = f"""\
-Measure a trained policy on its checkpoint's task (--task names one without a checkpoint).
-
-Motion tracking: roll out the policy deterministically on every clip of its task, from the clip's
-first frame to its last: the env starts exactly at the reference frame 0 (no reset noise), the
-policy's mean action is applied, observation noise is off and nothing is reset on the way (a
-failure is recorded and the rollout goes on). Reports per clip and overall: success_rate (no
-termination fired), mpjpe_mm (tracked bodies, world frame), mpjpe_local_mm (each body in its anchor
-body's frame), anchor_pos_err (m), anchor_ori_err (rad), joint_pos_err (rad) and joint_vel_err
-(rad/s), as a table, a JSON file and one PNG per clip of the errors over its frames.
+Measure a trained policy on its checkpoint's task (--task names one without a checkpoint). Motion
+tracking: roll out the policy deterministically on every clip of its task, from the clip's first frame
+to its last: the env starts exactly at the reference frame 0 (no reset noise), the policy's mean action
+is applied, observation noise is off and nothing is reset on the way (a failure is recorded and the
+rollout goes on). Reports per clip and overall: success_rate (no termination fired), mpjpe_mm (tracked
+bodies, world frame), mpjpe_local_mm (each body in its anchor body's frame), anchor_pos_err (m),
+anchor_ori_err (rad), joint_pos_err (rad) and joint_vel_err (rad/s), as a table, a JSON file and one PNG
+per clip of the errors over its frames.
 
 Baselines (--policy zero|reference|random) need no checkpoint: zero holds the default pose (action
 0), reference sets the clip's joint positions as PD targets open loop, random draws uniform actions
@@ -46,8 +44,8 @@ Observation noise stays off and --randomization applies in both start modes.
 --onnx FILE evaluates a policy in holosoma's deploy format (holosoma_inference's ONNX; FILE may name a
 published one, e.g. fastsac_g1_29dof_dancing, fetched once into $UNILAB_CACHE) in the task of its kind
 whose robot has the file's joints (dof_names; --task names one, of {', '.join(EVALUATED)}). A tracking file
-runs on its embedded clip (or --clip), a
-locomotion file per command bin, with the file's gains, term order and scales and its action mapping. With
+runs on its embedded clip (or --clip), a locomotion file per command bin, with the file's gains, term order and
+scales and its action mapping. With
 --randomization on, the report adds the metrics per quantile bin of each randomized quantity (friction,
 centre-of-mass offset, PD-gain scales, action delay, masses): a batch sim2sim robustness report."""
 

@@ -1,8 +1,6 @@
-"""What every task's evaluation shares (``unilab-eval --help`` describes what each kind of task measures): the
-options and report of a run, the env rebuilt from the checkpoint's stored config (as ``play`` does) without
-observation noise and, unless asked for, domain randomization, the checkpoint's mean action and the baselines that
-need no training. A task's own measurement is its registry row's ``evaluation`` module.
-"""
+"""What every task's evaluation shares: its options and report, the env rebuilt from the checkpoint's stored config
+(as ``play`` does) without observation noise and, unless asked for, domain randomization, the checkpoint's mean action
+and baselines that need no training. A task's own measurement is the ``evaluation`` module of its registry row."""
 
 from __future__ import annotations
 
@@ -249,9 +247,8 @@ def agent_policy(agent: Any) -> PolicyFn:
 
 
 def baseline_policy(env: Any, kind: str, seed: int = 0) -> PolicyFn:
-    """A policy of ``env`` that needs no training: ``zero``, action 0 every step (PD targets = the default joint
-    positions: holds the default pose); ``random``, uniform random actions in [-1, 1] (seeded by ``seed``). A task's
-    evaluation adds its own (motion tracking: ``reference``)."""
+    """A policy of ``env`` that needs no training: ``zero``, action 0 (PD targets = the default pose, held); ``random``,
+    uniform actions in [-1, 1] (seeded by ``seed``). A task's evaluation adds its own (tracking: ``reference``)."""
     shape = (env.num_envs, env.action_dim)
     if kind == "zero":
         zero = np.zeros(shape, dtype=np.float32)

@@ -1,14 +1,12 @@
-"""Our clip file (holosoma's npz layout) and a clip between formats, with the checks that refuse bad input naming the
-file, row and column.
+"""Our clip file (holosoma's npz layout) and a clip between formats, with the checks that refuse bad input.
 
 A clip npz holds ``fps`` (1,), ``joint_pos`` (T, 7 + J) = root position, root quaternion (w, x, y, z) and J joint
 angles, ``joint_vel`` (T, 6 + J) = root linear and angular velocity (both world frame) and J joint rates, and
 ``joint_names`` (J,). Its ``body_*`` arrays describe the recording robot's body set, which differs from a task's, so a
 reader recomputes body poses and velocities by forward kinematics of ``joint_pos`` on its own model
 (:func:`forward_kinematics`). A :class:`Clip` is that layout in memory, joints in the model's order. Readers of other
-formats check a source's own tables with the functions here before converting them (so a message names the source's
-row and column); the thresholds are the file's, so whatever passes here also loads for training.
-"""
+formats check a source's own tables here before converting them (a message names the source's row and column); the
+thresholds are the file's, so whatever passes here also loads for training."""
 
 from __future__ import annotations
 

@@ -32,8 +32,7 @@ class PeriodicEval:
     snapshot; an iteration's TensorBoard step is ``iteration * step_scale`` (env steps, as the other scalars);
     ``headline``: the overall metrics printed of each, (label, key, format) rows (``registry.Task.evaluation``)."""
 
-    def __init__(self, run_dir: Path, interval: int, payload: Any, step_scale: int,
-                 headline: tuple[tuple[str, str, str], ...]):
+    def __init__(self, run_dir: Path, interval: int, payload: Any, step_scale: int, headline: tuple):
         self.dir = Path(run_dir) / "eval"
         self.interval = int(interval)
         self.payload = payload

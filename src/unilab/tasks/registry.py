@@ -19,14 +19,14 @@ class Task(NamedTuple):
     config: str
     env: str
     kind: str
-    """What ``unilab-eval``, ``unilab-export`` and the benchmarks measure: motion_tracking, locomotion or pendulum."""
+    """What ``unilab-export`` and the benchmarks describe and which options ``unilab-eval`` reads: motion_tracking,
+    locomotion or pendulum."""
     preset: str | None = None
     """A function of the config module returning the task's defaults (a robot and its recipe's values); None: the
     config class's own defaults."""
     evaluation: str | None = None
-    """The module of the package that measures a policy on the task (``unilab-eval``, ``training.eval_interval``):
-    ``evaluate`` (motion tracking) or ``run`` (locomotion), and ``HEADLINE``, the overall metrics training prints of
-    each evaluation as (label, key, format); None: the task is not evaluated."""
+    """The package's module that measures a policy (``unilab-eval``, ``training.eval_interval``): ``evaluate``
+    (tracking) or ``run`` (locomotion), and ``HEADLINE``, what training prints as (label, metric, format); or None."""
 
 
 # the config imports without the env (no mujoco; the train CLI registers the defaults as the `task` group's structured

@@ -1,11 +1,7 @@
-"""The motion-tracking task's evaluation (``unilab-eval --help`` describes the start modes and metrics): which clips,
-their frames, the tracking errors against the reference frame each step scored, and the ``reference`` baseline.
-
-``clip`` (:func:`evaluate`): every env starts exactly at frame 0 of its clip and follows it to its end with auto-reset
-off, so a failure stays recorded (``start_stride`` adds later starts: one unlearned segment does not decide the whole
-measurement). ``random`` (:func:`random_start_metrics`): what training measures, sampled starts with the start noise
-and auto-reset.
-"""
+"""The motion-tracking task's evaluation (``unilab-eval --help``): ``clip`` starts (:func:`evaluate`: each env from
+frame 0 of its clip to its end, auto-reset off, so a failure stays recorded; ``start_stride`` adds later starts) or
+``random`` ones (:func:`random_start_metrics`: training's sampled starts, start noise and auto-reset); the tracking
+errors against the reference frame each step scored; the ``reference`` baseline."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""Motion library: reference clips (:mod:`unilab.motion_io.clip`) resampled and re-kinematised on the task's model.
-
-Reference body poses and velocities are recomputed by forward kinematics of the clip's ``joint_pos`` on the task's
-MjModel. All clips are stored concatenated, ``(total_frames, ...)`` arrays with per-clip offsets.
-"""
+"""Motion library: reference clips (:mod:`unilab.motion_io.clip`) resampled to the policy step, body poses and
+velocities by forward kinematics of their ``joint_pos`` on the task's MjModel; all clips concatenated, ``(total_frames,
+...)`` arrays with per-clip offsets."""
 
 from __future__ import annotations
 
