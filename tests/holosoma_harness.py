@@ -26,9 +26,10 @@ from holosoma_inference.policies.locomotion import LocomotionPolicy
 from holosoma_inference.policies.wbt import WholeBodyTrackingPolicy
 
 from unilab.algo.sac.agent import FastSAC
-from unilab.eval.locomotion import eval_config
-from unilab.eval.rollout import EvalOptions, agent_policy, eval_task_config, evaluate
+from unilab.eval.rollout import EvalOptions, agent_policy
 from unilab.runtime.checkpoint import apply_task_overrides, load_checkpoint
+from unilab.tasks.g1_locomotion.evaluation import eval_config
+from unilab.tasks.g1_motion_tracking.evaluation import eval_task_config, evaluate
 from unilab.tasks.registry import make_env, task_config
 
 

@@ -69,9 +69,8 @@ WHITELIST = {
     "nbytes": "algo/sac/replay.ReplayBuffer: its memory",
     "read_metadata": "deploy/export: reads an exported policy's metadata",
     "METADATA_KEYS": "deploy/export: the metadata every export carries",
-    "MOTION_TRACKING_KEYS": "deploy/export: the tracking task's metadata",
-    "LOCOMOTION_KEYS": "deploy/export: the locomotion task's metadata",
-    "RANDOM_START_KEYS": "eval/rollout: the keys of random_start_metrics",
+    "ROBOT_KEYS": "deploy/export: the metadata every joint-target task's export adds",
+    "RANDOM_START_KEYS": "the tracking evaluation: the keys of random_start_metrics",
 }
 
 

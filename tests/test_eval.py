@@ -140,7 +140,7 @@ def _enabled_flags(tree) -> list[bool]:
 
 
 def test_eval_config_has_no_noise_and_no_randomization_unless_kept():
-    from unilab.eval.rollout import eval_task_config
+    from unilab.tasks.g1_motion_tracking.evaluation import eval_task_config
 
     raw = {"name": "g1_motion_tracking", "obs_noise": {"joint_pos": 0.3, "joint_vel": 1.0}}
     cfg = eval_task_config(raw, randomization=False)
@@ -158,7 +158,7 @@ def test_eval_config_has_no_noise_and_no_randomization_unless_kept():
 
 
 def test_eval_of_a_task_that_is_not_motion_tracking_is_refused():
-    from unilab.eval.rollout import eval_task_config
+    from unilab.tasks.g1_motion_tracking.evaluation import eval_task_config
 
     with pytest.raises(ValueError, match="measures motion tracking.*'pendulum'"):
         eval_task_config({"name": "pendulum"}, randomization=False)
@@ -175,7 +175,7 @@ def _tiny_env(cfg, n, **cfg_changes):
 
 def _first_steps_joint_error(cfg, kind, frames=(10, 20, 30, 40), steps=4):
     """Mean joint_pos_err over the first ``steps`` steps of ``kind`` from exact reference starts at ``frames``."""
-    from unilab.eval.rollout import _errors, baseline_policy
+    from unilab.tasks.g1_motion_tracking.evaluation import _errors, baseline_policy
 
     env = _tiny_env(cfg, len(frames))
     try:
@@ -192,7 +192,7 @@ def _first_steps_joint_error(cfg, kind, frames=(10, 20, 30, 40), steps=4):
 
 
 def test_reference_action_targets_the_frame_the_next_reward_scores(tiny_cfg):
-    from unilab.eval.rollout import next_scored_rows, reference_action, scored_rows
+    from unilab.tasks.g1_motion_tracking.evaluation import next_scored_rows, reference_action, scored_rows
 
     env = _tiny_env(tiny_cfg, 3)
     try:
@@ -223,7 +223,7 @@ def test_reference_policy_tracks_the_first_steps_far_better_than_zero(tiny_cfg):
 
 
 def test_baseline_policy_shapes_and_unknown_kind(tiny_cfg):
-    from unilab.eval.rollout import baseline_policy
+    from unilab.tasks.g1_motion_tracking.evaluation import baseline_policy
 
     env = _tiny_env(tiny_cfg, 5)
     try:
@@ -239,7 +239,7 @@ def test_baseline_policy_shapes_and_unknown_kind(tiny_cfg):
 
 @pytest.mark.parametrize("kind", ["zero", "reference"])
 def test_random_start_metrics_count_the_asked_episodes(tiny_cfg, kind):
-    from unilab.eval.rollout import RANDOM_START_KEYS, baseline_policy, random_start_metrics
+    from unilab.tasks.g1_motion_tracking.evaluation import RANDOM_START_KEYS, baseline_policy, random_start_metrics
 
     env = _tiny_env(tiny_cfg, 4)
     try:
@@ -259,8 +259,8 @@ def test_random_start_metrics_count_the_asked_episodes(tiny_cfg, kind):
 
 def test_random_start_episode_lengths_follow_the_time_limit(tiny_cfg):
     """With failures off and a 5-step time limit, no episode fails and none lasts more than 5 steps."""
-    from unilab.eval.rollout import baseline_policy, random_start_metrics
     from unilab.tasks.g1_motion_tracking.config import TerminationsConfig
+    from unilab.tasks.g1_motion_tracking.evaluation import baseline_policy, random_start_metrics
 
     env = _tiny_env(tiny_cfg, 3, max_episode_length_s=5 * tiny_cfg.control_dt,
                     terminations=TerminationsConfig(1e3, 4.0, 1e3))
@@ -278,7 +278,7 @@ def test_random_start_episode_lengths_follow_the_time_limit(tiny_cfg):
 def test_random_start_action_statistics_tell_a_held_posture_from_jitter(tiny_cfg):
     """A constant action c: |action| mean |c|, no change. The action k c at an episode's k-th step: a change
     of c each step; an episode start (from (L - 1) c back to 0) is not a change."""
-    from unilab.eval.rollout import random_start_metrics
+    from unilab.tasks.g1_motion_tracking.evaluation import random_start_metrics
 
     env = _tiny_env(tiny_cfg, 3)
     try:
@@ -296,7 +296,8 @@ def test_random_start_action_statistics_tell_a_held_posture_from_jitter(tiny_cfg
 def test_agent_policy_feeds_the_actor_observations_and_asks_for_the_mean(tiny_cfg):
     import torch
 
-    from unilab.eval.rollout import agent_policy, random_start_metrics
+    from unilab.eval.rollout import agent_policy
+    from unilab.tasks.g1_motion_tracking.evaluation import random_start_metrics
 
     calls = []
 
@@ -315,13 +316,13 @@ def test_agent_policy_feeds_the_actor_observations_and_asks_for_the_mean(tiny_cf
 
 
 def test_unwritable_json_path_exits_2_before_any_rollout(tmp_path, monkeypatch, capsys):
-    import unilab.eval.rollout as rollout
+    import unilab.tasks.g1_motion_tracking.evaluation as evaluation
     from unilab.cli.eval import main
 
     def no_rollout(*args, **kwargs):
         raise AssertionError("the rollout started before the report path was checked")
 
-    monkeypatch.setattr(rollout, "evaluate", no_rollout)
+    monkeypatch.setattr(evaluation, "evaluate", no_rollout)
     blocker = tmp_path / "a_file"
     blocker.write_text("")
     bad = blocker / "out.json"  # its folder would have to be a file
@@ -383,9 +384,9 @@ def test_eval_cli_unknown_clip_lists_the_valid_ones(g1_short_run, capsys):
 
 @pytest.mark.g1
 def test_start_state_is_the_reference_frame_and_nothing_resets(g1_short_run):
-    from unilab.eval.rollout import eval_task_config
     from unilab.runtime.checkpoint import load_checkpoint
     from unilab.tasks.g1_motion_tracking.config import TerminationsConfig
+    from unilab.tasks.g1_motion_tracking.evaluation import eval_task_config
     from unilab.tasks.registry import make_env
 
     payload, _ = load_checkpoint(g1_short_run)
@@ -417,7 +418,7 @@ def test_start_state_is_the_reference_frame_and_nothing_resets(g1_short_run):
 
 @pytest.mark.g1
 def test_success_follows_the_termination_thresholds(g1_short_run, tmp_path):
-    from unilab.eval.rollout import evaluate
+    from unilab.tasks.g1_motion_tracking.evaluation import evaluate
 
     strict = _with_task_changes(g1_short_run, tmp_path / "strict", terminations={
         "anchor_height": 1e-9, "anchor_orientation": 1e-9, "end_effector_height": 1e-9})
@@ -438,7 +439,7 @@ def test_success_follows_the_termination_thresholds(g1_short_run, tmp_path):
 
 @pytest.mark.g1
 def test_eval_is_deterministic_and_ignores_observation_noise(g1_short_run, tmp_path):
-    from unilab.eval.rollout import evaluate
+    from unilab.tasks.g1_motion_tracking.evaluation import evaluate
 
     noisy = _with_task_changes(g1_short_run, tmp_path, obs_noise={"joint_pos": 0.5, "joint_vel": 3.0})
     a = evaluate(g1_short_run, max_frames=15, progress=False, seed=0)
@@ -454,7 +455,7 @@ def test_a_failing_evaluation_is_reported_and_cleaned_up(tmp_path, capsys):
     from unilab.runtime.periodic_eval import PeriodicEval
 
     payload = {"iteration": 0, "agent": {}, "config": {}, "task": "pendulum"}
-    ev = PeriodicEval(tmp_path / "run", 5, lambda i: {**payload, "iteration": i}, step_scale=4)
+    ev = PeriodicEval(tmp_path / "run", 5, lambda i: {**payload, "iteration": i}, step_scale=4, headline=())
     writer = _Writer()
     ev.step(5, writer)
     assert ev.proc is not None
@@ -482,14 +483,16 @@ class _Writer:
 
 @pytest.mark.slow
 @pytest.mark.g1
-def test_periodic_eval_logs_eval_scalars_at_the_iterations_step(g1_short_run, tmp_path):
+def test_periodic_eval_logs_eval_scalars_at_the_iterations_step(g1_short_run, tmp_path, capsys):
     from unilab.runtime.checkpoint import load_checkpoint
     from unilab.runtime.periodic_eval import PeriodicEval
+    from unilab.tasks.g1_motion_tracking.evaluation import HEADLINE
 
     payload, _ = load_checkpoint(g1_short_run)
     # a short clip keeps the subprocess quick
     payload["config"]["task"]["motion_files"] = [_short_clip(payload, tmp_path)]
-    ev = PeriodicEval(tmp_path / "run", 10, lambda i: {**payload, "iteration": i}, step_scale=16)
+    ev = PeriodicEval(tmp_path / "run", 10, lambda i: {**payload, "iteration": i}, step_scale=16,
+                      headline=HEADLINE)
     writer = _Writer()
     for it in range(1, 10):
         ev.step(it, writer)
@@ -501,14 +504,15 @@ def test_periodic_eval_logs_eval_scalars_at_the_iterations_step(g1_short_run, tm
     ((values, step),) = writer.calls
     assert step == 160 and set(values) == {f"eval/{m}" for m in METRIC_NAMES}
     assert ev.results[10]["mpjpe_mm"] == pytest.approx(values["eval/mpjpe_mm"], rel=1e-6)
+    assert f"eval @ iter 10: success {values['eval/success_rate']:.2f} | mpjpe " in capsys.readouterr().out
     assert (tmp_path / "run" / "eval" / "eval_10.json").is_file()
     assert not (tmp_path / "run" / "eval" / "policy_10.pt").exists()
 
 
 def _short_clip(payload, tmp_path):
     """The run's first clip cut to 20 frames (50 fps), as an npz."""
-    from unilab.eval.rollout import eval_task_config
     from unilab.tasks.g1_motion_tracking.env import task_motion_files
+    from unilab.tasks.g1_motion_tracking.evaluation import eval_task_config
 
     src = task_motion_files(eval_task_config(payload["config"]["task"], randomization=False))[0]
     with np.load(src) as npz:
@@ -522,7 +526,7 @@ def _short_clip(payload, tmp_path):
 # ------------------------------------------------------------------------------- G1 baselines
 @pytest.mark.g1
 def test_g1_reference_outlasts_zero_on_random_starts():
-    from unilab.eval.rollout import evaluate
+    from unilab.tasks.g1_motion_tracking.evaluation import evaluate
 
     common = dict(starts="random", num_envs=16, episodes=32, threads=1, progress=False)
     zero = evaluate(None, policy="zero", **common).summary["overall"]
@@ -536,7 +540,7 @@ def test_g1_reference_outlasts_zero_on_random_starts():
 @pytest.mark.g1
 def test_g1_zero_policy_cli_runs_without_a_checkpoint(tmp_path, capsys):
     from unilab.cli.eval import main
-    from unilab.eval.rollout import RANDOM_START_KEYS
+    from unilab.tasks.g1_motion_tracking.evaluation import RANDOM_START_KEYS
 
     out = tmp_path / "zero.json"
     rc = main(["--policy", "zero", "--starts", "random", "--num-envs", "8", "--episodes", "8", "--threads", "1",
@@ -560,8 +564,8 @@ def test_g1_zero_policy_cli_runs_without_a_checkpoint(tmp_path, capsys):
 
 
 def test_clip_frame_counts_are_the_motion_librarys(tiny_cfg):
+    from unilab.motion_io.clip import clip_frame_counts
     from unilab.tasks.g1_motion_tracking.env import MotionTrackingEnv, task_motion_files
-    from unilab.tasks.g1_motion_tracking.motion import clip_frame_counts
 
     for cfg in (tiny_cfg, dataclasses.replace(tiny_cfg, decimation=3)):  # another control_dt resamples the clip
         env = MotionTrackingEnv(cfg, 1)
@@ -602,7 +606,7 @@ def test_out_of_range_options_are_refused_naming_the_flag(flag, value, floor, ca
 @pytest.mark.g1
 def test_g1_start_sweep_starts_every_kth_frame_and_keeps_the_frame_0_result(tmp_path, capsys):
     from unilab.cli.eval import main
-    from unilab.eval.rollout import evaluate
+    from unilab.tasks.g1_motion_tracking.evaluation import evaluate
 
     common = dict(policy="zero", clips=["0"], max_frames=40, threads=1, progress=False)  # zero fails from every start
     plain = evaluate(None, **common).to_json()["clips"]

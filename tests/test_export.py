@@ -13,7 +13,7 @@ import torch
 from unilab.algo.sac.agent import FastSAC
 from unilab.cli import export as export_cli
 from unilab.cli.config import compose_config, explicit_algo_keys, split_argv, to_run_spec
-from unilab.deploy.export import METADATA_KEYS, MOTION_TRACKING_KEYS, export_policy, read_metadata
+from unilab.deploy.export import METADATA_KEYS, ROBOT_KEYS, export_policy, read_metadata
 from unilab.runtime.checkpoint import checkpoint_path, save_checkpoint
 
 MAX_ABS_DIFF = 1e-5  # float32 rounding between two runtimes; the tanh output is in [-1, 1]
@@ -143,7 +143,8 @@ def test_g1_export_matches_torch_and_describes_the_task(g1_short_run, tmp_path):
     agent = FastSAC.from_checkpoint(payload["agent"], device="cpu")
     _assert_matches_torch(out, agent, scale=2.0)
     meta = read_metadata(out)
-    assert set(METADATA_KEYS) | set(MOTION_TRACKING_KEYS) <= set(meta)
+    assert {*METADATA_KEYS, *ROBOT_KEYS, "anchor_body", "tracked_bodies", "end_effector_bodies",
+            "termination_thresholds", "motion_files"} <= set(meta)
     nj = agent.action_dim
     for key in ("joint_names", "obs_joint_names", "default_joint_pos", "action_scale", "action_bound", "kp", "kd",
                 "effort_limit"):

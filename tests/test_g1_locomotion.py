@@ -342,16 +342,17 @@ def test_export_describes_locomotion_and_sim2sim_walks_it_as_the_env_does(tmp_pa
     (same start pose, command, gait clock, physics) for the first steps, up to float32 policy arithmetic."""
     from script_modules import load_script
 
-    from unilab.deploy.export import LOCOMOTION_KEYS, METADATA_KEYS, export_policy, read_metadata
-    from unilab.eval.locomotion import eval_config
+    from unilab.deploy.export import METADATA_KEYS, ROBOT_KEYS, export_policy, read_metadata
     from unilab.eval.rollout import agent_policy
     from unilab.tasks.g1_locomotion.env import LocomotionEnv
+    from unilab.tasks.g1_locomotion.evaluation import eval_config
 
     agent, ckpt = _loco_checkpoint(tmp_path / "run")
     out = tmp_path / "loco.onnx"
     export_policy(ckpt, out)
     meta = read_metadata(out)
-    assert set(METADATA_KEYS) | set(LOCOMOTION_KEYS) <= set(meta) and meta["task"] == "g1_locomotion"
+    assert {*METADATA_KEYS, *ROBOT_KEYS, "base_body", "base_height", "foot_points", "termination_bodies",
+            "termination_force", "gait_period_s", "command_ranges"} <= set(meta) and meta["task"] == "g1_locomotion"
     pieces = {p["name"]: p for p in meta["obs_layout"]}
     assert list(pieces)[-2:] == ["sin_phase", "cos_phase"] and "base_lin_vel" not in pieces  # critic only
     assert pieces["base_ang_vel"]["scale"] == 0.25 and pieces["joint_vel"]["scale"] == 0.05
@@ -403,8 +404,8 @@ def test_domain_randomization_is_holosomas_locomotion_recipe():
     evaluation config turns them off."""
     import mujoco
 
-    from unilab.eval.locomotion import eval_config
     from unilab.tasks.g1_locomotion.env import LocomotionEnv
+    from unilab.tasks.g1_locomotion.evaluation import eval_config
 
     env = LocomotionEnv(LocomotionConfig(), 64, pool_kwargs={"nthread": 1}, seed=9)
     try:
@@ -487,7 +488,8 @@ def test_mixed_terrain_is_a_height_field_the_robot_stands_on():
 
 def test_a_short_training_run_of_the_locomotion_recipe(tmp_path):
     """Plain `train --task g1_locomotion` (no CUDA: sac_cpu_loco, symmetry on, randomization on) at tiny sizes:
-    it trains, logs the task's reward terms and curriculum, and writes a checkpoint unilab-eval measures."""
+    it trains, logs the task's reward terms and curriculum, evaluates itself during training (its registry row's
+    evaluation) and writes a checkpoint unilab-eval measures from the checkpoint alone, as --task would."""
     import json
     import subprocess
     import sys
@@ -498,16 +500,23 @@ def test_a_short_training_run_of_the_locomotion_recipe(tmp_path):
     cmd = [sys.executable, "-m", "unilab.cli.train", "--task", "g1_locomotion", "--algo", "sac_cpu_loco",
            "algo.num_envs=16", "algo.max_iterations=20", "algo.learning_starts=5", "algo.batch_size=64",
            "algo.actor_hidden_dims=[32]", "algo.critic_hidden_dims=[32]", "training.no_play=true",
-           "training.log_interval=5", f"training.log_root={tmp_path}"]
+           "training.log_interval=5", "training.eval_interval=20", "task.max_episode_length_s=1.0",
+           f"training.log_root={tmp_path}"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     run = next((tmp_path / "fast_sac" / "g1_locomotion").glob("*_mujoco"))
     assert (run / "model_20.pt").is_file()
     tags = set(read_scalars(run))
     assert {"reward/tracking_lin_vel", "reward/feet_phase", "curriculum/penalty_scale",
-            "randomization/mass_scale"} <= tags
-    out = tmp_path / "eval.json"
-    assert eval_main([str(run), "task.max_episode_length_s=1.0", "--task", "g1_locomotion", "--envs-per-bin", "1",
-                      "--threads", "1", "--no-progress", "--json", str(out)]) == 0
-    report = json.loads(out.read_text())
-    assert report["iteration"] == 20 and set(report["bins"]) == {"standing", "forward", "lateral", "turning"}
+            "randomization/mass_scale", "eval/survived", "eval/lin_vel_x_error"} <= tags
+    assert "unilab: eval @ iter 20: survived" in proc.stdout
+    assert set(json.loads((run / "eval" / "eval_20.json").read_text())["bins"]) == {"standing", "forward", "lateral",
+                                                                                   "turning"}
+    reports = []
+    for task in ([], ["--task", "g1_locomotion"]):
+        out = tmp_path / f"eval{len(task)}.json"
+        assert eval_main([str(run), *task, "--envs-per-bin", "1", "--threads", "1", "--no-progress", "--json",
+                          str(out)]) == 0
+        reports.append(json.loads(out.read_text()))
+    assert reports[0]["task"] == "g1_locomotion" and reports[0]["iteration"] == 20
+    assert reports[0]["bins"] == reports[1]["bins"] and len(reports[0]["bins"]) == 4

@@ -209,7 +209,7 @@ def _holosoma_inference_config(name: str):
 @pytest.fixture(scope="module")
 def g1_tracking_env():
     from unilab.eval.holosoma import prepare
-    from unilab.eval.rollout import eval_task_config
+    from unilab.tasks.g1_motion_tracking.evaluation import eval_task_config
     from unilab.tasks.registry import make_env
 
     source = prepare("ppo_g1_29dof_dancing", action_clip="env")  # the task's own action bound
@@ -311,7 +311,8 @@ def test_assembled_observation_is_holosomas_terms(g1_tracking_env):
 def test_published_dance_policies_track_the_dance_start(name):
     """A short stretch in CI (the whole 2-minute dance: docs/results/holosoma_published_g1.json)."""
     from unilab.eval.holosoma import prepare
-    from unilab.eval.rollout import EvalOptions, evaluate
+    from unilab.eval.rollout import EvalOptions
+    from unilab.tasks.g1_motion_tracking.evaluation import evaluate
 
     source = prepare(name)
     res = evaluate(None, EvalOptions(max_frames=150, progress=False, threads=1), source)
@@ -326,7 +327,7 @@ def test_published_dance_policies_track_the_dance_start(name):
 def test_published_loco_policies_walk(name):
     """Every command bin for 4 s (the 20 s measurement: docs/results/holosoma_published_g1.json)."""
     from unilab.eval.holosoma import prepare
-    from unilab.eval.locomotion import run
+    from unilab.tasks.g1_locomotion.evaluation import run
 
     source = prepare(name, overrides={"task.max_episode_length_s": 4.0})
     res = run(source.task, None, "checkpoint", 0.5, 1, False, 0, "cpu", 1, {}, False, source=source)
@@ -342,7 +343,7 @@ def test_published_t1_loco_policy_walks():
     """The T1 as configuration: the file's joints pick t1_locomotion, which runs it with no T1 case; every command bin
     for 4 s (the 20 s measurement of both T1 files: docs/results/holosoma_published_t1.json)."""
     from unilab.eval.holosoma import prepare
-    from unilab.eval.locomotion import run
+    from unilab.tasks.g1_locomotion.evaluation import run
 
     source = prepare("fastsac_t1_29dof", overrides={"task.max_episode_length_s": 4.0})
     assert source.task == "t1_locomotion"

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 from reference_helpers import quat_error_angle  # tests/ is on the path (pytest's rootdir)
 
+from unilab.motion_io.clip import MotionFileError, resample_indices
 from unilab.sim.quat import quat_mul, quat_normalize, quat_slerp
-from unilab.tasks.g1_motion_tracking.motion import MotionFileError, MotionLibrary, resample_indices
+from unilab.tasks.g1_motion_tracking.motion import MotionLibrary
 
 TINY_XML = """
 <mujoco model="tiny">
@@ -117,7 +118,7 @@ def test_joint_name_mismatch_lists_missing_and_extra(tiny_model, tmp_path):
         ("nan", "NaN"),
         ("fps", "'fps'"),
         ("fps_tiny", "'fps' must be one number in"),
-        ("scaled_angles", "joint j_. is at .* rad at frame .* outside its range .*radians"),
+        ("scaled_angles", "frame .*, j_.: j_. = .* rad is .* rad outside its range .*radians"),
         ("scaled_root", "root position .* over 1000 m"),
         ("scaled_rates", "'joint_vel' reaches"),
         ("absent", "does not exist"),

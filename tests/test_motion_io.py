@@ -19,13 +19,13 @@ import torch
 
 from unilab.assets import cli
 from unilab.assets.builtin import humanoid_xml_path
-from unilab.motion_io.clip import Clip
+from unilab.motion_io.clip import JOINT_RANGE_SLACK, Clip, model_joint_layout
 from unilab.motion_io.convert import FORMATS, convert, read_clip, write_clip
 from unilab.motion_io.kinematics import body_state, finite_difference_velocities, with_velocities
 from unilab.motion_io.npz_format import isaaclab_joint_order
 from unilab.motion_io.onnx_tables import CLIP_OUTPUTS, DOF_NAMES_KEY, embedded_clip
 from unilab.sim.quat import quat_conj, quat_mul
-from unilab.tasks.g1_motion_tracking.motion import JOINT_RANGE_SLACK, MotionLibrary, model_joint_layout
+from unilab.tasks.g1_motion_tracking.motion import MotionLibrary
 
 FMT = {f.name: f for f in FORMATS}
 AXIS = np.array([0.2, -0.1, 1.0]) / np.linalg.norm([0.2, -0.1, 1.0])  # the root turns about this fixed axis

@@ -311,22 +311,23 @@ def test_a_short_t1_run_trains_evaluates_exports_and_walks_in_sim2sim(t1_run, tm
 
     from unilab.algo.sac.agent import FastSAC
     from unilab.cli.eval import main as eval_main
-    from unilab.deploy.export import export_policy, read_metadata
-    from unilab.eval.locomotion import eval_config
+    from unilab.cli.export import main as export_main
+    from unilab.deploy.export import read_metadata
     from unilab.eval.rollout import agent_policy
     from unilab.runtime.checkpoint import load_checkpoint
+    from unilab.tasks.g1_locomotion.evaluation import eval_config
     from unilab.telemetry.scalars import read_scalars
 
     assert {"reward/tracking_lin_vel", "reward/feet_phase", "curriculum/penalty_scale",
             "randomization/mass_scale"} <= set(read_scalars(t1_run))
     out = tmp_path / "eval.json"
-    assert eval_main([str(t1_run), "task.max_episode_length_s=1.0", "--task", "t1_locomotion", "--envs-per-bin", "1",
-                      "--threads", "1", "--no-progress", "--json", str(out)]) == 0
+    assert eval_main([str(t1_run), "task.max_episode_length_s=1.0", "--envs-per-bin", "1", "--threads", "1",
+                      "--no-progress", "--json", str(out)]) == 0  # the task is the checkpoint's
     report = json.loads(out.read_text())
     assert report["task"] == "t1_locomotion" and report["iteration"] == 20 and len(report["bins"]) == 4
 
     onnx_path = tmp_path / "t1.onnx"
-    export_policy(t1_run / "model_20.pt", onnx_path)
+    assert export_main([str(t1_run), "--out", str(onnx_path)]) == 0
     meta = read_metadata(onnx_path)
     assert meta["task"] == "t1_locomotion" and meta["task_kind"] == "locomotion"
     assert meta["joint_names"][:2] == ["AAHead_yaw", "Head_pitch"] and meta["base_body"] == "Trunk"
@@ -354,10 +355,11 @@ def test_a_short_t1_run_trains_evaluates_exports_and_walks_in_sim2sim(t1_run, tm
 
 
 def test_play_films_a_t1_run(t1_run, gl_backend, tmp_path):
-    from unilab.runtime.play import play
+    from unilab.cli.play import main as play_main
 
-    res = play(t1_run, num_envs=1, steps=5, width=160, height=120, out=str(tmp_path / "t1.mp4"))
-    assert (tmp_path / "t1.mp4").stat().st_size > 0 and res is not None
+    assert play_main([str(t1_run), "--num-envs", "1", "--steps", "5", "--width", "160", "--height", "120", "--out",
+                      str(tmp_path / "t1.mp4")]) == 0  # the task is the checkpoint's
+    assert (tmp_path / "t1.mp4").stat().st_size > 0
 
 
 T1_MJCF_SHA256 = "1ed4354ae9db9794d5e10c4a6d6a17f19bd1a77abf10d0602b2ebf5e2c3b5b83"

@@ -41,9 +41,9 @@ import torch
 from unilab.bench.compare import RUN_KEYS, compare_table, plot_runs
 from unilab.bench.evaluation import RANDOM_START_ENVS, add_checkpoints
 from unilab.cli.config import compose_config
-from unilab.eval.rollout import eval_task_config, random_start_metrics
 from unilab.runtime.config import SimConfig
 from unilab.sim.spec import FINAL
+from unilab.tasks.g1_motion_tracking.evaluation import eval_task_config, random_start_metrics
 from unilab.tasks.registry import make_env, task_config
 
 CPU_RECIPE = "sac_cpu"

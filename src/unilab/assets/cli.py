@@ -90,9 +90,12 @@ def _convert(args: argparse.Namespace) -> int:
     # late: mujoco, Numba and the motion loader load only for the clip commands
     import mujoco  # noqa: PLC0415
 
-    from unilab.motion_io.clip import ClipError  # noqa: PLC0415
+    from unilab.motion_io.clip import (  # noqa: PLC0415
+        ClipError,
+        MotionFileError,
+        model_joint_layout,
+    )
     from unilab.motion_io.convert import check_target, convert, format_of  # noqa: PLC0415
-    from unilab.tasks.g1_motion_tracking.motion import MotionFileError, model_joint_layout  # noqa: PLC0415
 
     try:
         out_fmt = format_of(args.out)

@@ -63,7 +63,7 @@ def split_argv(argv: Sequence[str]) -> tuple[list[str], dict[str, bool]]:
             if not eq:
                 value = next(it, None)
                 if value is None or value.startswith("-") or "=" in value:  # an override, not a name
-                    example = {"algo": "sac", "task": "g1_motion_tracking", "sim": "mujoco"}[name]
+                    example = {"algo": "sac", "task": registry.DEFAULT_TASK, "sim": "mujoco"}[name]
                     raise ConfigError(f"option --{name} needs a value, e.g. --{name} {example}")
             overrides.append(f"{name}={value}")
         elif "=" in tok:

@@ -1,4 +1,4 @@
-"""`unilab-eval`: tracking metrics of a trained motion-tracking policy on every clip."""
+"""`unilab-eval`: a trained policy measured by its task's evaluation (the one its registry row names)."""
 
 from __future__ import annotations
 
@@ -11,18 +11,21 @@ from pathlib import Path
 from unilab.cli import run_cli, task_overrides
 from unilab.tasks import registry
 
-DESCRIPTION = """\
-Roll out a trained motion-tracking policy deterministically on every clip of its task, from the
-clip's first frame to its last: the env starts exactly at the reference frame 0 (no reset noise),
-the policy's mean action is applied, observation noise is off and nothing is reset on the way (a
-failure is recorded and the rollout goes on). Reports per clip and overall: success_rate (no
-termination fired), mpjpe_mm (tracked bodies, world frame), mpjpe_local_mm (each body in its anchor
-body's frame), anchor_pos_err (m), anchor_ori_err (rad), joint_pos_err (rad) and joint_vel_err
-(rad/s), as a table, a JSON file and one PNG per clip of the errors over its frames.
+EVALUATED = tuple(name for name, row in registry.TASKS.items() if row.evaluation)
+"""The tasks unilab-eval measures: those whose registry row names an evaluation."""
+DESCRIPTION = f"""\
+Measure a trained policy on its checkpoint's task (--task names one without a checkpoint). Motion
+tracking: roll out the policy deterministically on every clip of its task, from the clip's first frame
+to its last: the env starts exactly at the reference frame 0 (no reset noise), the policy's mean action
+is applied, observation noise is off and nothing is reset on the way (a failure is recorded and the
+rollout goes on). Reports per clip and overall: success_rate (no termination fired), mpjpe_mm (tracked
+bodies, world frame), mpjpe_local_mm (each body in its anchor body's frame), anchor_pos_err (m),
+anchor_ori_err (rad), joint_pos_err (rad) and joint_vel_err (rad/s), as a table, a JSON file and one PNG
+per clip of the errors over its frames.
 
 Baselines (--policy zero|reference|random) need no checkpoint: zero holds the default pose (action
 0), reference sets the clip's joint positions as PD targets open loop, random draws uniform actions
-in [-1, 1]. Without a checkpoint the task is g1_motion_tracking with its default config; change it
+in [-1, 1]. Without a checkpoint the task is {registry.DEFAULT_TASK} with its default config; change it
 with task.KEY=VALUE arguments (e.g. task.max_episode_length_s=5).
 
 --start-stride K starts more envs exactly on the reference at frames K, 2K, ... of every clip, each
@@ -40,9 +43,9 @@ Observation noise stays off and --randomization applies in both start modes.
 
 --onnx FILE evaluates a policy in holosoma's deploy format (holosoma_inference's ONNX; FILE may name a
 published one, e.g. fastsac_g1_29dof_dancing, fetched once into $UNILAB_CACHE) in the task of its kind
-whose robot has the file's joints (dof_names; --task names one): the G1 files in g1_motion_tracking or
-g1_locomotion, the T1 files in t1_locomotion. A tracking file runs on its embedded clip (or --clip), a
-locomotion file per command bin, with the file's gains, term order and scales and its action mapping. With
+whose robot has the file's joints (dof_names; --task names one, of {', '.join(EVALUATED)}). A tracking file
+runs on its embedded clip (or --clip), a locomotion file per command bin, with the file's gains, term order and
+scales and its action mapping. With
 --randomization on, the report adds the metrics per quantile bin of each randomized quantity (friction,
 centre-of-mass offset, PD-gain scales, action delay, masses): a batch sim2sim robustness report."""
 
@@ -83,13 +86,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: frame 0 only)")
     p.add_argument("--envs-per-clip", type=int, default=1, metavar="N",
                    help="envs rolled out per clip; only differ with --randomization on (default: 1)")
-    g = p.add_argument_group("locomotion (--task g1_locomotion, t1_locomotion)")
-    g.add_argument("--task", default=None,
-                   choices=(*registry.tasks_of_kind("motion_tracking"), *registry.tasks_of_kind("locomotion")),
+    g = p.add_argument_group(f"locomotion (--task {', '.join(registry.tasks_of_kind('locomotion'))})")
+    g.add_argument("--task", default=None, choices=EVALUATED,
                    help="the task measured: motion tracking (the options above) or velocity-command locomotion: "
                         "one 20 s episode per env, envs split over the command bins standing, forward, lateral "
                         "and turning; survival, velocity and yaw-rate errors, tracking reward terms per bin "
-                        "(--policy checkpoint or zero; default: g1_motion_tracking)")
+                        f"(--policy checkpoint or zero; default: the checkpoint's task, {registry.DEFAULT_TASK} "
+                        "without one)")
     g.add_argument("--speed", type=float, default=0.5, metavar="V",
                    help="locomotion: the bins' command (m/s forward and lateral, rad/s turning; default: 0.5)")
     g.add_argument("--envs-per-bin", type=int, default=16, metavar="N",
@@ -125,8 +128,6 @@ TASK_ONLY_OPTIONS = {
 }
 
 
-DEFAULT_TASK = "g1_motion_tracking"
-"""--task when none is given (with --onnx: the task the file's joints choose)."""
 MAX_SPEED = 10.0
 """The largest --speed (m/s, rad/s): far past what a humanoid walks; a larger one is a typo or another unit."""
 
@@ -134,7 +135,7 @@ MAX_SPEED = 10.0
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_intermixed_args(argv)  # task.KEY=VALUE may come after an option
-    given_task, args.task = args.task, args.task or DEFAULT_TASK
+    given_task = args.task
     if args.clip is not None and args.onnx is None:
         parser.error("--clip: only with --onnx (a checkpoint's clips are task.motion_files)")
     if args.action_clip != parser.get_default("action_clip") and args.onnx is None:
@@ -144,6 +145,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error("--onnx evaluates the file's policy: no --policy")
         args.source = _onnx_source(args, parser, given_task)  # reads the file: its task decides which options apply
         args.task = args.source.task
+    elif given_task is None:
+        args.task = _checkpoint_task(args.targets)
     for kind, dests in TASK_ONLY_OPTIONS.items():
         given = [f"--{d.replace('_', '-')}" for d in dests if getattr(args, d) != parser.get_default(d)]
         if given and registry.kind(args.task) != kind:
@@ -166,10 +169,22 @@ def _onnx_source(args: argparse.Namespace, parser: argparse.ArgumentParser, task
         if checkpoint is not None:
             raise ValueError(f"--onnx evaluates the file's policy: no RUN_DIR_OR_CHECKPOINT (got {checkpoint})")
         return prepare(args.onnx, task, args.clip, overrides, args.threads, args.action_clip)
-    except (FileNotFoundError, ValueError, HolosomaFormatError) as err:
+    # RuntimeError: AssetError, the published policies cannot be fetched (the message says how)
+    except (FileNotFoundError, ValueError, HolosomaFormatError, RuntimeError) as err:
         parser.exit(2, f"unilab-eval: error: {err}\n")
-    except RuntimeError as err:  # AssetError: the published policies cannot be fetched (the message says how)
-        parser.exit(2, f"unilab-eval: error: {err}\n")
+
+
+def _checkpoint_task(targets: list[str]) -> str:
+    """The task of the checkpoint among ``targets``; :data:`registry.DEFAULT_TASK` without one, and for one that
+    cannot be read or whose task is not evaluated (the evaluation reports it, exit 2)."""
+    from unilab.runtime.checkpoint import load_checkpoint, stored_run_config
+
+    try:
+        checkpoint, overrides = task_overrides.split_targets(targets)
+        name = checkpoint and stored_run_config(*load_checkpoint(checkpoint), overrides)["task"]["name"]
+    except (FileNotFoundError, ValueError):
+        name = None
+    return name if name in EVALUATED else registry.DEFAULT_TASK
 
 
 def _main(args: argparse.Namespace) -> int:
@@ -177,13 +192,13 @@ def _main(args: argparse.Namespace) -> int:
         os.nice(args.nice)
     # lazy: --help and usage errors without torch or mujoco
     from unilab.eval import report
-    from unilab.eval.locomotion import format_locomotion, run
-    from unilab.eval.rollout import EvalOptions, evaluate
+    from unilab.eval.rollout import EvalOptions
     from unilab.paths import check_writable, write_json
     from unilab.runtime.checkpoint import resolve_checkpoint
 
     onnx = getattr(args, "source", None)
     loco = registry.kind(args.task) == "locomotion"
+    evaluation = registry.evaluation(args.task)
     try:
         checkpoint, overrides = task_overrides.split_targets(args.targets)
         if not loco:
@@ -212,11 +227,11 @@ def _main(args: argparse.Namespace) -> int:
     caught = (FileNotFoundError, ValueError, OSError if loco else IndexError)
     try:
         if loco:
-            result = run(args.task, ckpt, args.policy, args.speed, args.envs_per_bin, args.pushes == "on", args.seed,
-                         args.device, args.threads, overrides, not args.no_progress, args.randomization == "on",
-                         onnx)
+            result = evaluation.run(args.task, ckpt, args.policy, args.speed, args.envs_per_bin, args.pushes == "on",
+                                    args.seed, args.device, args.threads, overrides, not args.no_progress,
+                                    args.randomization == "on", onnx)
         else:
-            result = evaluate(ckpt, opts, onnx)
+            result = evaluation.evaluate(ckpt, opts, onnx)
     except caught as err:
         print(f"unilab-eval: error: {err}", file=sys.stderr)
         return 2
@@ -224,7 +239,7 @@ def _main(args: argparse.Namespace) -> int:
     if loco:
         print(f"unilab-eval: {args.task}, policy {policy}, pushes {args.pushes}, {result['episode_s']:.0f} s "
               f"episodes, {args.envs_per_bin} per bin")
-        print(format_locomotion(result), flush=True)
+        print(evaluation.format_locomotion(result), flush=True)
         _print_robustness(result.get("randomization_bins"), loco)
         print(f"unilab-eval: JSON written to {write_json(json_path, result)}")
         return 0

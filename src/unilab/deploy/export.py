@@ -31,17 +31,13 @@ from unilab.tasks.registry import kind, make_env, task_config
 INPUT_NAME = "obs"
 OUTPUT_NAME = "action"
 OPSET = 17  # LayerNormalization is a native op from 17 on; onnxruntime >= 1.20 runs it
-# keys every export carries; the motion-tracking task adds MOTION_TRACKING_KEYS, locomotion LOCOMOTION_KEYS
+# keys every export carries; a joint-target task's adds ROBOT_KEYS and its env's deploy_metadata()
 METADATA_KEYS = ("unilab_version", "task", "task_kind", "checkpoint", "iteration", "config", "obs_dim", "action_dim",
                  "input_name", "output_name", "action_clip", "control_dt")
 ROBOT_KEYS = ("joint_names", "obs_joint_names", "default_joint_pos", "action_scale", "action_bound", "kp", "kd",
               "effort_limit", "pd_target_range", "sim_dt", "decimation", "integrator", "self_collisions", "obs_layout",
               "obs_clip", "model_xml")
 """What every joint-target task's export adds: the robot, its PD servos, timing and the observation pieces."""
-MOTION_TRACKING_KEYS = (*ROBOT_KEYS, "anchor_body", "tracked_bodies", "end_effector_bodies",
-                        "termination_thresholds", "motion_files")
-LOCOMOTION_KEYS = (*ROBOT_KEYS, "base_body", "base_height", "foot_points", "termination_bodies", "termination_force",
-                   "gait_period_s", "command_ranges")
 
 
 class ExportError(ValueError):
@@ -118,37 +114,6 @@ def robot_metadata(env: Any) -> dict[str, Any]:
     }
 
 
-def motion_tracking_metadata(env: Any) -> dict[str, Any]:
-    """:func:`robot_metadata` and the tracking task's bodies, termination thresholds and reference clips."""
-    cfg = env.cfg
-    return {
-        **robot_metadata(env), "anchor_body": cfg.anchor_body, "tracked_bodies": list(cfg.tracked_bodies),
-        "end_effector_bodies": list(cfg.end_effector_bodies),
-        "termination_thresholds": {name: float(getattr(cfg.terminations, name)) for name in env.termination_names},
-        "motion_files": [str(Path(p).resolve()) for p in env.motion.files],
-    }
-
-
-def locomotion_metadata(env: Any) -> dict[str, Any]:
-    """:func:`robot_metadata` and the locomotion task's base and its start height (upright, joints at the
-    default), foot points, termination bodies, the gait clock's period (evaluation: legs at phases 0 and -pi,
-    both at pi while the command is zero) and the command ranges."""
-    cfg = env.cfg
-    c = cfg.commands
-    return {
-        **robot_metadata(env), "base_body": cfg.robot.base_body, "base_height": float(cfg.robot.base_height),
-        "foot_points": list(cfg.robot.foot_points),
-        "termination_bodies": [env.model.body(int(b)).name for b in env.termination_bodies],
-        "termination_force": float(cfg.termination_force), "gait_period_s": float(cfg.gait.period_s),
-        "command_ranges": {"lin_vel_x": list(c.lin_vel_x), "lin_vel_y": list(c.lin_vel_y),
-                           "ang_vel_yaw": list(c.ang_vel_yaw)},
-    }
-
-
-TASK_METADATA = {"motion_tracking": motion_tracking_metadata, "locomotion": locomotion_metadata}
-"""The kinds of task (``registry.Task.kind``) whose deploy contract an export describes in full."""
-
-
 def export_policy(checkpoint: str | os.PathLike, out: str | os.PathLike) -> ExportResult:
     """Write the ONNX policy of ``checkpoint`` (a file, or a run directory's newest) to ``out``.
 
@@ -168,12 +133,13 @@ def export_policy(checkpoint: str | os.PathLike, out: str | os.PathLike) -> Expo
         "iteration": int(payload["iteration"]), "config": raw, "obs_dim": agent.obs_dim, "action_dim": agent.action_dim,
         "input_name": INPUT_NAME, "output_name": OUTPUT_NAME, "action_clip": [-1.0, 1.0],
     }
-    # one simulation of the run's task: its control dt and, for a task of TASK_METADATA, the whole contract
+    # one simulation of the run's task: its control dt and, for a joint-target task (its env describes what it adds to
+    # the robot's), the whole contract
     env = make_env(task, task_cfg, 1, pool_kwargs={"nthread": 1})
     try:
         meta["control_dt"] = float(env.control_dt)
-        if kind(task) in TASK_METADATA:
-            meta.update(TASK_METADATA[kind(task)](env))
+        if hasattr(env, "deploy_metadata"):
+            meta.update(robot_metadata(env), **env.deploy_metadata())
             widths = sum(p["width"] for p in meta["obs_layout"])
             if widths != agent.obs_dim or len(meta["joint_names"]) != agent.action_dim:
                 raise ExportError(

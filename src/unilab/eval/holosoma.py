@@ -169,8 +169,8 @@ def prepare(onnx: str, task: str | None = None, clip: str | None = None,
 
 def robot_joints(task: str, overrides: dict[str, Any] | None = None) -> list[str]:
     """The joints of task ``task``'s robot (its model's, base excluded), with ``task.KEY=VALUE`` ``overrides``."""
+    from unilab.motion_io.clip import model_joint_layout  # noqa: PLC0415
     from unilab.tasks.core.model import load_task_model  # noqa: PLC0415 - mujoco only once a file is read
-    from unilab.tasks.g1_motion_tracking.motion import model_joint_layout  # noqa: PLC0415
 
     cfg = task_config(task, apply_task_overrides({"name": task}, overrides))
     return model_joint_layout(load_task_model(cfg))[0]

@@ -14,13 +14,12 @@ from pathlib import Path
 
 import mujoco
 
-from unilab.motion_io.clip import Clip, ClipError, check_fps
+from unilab.motion_io.clip import Clip, ClipError, MotionFileError, check_fps, clip_frame_counts
 from unilab.motion_io.csv_format import read_csv, write_csv
 from unilab.motion_io.formats import FORMATS, REF_BODY, Format
 from unilab.motion_io.kinematics import resample, with_velocities
 from unilab.motion_io.npz_format import read_npz, write_npz
 from unilab.motion_io.onnx_format import read_onnx, reference_body_id, write_onnx
-from unilab.tasks.g1_motion_tracking.motion import MotionFileError, clip_frame_counts
 
 
 def format_of(path: Path, name: str | None = None) -> Format:

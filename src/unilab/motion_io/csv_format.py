@@ -14,10 +14,9 @@ import mujoco
 import numpy as np
 
 from unilab.motion_io import clip as checks
-from unilab.motion_io.clip import Clip, ClipError, Source, SourceTables
+from unilab.motion_io.clip import Clip, ClipError, Source, SourceTables, model_joint_layout
 from unilab.motion_io.formats import LAFAN1_FPS
 from unilab.sim.quat import quat_normalize
-from unilab.tasks.g1_motion_tracking.motion import model_joint_layout
 
 ROOT_COLUMNS = ("root x", "root y", "root z", "root qx", "root qy", "root qz", "root qw")
 NUMBER_FORMAT = "%.10g"  # 10 significant digits: 1e-10 relative, well under a round trip's 1e-6

@@ -12,9 +12,8 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 
-from unilab.motion_io.clip import Clip
+from unilab.motion_io.clip import Clip, forward_kinematics, model_joint_layout, resample_indices
 from unilab.sim.quat import quat_conj, quat_mul, quat_rotate, quat_rotate_inv, quat_slerp
-from unilab.tasks.g1_motion_tracking.motion import forward_kinematics, model_joint_layout, resample_indices
 
 _SMALL_ANGLE = 1e-8  # rad: below it log(q) uses its first-order expansion
 

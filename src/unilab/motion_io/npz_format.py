@@ -1,6 +1,6 @@
 """holosoma / BeyondMimic npz clips: read both layouts, write holosoma's (our own clip format).
 
-holosoma's layout (what ``unilab.tasks.g1_motion_tracking.motion`` loads, and holosoma's ``MotionLoader``): ``fps``
+holosoma's layout (what ``unilab.motion_io.clip`` reads, and holosoma's ``MotionLoader``): ``fps``
 (1,), ``joint_pos`` (T, 7 + J) = root position, root quaternion w, x, y, z, joints; ``joint_vel`` (T, 6 + J) = root
 linear and angular velocity (world), joint rates; ``joint_names`` (J,); ``body_names`` (B,), ``body_pos_w`` (T, B, 3),
 ``body_quat_w`` (T, B, 4, w first), ``body_lin_vel_w``, ``body_ang_vel_w`` (T, B, 3) of the recording robot's bodies.
@@ -20,10 +20,9 @@ import mujoco
 import numpy as np
 
 from unilab.motion_io import clip as checks
-from unilab.motion_io.clip import Clip, ClipError, Source, SourceTables
+from unilab.motion_io.clip import Clip, ClipError, Source, SourceTables, model_joint_layout
 from unilab.motion_io.kinematics import body_state, root_velocities
 from unilab.sim.quat import quat_normalize
-from unilab.tasks.g1_motion_tracking.motion import model_joint_layout
 
 ROOT_POS_COLUMNS = ("root x", "root y", "root z")
 ROOT_QUAT_COLUMNS = ("root qw", "root qx", "root qy", "root qz")

@@ -14,12 +14,11 @@ import mujoco
 import numpy as np
 
 from unilab.motion_io import clip as checks
-from unilab.motion_io.clip import Clip, ClipError, Source, SourceTables
+from unilab.motion_io.clip import Clip, ClipError, Source, SourceTables, model_joint_layout
 from unilab.motion_io.formats import HOLOSOMA_POLICY_FPS, REF_BODY
 from unilab.motion_io.kinematics import body_state, root_from_body, root_velocities
 from unilab.motion_io.onnx_tables import ClipTables, embedded_clip, write_clip_model
 from unilab.sim.quat import quat_normalize
-from unilab.tasks.g1_motion_tracking.motion import model_joint_layout
 
 
 def reference_body_id(model: mujoco.MjModel, ref_body: str) -> int:

@@ -1,4 +1,4 @@
-"""``training.eval_interval``: the tracking evaluation of ``unilab-eval`` during training.
+"""``training.eval_interval``: the task's evaluation of ``unilab-eval`` during training.
 
 Every ``eval_interval`` iterations the learner writes a policy snapshot (``<run dir>/eval/policy_<iter>.pt``, no replay)
 and runs ``unilab-eval`` on it in a subprocess (niced, one physics and one torch thread, output in
@@ -29,13 +29,15 @@ FINAL_WAIT_S = 120.0
 
 class PeriodicEval:
     """Starts and collects the evaluations of one run (rank 0 only). ``payload(iteration)`` is the checkpoint dict to
-    snapshot; an iteration's TensorBoard step is ``iteration * step_scale`` (env steps, as the other scalars)."""
+    snapshot; an iteration's TensorBoard step is ``iteration * step_scale`` (env steps, as the other scalars);
+    ``headline``: the overall metrics printed of each, (label, key, format) rows (``registry.Task.evaluation``)."""
 
-    def __init__(self, run_dir: Path, interval: int, payload: Any, step_scale: int):
+    def __init__(self, run_dir: Path, interval: int, payload: Any, step_scale: int, headline: tuple):
         self.dir = Path(run_dir) / "eval"
         self.interval = int(interval)
         self.payload = payload
         self.step_scale = int(step_scale)
+        self.headline = headline
         self.proc: subprocess.Popen | None = None
         self.iteration = 0
         self._snapshot: Path | None = None
@@ -89,9 +91,8 @@ class PeriodicEval:
         self.results[it] = dict(overall)
         if writer is not None:
             writer.add_dict({f"eval/{k}": float(v) for k, v in overall.items()}, it * self.step_scale)
-        print("unilab: eval @ iter {}: success {:.2f} | mpjpe {:.1f} mm | local {:.1f} mm".format(
-            it, overall.get("success_rate", float("nan")), overall.get("mpjpe_mm", float("nan")),
-            overall.get("mpjpe_local_mm", float("nan"))), flush=True)
+        print(f"unilab: eval @ iter {it}: " + " | ".join(f"{label} {form.format(overall.get(key, float('nan')))}"
+                                                         for label, key, form in self.headline), flush=True)
 
     def _release(self) -> None:
         self.proc = None

@@ -39,6 +39,7 @@ from unilab.runtime.periodic_eval import FINAL_WAIT_S, PeriodicEval
 from unilab.runtime.signals import StopSignals
 from unilab.sim import cpu
 from unilab.sim.spec import EnvSpec
+from unilab.tasks import registry
 from unilab.telemetry.phase_timer import PhaseTimer
 from unilab.telemetry.trace import TraceRecorder, merge_traces
 
@@ -273,7 +274,8 @@ class Trainer:
             print(f"unilab[rank {self.dist.rank}/{self.dist.world_size}]: collector pid {col.pid} pinned to cpu_ids="
                   f"{None if env.cpu_ids is None else list(env.cpu_ids)}, learner on {agent.device}", flush=True)
         if tr.eval_interval and self.dist.rank == 0:
-            self.evaluator = PeriodicEval(self.run_dir, tr.eval_interval, lambda i: self._payload(agent, i), a.num_envs)
+            self.evaluator = PeriodicEval(self.run_dir, tr.eval_interval, lambda i: self._payload(agent, i), a.num_envs,
+                                          registry.evaluation(self.spec.task_name).HEADLINE)
         loop = LearnerIteration(agent, replay, a, [f.name for f in env.record if f.observation], self.timer)
         try:  # last: from here on the ranks are in step
             agree = metrics.agree = self._join_ranks(agent)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from importlib import import_module
+from types import ModuleType
 from typing import Any, NamedTuple
 
 from unilab.dataclass_config import build_dataclass
@@ -18,19 +19,25 @@ class Task(NamedTuple):
     config: str
     env: str
     kind: str
-    """What ``unilab-eval``, ``unilab-export`` and the benchmarks measure: motion_tracking, locomotion or pendulum."""
+    """What ``unilab-export`` and the benchmarks describe and which options ``unilab-eval`` reads: motion_tracking,
+    locomotion or pendulum."""
     preset: str | None = None
     """A function of the config module returning the task's defaults (a robot and its recipe's values); None: the
     config class's own defaults."""
+    evaluation: str | None = None
+    """The package's module that measures a policy (``unilab-eval``, ``training.eval_interval``): ``evaluate``
+    (tracking) or ``run`` (locomotion), and ``HEADLINE``, what training prints as (label, metric, format); or None."""
 
 
 # the config imports without the env (no mujoco; the train CLI registers the defaults as the `task` group's structured
 # config and validates with them), the env only when built (a pendulum should not import the G1 stack)
 TASKS: dict[str, Task] = {
     "pendulum": Task("pendulum", "PendulumConfig", "PendulumEnv", "pendulum"),
-    "g1_motion_tracking": Task("g1_motion_tracking", "MotionTrackingConfig", "MotionTrackingEnv", "motion_tracking"),
-    "g1_locomotion": Task("g1_locomotion", "LocomotionConfig", "LocomotionEnv", "locomotion"),
-    "t1_locomotion": Task("g1_locomotion", "LocomotionConfig", "LocomotionEnv", "locomotion", "t1_locomotion"),
+    "g1_motion_tracking": Task("g1_motion_tracking", "MotionTrackingConfig", "MotionTrackingEnv", "motion_tracking",
+                               evaluation="evaluation"),
+    "g1_locomotion": Task("g1_locomotion", "LocomotionConfig", "LocomotionEnv", "locomotion", evaluation="evaluation"),
+    "t1_locomotion": Task("g1_locomotion", "LocomotionConfig", "LocomotionEnv", "locomotion", "t1_locomotion",
+                          "evaluation"),
 }
 
 DEFAULT_TASK = "g1_motion_tracking"
@@ -56,9 +63,6 @@ def task_for_recipe(algo: str) -> str:
     """The first task of :data:`RECIPES` whose GPU or CPU recipe is ``algo``; :data:`DEFAULT_TASK` for any other."""
     return next((name for name, pair in RECIPES.items() if algo in pair), DEFAULT_TASK)
 
-# tasks unilab-eval can measure (training.eval_interval runs it): the tracking metrics need a reference motion
-EVALUATED_TASKS: tuple[str, ...] = ("g1_motion_tracking",)
-
 
 def _row(name: str) -> Task:
     if name not in TASKS:
@@ -69,6 +73,11 @@ def _row(name: str) -> Task:
 def kind(name: str) -> str:
     """The kind of task ``name`` (:attr:`Task.kind`; ValueError for an unknown task)."""
     return _row(name).kind
+
+
+def evaluation(name: str) -> ModuleType:
+    """The evaluation module of task ``name`` (:attr:`Task.evaluation`; the task must have one)."""
+    return import_module(f"unilab.tasks.{TASKS[name].package}.{TASKS[name].evaluation}")
 
 
 def tasks_of_kind(task_kind: str) -> tuple[str, ...]:

@@ -146,6 +146,18 @@ class LocomotionEnv(DriverEnv):
     def record_ended(self, done: np.ndarray, out: Buffers) -> None:
         self.rewards.record(self.book.lengths[done])  # the penalty curriculum (every step, as holosoma's)
 
+    def deploy_metadata(self) -> dict:
+        """What an export adds to the robot's contract (``unilab.deploy.export``): the base and its start height
+        (upright, joints at the default), foot points, termination bodies, the gait clock's period (evaluation: legs
+        at phases 0 and -pi, both at pi while the command is zero) and the command ranges."""
+        cfg, c = self.cfg, self.cfg.commands
+        return {"base_body": cfg.robot.base_body, "base_height": float(cfg.robot.base_height),
+                "foot_points": list(cfg.robot.foot_points),
+                "termination_bodies": [self.model.body(int(b)).name for b in self.termination_bodies],
+                "termination_force": float(cfg.termination_force), "gait_period_s": float(cfg.gait.period_s),
+                "command_ranges": {"lin_vel_x": list(c.lin_vel_x), "lin_vel_y": list(c.lin_vel_y),
+                                   "ang_vel_yaw": list(c.ang_vel_yaw)}}
+
     def arrows(self, env: int = 0) -> np.ndarray:
         """Above env ``env``'s base: its command (green) and its base velocity (blue), horizontal, in the
         heading frame (1 m per m/s)."""

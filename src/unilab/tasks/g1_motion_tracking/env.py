@@ -150,6 +150,15 @@ class MotionTrackingEnv(DriverEnv):
         done_ids = np.flatnonzero(done)
         self.sampler.record(self.clip[done_ids], self.frame[done_ids], out["terminated"][done_ids])
 
+    def deploy_metadata(self) -> dict:
+        """What an export adds to the robot's contract (``unilab.deploy.export``): the anchor, tracked and end-effector
+        bodies, the termination thresholds and the reference clips."""
+        cfg = self.cfg
+        return {"anchor_body": cfg.anchor_body, "tracked_bodies": list(cfg.tracked_bodies),
+                "end_effector_bodies": list(cfg.end_effector_bodies),
+                "termination_thresholds": {n: float(getattr(cfg.terminations, n)) for n in self.termination_names},
+                "motion_files": [str(Path(p).resolve()) for p in self.motion.files]}
+
     # ------------------------------------------------------------------ video (play)
     def reference_qpos(self, env: int = 0) -> np.ndarray:
         """Model ``qpos`` of the reference frame env ``env`` tracks now (play's ghost)."""

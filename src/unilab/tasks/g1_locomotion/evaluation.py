@@ -15,10 +15,13 @@ import numpy as np
 from tqdm import tqdm
 
 from unilab.eval.robustness import by_bins, randomized_values
-from unilab.eval.rollout import PolicySource, eval_env, load_policy_config, without_noise
+from unilab.eval.rollout import PolicySource, eval_env, policy_config, without_noise
 from unilab.tasks.registry import task_config
 
 BINS = ("standing", "forward", "lateral", "turning")
+HEADLINE = (("survived", "survived", "{:.2f}"), ("vx err", "lin_vel_x_error", "{:.2f} m/s"),
+            ("yaw err", "yaw_rate_error", "{:.2f} rad/s"))
+"""What training prints of each periodic evaluation: (label, overall metric, format)."""
 
 
 def bin_commands(speed: float) -> dict[str, tuple[float, float, float]]:
@@ -110,16 +113,9 @@ def run(task: str, checkpoint: Path | None, policy_kind: str, speed: float, envs
     """``unilab-eval --task <task>`` of a locomotion task: build the env from the checkpoint's config (or the task's
     defaults for the zero baseline) and evaluate the checkpoint's mean action or the zero action; ``source``: its
     policy on its config instead (a config of ``task``)."""
-    if source is not None:
-        raw, payload, checkpoint = source.raw, None, source.path
-        if raw["task"]["name"] != task:
-            raise ValueError(f"--task {task}: the policy's config is {raw['task']['name']!r}'s")
-    else:
-        if policy_kind not in ("checkpoint", "zero"):
-            raise ValueError(f"--task {task} evaluates --policy checkpoint or zero, got {policy_kind!r}")
-        raw, payload, checkpoint = load_policy_config(checkpoint, policy_kind, overrides, task)
-        if raw["task"].get("name") != task:
-            raise ValueError(f"--task {task}: the checkpoint's task is {raw['task'].get('name')!r}")
+    if source is None and policy_kind not in ("checkpoint", "zero"):
+        raise ValueError(f"--task {task} evaluates --policy checkpoint or zero, got {policy_kind!r}")
+    raw, payload, checkpoint = policy_config(checkpoint, policy_kind, overrides, source, task)
     cfg = eval_config(task_config(task, raw["task"]), pushes, randomization)
     label = policy_kind if source is None else source.path.name
     with eval_env(raw, payload, policy_kind, cfg, len(BINS) * envs_per_bin, device, threads, seed,
