@@ -17,7 +17,7 @@ BENCHMARKS = {
     "collector": ("unilab.bench.offpolicy_collector_active",
                   "collector-only steps/s with a stub policy vs raw env steps/s"),
     "learn": ("unilab.bench.learn",
-              "fixed-budget G1 tracking run (default sac_cpu, 20 min) + unilab-eval: curve and tracking metrics; "
+              "fixed-budget training of a task (its CPU recipe, 20 min) + unilab-eval: curve and the task's metrics; "
               "--arm/--seeds/--env-steps/--parallel compare recipes at equal env steps"),
     "learner": ("unilab.bench.learner",
                 "one FastSAC update at a recipe's sizes (--algo, --task, --device): ms, split, ops and host syncs per "
