@@ -183,11 +183,16 @@ def test_a_checkpoint_with_broken_entries_is_refused_naming_the_entry(tmp_path, 
     assert str(err.value) == f"checkpoint {path}: {message}"
 
 
-def test_play_of_a_checkpoint_whose_agent_is_empty_is_one_line(tmp_path, capsys):
-    path = _save_raw(tmp_path / "model_3.pt", {"iteration": 3, "agent": {}, "config": PENDULUM_CONFIG})
-    assert play_cli.main([str(path), "--no-video"]) == 2
+@pytest.mark.parametrize("prog, main, task, argv", [
+    ("play", play_cli.main, "pendulum", ["--no-video"]),
+    ("unilab-eval", eval_cli.main, "g1_locomotion", ["--no-plot", "--no-progress"]),
+])
+def test_a_checkpoint_whose_agent_is_empty_is_one_line_naming_the_file(tmp_path, capsys, prog, main, task, argv):
+    config = {"task": {"name": task}, "sim": {}}
+    path = _save_raw(tmp_path / "model_3.pt", {"iteration": 3, "agent": {}, "config": config})
+    assert main([str(path), *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"play: error: checkpoint {path}: the agent cannot be rebuilt (KeyError: 'config')"]
+    assert err == [f"{prog}: error: checkpoint {path}: the agent cannot be rebuilt (KeyError: 'config')"]
 
 
 def test_a_deeply_nested_checkpoint_config_is_refused_without_a_recursion_error(tmp_path, capsys):

@@ -216,16 +216,17 @@ def policy_config(checkpoint: str | Path | None, policy: str, overrides: dict[st
 def eval_env(raw: dict[str, Any], payload: dict[str, Any] | None, policy: str, cfg: Any, num_envs: int,
              device: str, threads: int | None, seed: int,
              source: PolicySource | None = None,
-             baseline: Callable[[Any, str, int], PolicyFn] | None = None) -> Iterator[tuple[Any, PolicyFn]]:
+             baseline: Callable[[Any, str, int], PolicyFn] | None = None,
+             path: Path | None = None) -> Iterator[tuple[Any, PolicyFn]]:
     """The env of an evaluation (closed on exit) and its policy, ``source``'s, ``payload``'s mean action or baseline
     ``policy`` (of ``baseline``, default :func:`baseline_policy`); physics takes ``raw``'s ``sim`` settings, torch
-    ``threads`` (default 1) threads."""
+    ``threads`` (default 1) threads; ``path``: the checkpoint file ``payload`` came from, for messages."""
     kw = build_dataclass(SimConfig, raw.get("sim", {}), "sim").pool_kwargs()
     kw["cpu_ids"] = None  # a few envs: the default sizing rule, no pinning
     kw["nthread"] = threads
     # a policy batch of a few rows gains nothing from more threads, and they would compete with physics
     torch.set_num_threads(threads or 1)
-    agent = load_agent(payload, device=device) if policy == "checkpoint" and source is None else None
+    agent = load_agent(payload, path, device=device) if policy == "checkpoint" and source is None else None
     env = make_env(raw["task"]["name"], cfg, num_envs, pool_kwargs=kw, seed=seed)
     try:
         if source is not None:

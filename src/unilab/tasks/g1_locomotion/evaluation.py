@@ -119,7 +119,7 @@ def run(task: str, checkpoint: Path | None, policy_kind: str, speed: float, envs
     cfg = eval_config(task_config(task, raw["task"]), pushes, randomization)
     label = policy_kind if source is None else source.path.name
     with eval_env(raw, payload, policy_kind, cfg, len(BINS) * envs_per_bin, device, threads, seed,
-                  source) as (env, policy):
+                  source, path=checkpoint) as (env, policy):
         result = evaluate_locomotion(env, policy, speed, envs_per_bin, progress, desc=f"eval {label}",
                                      randomization_bins=randomization)
     result.update(task=task, policy=policy_kind if source is None else "onnx", pushes=pushes,

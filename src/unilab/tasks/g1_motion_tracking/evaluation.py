@@ -94,7 +94,7 @@ def evaluate(checkpoint: str | Path | None, options: EvalOptions | None = None, 
         env_clip, env_start = (np.array(column, dtype=np.int64) for column in zip(*starts))
         num_envs = len(starts)
     with eval_env(raw, payload, opts.policy, cfg, num_envs, opts.device, opts.threads, opts.seed, source,
-                  baseline_policy) as (env, policy):
+                  baseline_policy, path) as (env, policy):
         control_dt = float(env.control_dt)
         if random_starts:
             summary = {"overall": random_start_metrics(env, policy, opts.episodes, progress=opts.progress,
