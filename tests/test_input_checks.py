@@ -94,7 +94,7 @@ def test_a_field_may_declare_that_it_takes_non_finite_values():
 @pytest.mark.parametrize("overrides, message", [
     (("training.seed=-1",), "training.seed must be an integer >= 0"),
     (("task=g1_locomotion", "task.curriculum.level_down_threshold=800"),
-     "task.curriculum.level_up_threshold must be >= curriculum.level_down_threshold (800.0), got 750.0"),
+     "task.curriculum.level_up_threshold must be >= task.curriculum.level_down_threshold (800.0), got 750.0"),
     (("task=g1_locomotion", "task.curriculum.degree=-0.1"), "task.curriculum.degree must be >= 0"),
 ])
 def test_out_of_range_values_are_refused_naming_the_key(overrides, message):

@@ -279,7 +279,7 @@ class LocomotionConfig(RobotTaskConfig):
             (("push.max_vel",), lambda v: len(v) == 2 and all(x >= 0 for x in v), "2 numbers >= 0"),
             (("curriculum.average_over",), lambda v: v >= 1, ">= 1"),
             (("curriculum.level_up_threshold",), lambda v: v >= self.curriculum.level_down_threshold,
-             f">= curriculum.level_down_threshold ({self.curriculum.level_down_threshold})"),
+             f">= task.curriculum.level_down_threshold ({self.curriculum.level_down_threshold})"),
             (("curriculum.degree",), lambda v: v >= 0, ">= 0"),
             ([f"rewards.{name}.tracking_sigma" for name in tracking], lambda v: v is not None and v > 0, "> 0"),
             ([f"rewards.{name}.tracking_sigma" for name in RewardsConfig.__dataclass_fields__ if name not in tracking],
