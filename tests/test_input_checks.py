@@ -327,6 +327,22 @@ def test_sim2sim_refuses_a_model_that_is_not_mjcf(tmp_path):
         mod.load_pd_model(bad, {"sim_dt": 0.005})
 
 
+def test_sim2sim_says_a_clip_or_model_that_is_a_directory_is_one(tmp_path):
+    mod = _sim2sim()
+    folder = tmp_path / "clip.npz"
+    folder.mkdir()
+    no_bodies = np.zeros(0, dtype=np.int64)
+    for load, message in (
+            (lambda: mod.load_reference(folder, None, 0.02, no_bodies),
+             f"clip {folder} is a directory, not a file (pass --clip NPZ)"),
+            (lambda: mod.load_pd_model(folder, {"sim_dt": 0.005}),
+             f"model {folder} is a directory, not a file (pass --model MJCF)"),
+            (lambda: mod.load_reference(tmp_path / "gone.npz", None, 0.02, no_bodies),
+             f"clip {tmp_path / 'gone.npz'} does not exist (pass --clip NPZ)")):
+        with pytest.raises(mod.Sim2SimError, match=f"^{re.escape(message)}$"):
+            load()
+
+
 def test_sim2sim_refuses_metadata_nested_past_the_recursion_limit(tmp_path):
     graph = helper.make_graph([helper.make_node("Identity", ["obs"], ["action"])], "g",
                               [helper.make_tensor_value_info("obs", TensorProto.FLOAT, [None, 3])],

@@ -251,10 +251,17 @@ def check_metadata(meta: dict) -> None:
         raise bad("motion_files", "a list of paths")
 
 
+def check_file(path: Path, what: str, option: str) -> None:
+    """``path`` is a file; else Sim2SimError saying that it does not exist or is a directory (as unilab says of a
+    file its config names) and which ``option`` gives another."""
+    if not path.is_file():
+        state = "is a directory, not a file" if path.is_dir() else "does not exist"
+        raise Sim2SimError(f"{what} {path} {state} (pass {option})")
+
+
 def load_pd_model(path: Path, meta: dict) -> tuple[mujoco.MjModel, np.ndarray]:
     """The MJCF with PD position servos; returns the model and, per actuator, its index in the action."""
-    if not path.is_file():
-        raise Sim2SimError(f"model {path} does not exist (pass --model MJCF)")
+    check_file(path, "model", "--model MJCF")
     try:
         model = mujoco.MjModel.from_xml_path(str(path))
     except ValueError as err:  # MuJoCo's parse and compile errors
@@ -326,8 +333,7 @@ def body_ids(model: mujoco.MjModel, names: list[str]) -> np.ndarray:
 
 def load_reference(path: Path, model: mujoco.MjModel, control_dt: float, bodies: np.ndarray) -> dict:
     """The clip at the control rate: model qpos/qvel rows and the bodies' world poses (forward kinematics)."""
-    if not path.is_file():
-        raise Sim2SimError(f"clip {path} does not exist (pass --clip NPZ)")
+    check_file(path, "clip", "--clip NPZ")
     try:
         with np.load(path, allow_pickle=False) as npz:
             fps = float(np.asarray(npz["fps"]).reshape(-1)[0])
