@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 from pathlib import Path
 
 import pytest
@@ -133,6 +134,45 @@ def test_main_without_a_checkpoint_still_reports_and_fails(tmp_path, monkeypatch
     data = json.loads(out.read_text())
     assert list(data) == LEARN_KEYS and data["eval_returncode"] is None
     assert data["train_returncode"] == 1 and data["eval"] == dict.fromkeys(METRIC_NAMES)
+
+
+@pytest.mark.parametrize("argv", [[], ["--seeds", "0,1", "--task", "pendulum"]])
+def test_a_stop_before_the_training_made_a_run_directory_still_writes_the_json(tmp_path, monkeypatch, capsys, argv):
+    """SIGTERM during a training's start-up (it exits -15 without a run directory) and nothing more started."""
+    started = []
+
+    def stopped_training(cmd, *_args, **_kwargs):
+        rc = -15 if not started else 128 + 15  # the first was running; run_training starts no more
+        started.append(cmd)
+        monkeypatch.setattr(children.CHILDREN, "signum", signal.SIGTERM)
+        return rc, None, None, 1.5
+
+    monkeypatch.setattr(learn, "run_training", stopped_training)
+    monkeypatch.setattr(compare, "run_training", stopped_training)
+    out = tmp_path / "learn.json"
+    assert learn.main([*argv, "--out", str(out), "--log-root", str(tmp_path)]) == 128 + signal.SIGTERM
+    data = json.loads(out.read_text())
+    assert data["stop_signal"] == signal.SIGTERM
+    assert "before making a run directory" not in capsys.readouterr().err  # a stop, not a failure
+    runs = data["runs"] if argv else [data]
+    assert runs[0]["train_returncode"] == -15 and all(r["run_dir"] is r["checkpoint"] is None for r in runs)
+    if argv:
+        assert list(data) == ["environment", "benchmark", "task", "algo", "minutes", "env_steps_budget", "seeds",
+                              "parallel", "cpu_slots", "arms", "common_overrides", "machine", "wall_s", "baselines",
+                              "checkpoint_env_steps", "runs", "plot", "stop_signal"]
+        assert [r["stopped_by"] for r in runs] == ["signal", "signal"]
+    else:
+        assert list(data) == LEARN_KEYS and data["num_envs"] is None and data["eval_returncode"] is None
+        assert data["curve"] == dict.fromkeys(evaluation.CURVE_KEYS) and data["eval"] == dict.fromkeys(METRIC_NAMES)
+
+
+def test_a_training_that_fails_before_its_run_directory_is_an_error_with_a_json(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(learn, "run_training", lambda cmd: (1, None, None, 0.5))
+    out = tmp_path / "learn.json"
+    assert learn.main(["--out", str(out)]) == 1
+    assert "training exited with rc 1 before making a run directory" in capsys.readouterr().err
+    data = json.loads(out.read_text())
+    assert list(data) == LEARN_KEYS and data["train_returncode"] == 1 and data["stop_signal"] is None
 
 
 def test_bad_override_is_a_usage_error(capsys):

@@ -177,6 +177,25 @@ def test_a_stopped_benchmark_stops_its_training_with_a_checkpoint_and_writes_its
     assert f"unilab: run directory {run}; checkpoint {ckpt}" in _training_log(tmp_path)
 
 
+def test_a_benchmark_stopped_during_its_trainings_start_up_writes_its_report(tmp_path):
+    proc = subprocess.Popen([*BENCH, "--log-root", str(tmp_path), "--out", str(tmp_path / "learn.json")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+                            start_new_session=True)
+    try:
+        wait_for_line(proc, "unilab-bench learn: ")  # the training command, printed as it starts
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+        rc = proc.returncode
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert rc == 143, err
+    assert "Traceback" not in err and "before making a run directory" not in err, err
+    report = json.loads((tmp_path / "learn.json").read_text())
+    assert report["stop_signal"] == signal.SIGTERM and report["train_returncode"] != 0
+    assert report["run_dir"] is None and report["checkpoint"] is None and report["eval_returncode"] is None
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
 def test_a_killed_benchmark_leaves_its_training_stopping_cleanly(tmp_path):
     proc, run = _start_bench(tmp_path)

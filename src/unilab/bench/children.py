@@ -29,18 +29,20 @@ class _Children:
         self.running: set[subprocess.Popen] = set()
         self.signum: int | None = None
         """The signal that stopped the benchmark (None: none came)."""
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()
+        """Held while a child starts: the handler may interrupt that in the main thread, which then holds it."""
 
     def handle(self, signum: int, frame: object) -> None:
-        first = self.signum is None
-        self.signum = signum
+        with self.lock:  # a child starting in the main thread gets the signal from :func:`run`, once it is running
+            first = self.signum is None
+            self.signum = signum
+            procs = list(self.running)
         if first:
             print(f"\nunilab-bench: {signal.Signals(signum).name}: stopping the running trainings (each writes a final "
                   "checkpoint) and evaluations; the report keeps what finished", file=sys.stderr, flush=True)
-        with self.lock:
-            for proc in self.running:
-                with contextlib.suppress(OSError):
-                    proc.send_signal(signum)
+        for proc in procs:
+            with contextlib.suppress(OSError):
+                proc.send_signal(signum)
 
 
 CHILDREN = _Children()
@@ -88,6 +90,9 @@ def run(cmd: Sequence[str], cpus: Sequence[int] | None = None, poll: Callable[[]
             return 128 + CHILDREN.signum
         proc = subprocess.Popen(command(cmd, cpus), start_new_session=True, **popen)
         CHILDREN.running.add(proc)
+        if CHILDREN.signum is not None:  # it came while the child started (main thread): not passed on yet
+            with contextlib.suppress(OSError):
+                proc.send_signal(CHILDREN.signum)
     try:
         while True:
             with contextlib.suppress(subprocess.TimeoutExpired):

@@ -21,7 +21,7 @@ import yaml
 
 from unilab.bench import children
 from unilab.bench.compare import compare_main
-from unilab.bench.evaluation import curve_summary, eval_command, final_eval, locomotion_eval, read_curves
+from unilab.bench.evaluation import CURVE_KEYS, curve_summary, eval_command, final_eval, locomotion_eval, read_curves
 from unilab.bench.options import unwritable, usage_error
 from unilab.bench.report import format_table, write_json
 from unilab.bench.training import announce, recipe, run_training, train_command
@@ -104,13 +104,17 @@ def single_main(args: argparse.Namespace) -> int:
     cmd = train_command(args)
     announce(cmd)
     rc, run_dir, checkpoint, wall_s = run_training(cmd)
-    if run_dir is None or not (run_dir / "config.yaml").is_file():
-        print(f"unilab-bench learn: error: training exited with rc {rc} before making a run directory", file=sys.stderr)
-        return rc or 1
-    num_envs = int(yaml.safe_load((run_dir / "config.yaml").read_text())["algo"]["num_envs"])
-    curve = curve_summary(read_curves(run_dir), num_envs, checkpoint)
     # fixed keys, missing values null; eval_locomotion: unilab-eval --task <task> (per bin and overall)
     evals = {"eval_returncode": None, "eval": dict.fromkeys(METRIC_NAMES), "eval_clips": {}, "eval_locomotion": None}
+    if run_dir is None or not (run_dir / "config.yaml").is_file():  # stopped or failed during its start-up
+        if not children.stopped():
+            print(f"unilab-bench learn: error: training exited with rc {rc} before making a run directory",
+                  file=sys.stderr)
+        run_dir = checkpoint = num_envs = None
+        curve: dict = dict.fromkeys(CURVE_KEYS)
+    else:
+        num_envs = int(yaml.safe_load((run_dir / "config.yaml").read_text())["algo"]["num_envs"])
+        curve = curve_summary(read_curves(run_dir), num_envs, checkpoint)
     if checkpoint is not None and checkpoint.is_file() and registry.kind(args.task) == "locomotion":
         locomotion = {kind: locomotion_eval(args.task, checkpoint, kind,
                                             run_dir / "eval" / f"final_locomotion_{kind}.json")
@@ -123,7 +127,8 @@ def single_main(args: argparse.Namespace) -> int:
         eval_json = run_dir / "eval" / "final.json"
         evals.update(final_eval(eval_command(args, checkpoint, eval_json), checkpoint, eval_json, 0))
     report = {"benchmark": "learn", "task": args.task, "algo": args.algo, "minutes": args.minutes,
-              "num_envs": num_envs, "overrides": list(args.overrides), "command": cmd, "run_dir": str(run_dir),
+              "num_envs": num_envs, "overrides": list(args.overrides), "command": cmd,
+              "run_dir": None if run_dir is None else str(run_dir),
               "checkpoint": None if checkpoint is None else str(checkpoint), "train_returncode": rc,
               "train_process_wall_s": wall_s, "curve": curve, **evals, "stop_signal": children.stopped()}
     rows = [(f"curve/{k}", v) for k, v in curve.items()] + [(f"eval/{k}", v) for k, v in report["eval"].items()]
