@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
+import signal
 import subprocess
 import sys
 import time
@@ -19,6 +20,7 @@ from unilab.cli import play as play_cli
 from unilab.cli import train as train_cli
 from unilab.cli.config import ConfigError, compose_config, field_docs, group_options, split_argv, to_run_spec
 from unilab.runtime.config import PlayConfig, RunSpec, SimConfig, TrainingConfig
+from unilab.runtime.signals import StopRequested
 from unilab.tasks import registry
 
 CONFIG = Path(__file__).resolve().parents[1] / "src" / "unilab" / "config"
@@ -307,3 +309,13 @@ def test_ctrl_c_before_training_is_one_line_and_exit_130(monkeypatch, capsys):
     monkeypatch.setattr(train_cli, "_main", interrupted)
     assert train_cli.main(["--task", "pendulum"]) == 130
     assert capsys.readouterr().err.strip() == "train: interrupted before training started"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_stop_signal_before_training_is_one_line_naming_it_and_exit_128_plus_it(monkeypatch, capsys, sig):
+    def stopped(_argv):
+        raise StopRequested(sig)
+
+    monkeypatch.setattr(train_cli, "_main", stopped)
+    assert train_cli.main(["--task", "pendulum"]) == 128 + sig
+    assert capsys.readouterr().err.strip() == f"train: {signal.Signals(sig).name}: interrupted before training started"

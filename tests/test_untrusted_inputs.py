@@ -117,6 +117,27 @@ def test_sighup_saves_a_checkpoint_and_exits_129(tmp_path):
     collector.wait(timeout=15)  # psutil raises TimeoutExpired if it lingers
 
 
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_a_stop_signal_during_start_up_is_one_line_and_leaves_nothing(tmp_path, sig):
+    """Sent once the run directory exists, while the collector starts and builds its env: as Ctrl-C there does, the
+    collector stops, the run directory goes, one line names the signal (no traceback, no leaked semaphore)."""
+    proc = popen_train(tmp_path, "algo.max_iterations=100000")
+    try:
+        t0 = time.monotonic()
+        while not any((run / "config.yaml").is_file() for run in run_dirs(tmp_path)):
+            assert proc.poll() is None and time.monotonic() - t0 < 120, "no run directory"
+            time.sleep(0.01)
+        os.kill(proc.pid, sig)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 128 + sig, err
+    assert err.strip().splitlines() == [f"train: {signal.Signals(sig).name}: interrupted before training started"]
+    assert "unilab: iter" not in out and run_dirs(tmp_path) == []
+    assert not list(Path(shm.SHM_DIR).glob(f"*unilab_{proc.pid}_*"))
+
+
 def test_closing_the_terminal_saves_a_checkpoint_and_exits_129(tmp_path):
     """Training on a pseudo-terminal that is then closed: SIGHUP, and every later write to it fails (EIO)."""
     master, slave = pty.openpty()

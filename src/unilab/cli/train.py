@@ -20,6 +20,7 @@ from unilab.cli.config import (
     to_run_spec,
 )
 from unilab.runtime import console
+from unilab.runtime.signals import StopSignals
 
 # a resumed run takes the algo keys not named on the command line from its checkpoint (to_run_spec),
 # so the printed algo block is not what it will train with
@@ -56,31 +57,34 @@ def _main(argv: Sequence[str] | None) -> int:
         return 2
     if os.environ.get("RANK", "0") == "0":  # torchrun: one banner
         print(recipe, flush=True)
-    # imported here, not at the top: --help, --cfg and a config error (exit 2) never load torch
-    from unilab.runtime import distributed
-    from unilab.runtime.checkpoint import CheckpointWriteError
-    from unilab.runtime.collector_client import CollectorStartupError
-    from unilab.runtime.metrics import TrainingDiverged
-    from unilab.runtime.trainer import CollectorDied, NonFiniteTraining, Trainer, line_buffered_stdout
+    # until the trainer's own handlers take over, SIGTERM and SIGHUP stop the start-up as Ctrl-C does: one line, the
+    # collector stopped and the empty run directory removed (exit 128 + signal), not a silent death that leaves both
+    with StopSignals():
+        # imported here, not at the top: --help, --cfg and a config error (exit 2) never load torch
+        from unilab.runtime import distributed
+        from unilab.runtime.checkpoint import CheckpointWriteError
+        from unilab.runtime.collector_client import CollectorStartupError
+        from unilab.runtime.metrics import TrainingDiverged
+        from unilab.runtime.trainer import CollectorDied, NonFiniteTraining, Trainer, line_buffered_stdout
 
-    line_buffered_stdout()
+        line_buffered_stdout()
 
-    try:
-        trainer = Trainer(spec)
-        result = trainer.train()
-    except (CollectorDied, TrainingDiverged, NonFiniteTraining, distributed.RankLost, CheckpointWriteError) as err:
-        # CollectorStartupError (a CollectorDied): the env could not be built, a config or asset problem (exit 2);
-        # CheckpointWriteError: the final checkpoint could not be written (disk full, read-only)
-        print(f"train: error: {err}", file=sys.stderr, flush=True)
-        return 2 if isinstance(err, CollectorStartupError) else 1
-    except (FileNotFoundError, ValueError) as err:  # e.g. training.resume pointing nowhere
-        print(f"train: error: {err}", file=sys.stderr, flush=True)
-        return 2
-    except MemoryError as err:  # the replay buffer's own size check (algo.buffer_size x algo.num_envs)
-        print(f"train: error: {str(err) or 'out of memory building the learner'}", file=sys.stderr, flush=True)
-        return 2
-    finally:
-        distributed.shutdown()
+        try:
+            trainer = Trainer(spec)
+            result = trainer.train()
+        except (CollectorDied, TrainingDiverged, NonFiniteTraining, distributed.RankLost, CheckpointWriteError) as err:
+            # CollectorStartupError (a CollectorDied): the env could not be built, a config or asset problem (exit 2);
+            # CheckpointWriteError: the final checkpoint could not be written (disk full, read-only)
+            print(f"train: error: {err}", file=sys.stderr, flush=True)
+            return 2 if isinstance(err, CollectorStartupError) else 1
+        except (FileNotFoundError, ValueError) as err:  # e.g. training.resume pointing nowhere
+            print(f"train: error: {err}", file=sys.stderr, flush=True)
+            return 2
+        except MemoryError as err:  # the replay buffer's own size check (algo.buffer_size x algo.num_envs)
+            print(f"train: error: {str(err) or 'out of memory building the learner'}", file=sys.stderr, flush=True)
+            return 2
+        finally:
+            distributed.shutdown()
     if trainer.dist.rank == 0 and not spec.training.no_play and result.checkpoint is not None:
         from unilab.runtime.play import play  # lazy: only when play follows training
 

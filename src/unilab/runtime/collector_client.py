@@ -18,7 +18,7 @@ import numpy as np
 
 from unilab.runtime.collector import POLL_S, CollectorArgs, CollectorChannels, run_collector
 from unilab.runtime.shm import SharedArrays, step_slot, transport_spec
-from unilab.runtime.signals import hangups_blocked
+from unilab.runtime.signals import hangups_blocked, stops_held
 from unilab.runtime.stats import counter_names
 from unilab.sim.spec import EnvSpec
 
@@ -64,17 +64,32 @@ class CollectorClient:
         self.shm: SharedArrays | None = None
         self._sent_t: float | None = None  # when the last actions were handed over
         # the resource tracker (the first semaphore starts it) and the collector ignore SIGHUP and SIGINT: the learner
-        # stops them itself, and a collector still importing cannot die of a Ctrl-C (with a traceback)
-        with hangups_blocked(), interrupts_ignored():
-            self.ch = CollectorChannels(ready=ctx.Queue(), handle=ctx.Queue(), errors=ctx.Queue(),
-                                        obs_ready=ctx.Semaphore(0), action_ready=ctx.Semaphore(0), stop=ctx.Event())
-            self.proc = ctx.Process(target=run_collector, args=(args, self.ch), name="unilab-collector", daemon=True)
-            self.proc.start()
-        self.spec: EnvSpec = self._get(self.ch.ready, args.startup_timeout_s, "building its env")
-        self.counter_names = counter_names(self.spec.reward_terms, self.spec.stats, self.spec.termination_terms)
-        self.shm = SharedArrays.create(transport_spec(args.num_envs, self.spec, self.counter_names))
-        self.ch.handle.put({**self.shm.handle(), "counter_names": self.counter_names})
+        # stops them itself, and a collector still importing cannot die of a Ctrl-C (with a traceback). A stop signal
+        # during the start waits for its end (cut short, a semaphore is left in /dev/shm or the collector misses its
+        # start-up data); one during the env build stops the collector here (a SIGHUP held by both comes as
+        # hangups_blocked ends: inside the try)
+        try:
+            with hangups_blocked(), stops_held():
+                self.ch = CollectorChannels(ready=ctx.Queue(), handle=ctx.Queue(), errors=ctx.Queue(),
+                                            obs_ready=ctx.Semaphore(0), action_ready=ctx.Semaphore(0), stop=ctx.Event())
+                self.proc = ctx.Process(target=run_collector, args=(args, self.ch), name="unilab-collector",
+                                        daemon=True)
+                with interrupts_ignored():  # only the start: the collector inherits an ignored SIGINT
+                    self.proc.start()
+            self.spec: EnvSpec = self._get(self.ch.ready, args.startup_timeout_s, "building its env")
+            self.counter_names = counter_names(self.spec.reward_terms, self.spec.stats, self.spec.termination_terms)
+            self.shm = SharedArrays.create(transport_spec(args.num_envs, self.spec, self.counter_names))
+            self.ch.handle.put({**self.shm.handle(), "counter_names": self.counter_names})
+        except BaseException:
+            self._stop_started()
+            raise
         self.steps_received = 0  # step k (0: the reset) is in shared-memory slot k % SLOTS and starts iteration k
+
+    def _stop_started(self) -> None:
+        """Stop a collector whose start-up was cut short, without waiting for its env build to notice."""
+        if getattr(self, "proc", None) is not None and self.proc.pid is not None:
+            self._hung = True
+            self.close()
 
     @property
     def pid(self) -> int:

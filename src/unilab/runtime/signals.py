@@ -15,6 +15,7 @@ import os
 import signal
 import stat
 import sys
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -119,3 +120,22 @@ def hangups_blocked() -> Iterator[None]:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+@contextlib.contextmanager
+def stops_held() -> Iterator[None]:
+    """Hold stop signals for the block (main thread) and deliver the first when the block ends: a process start cut
+    short leaves a semaphore in /dev/shm or a child without its start-up data (a traceback). A child started inside
+    begins with their default actions (exec resets a caught signal)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, _frame: held.append(signum)) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if held:
+            signal.raise_signal(held[0])
