@@ -96,7 +96,7 @@ def test_any_nonfinite_input_ends_in_the_skip_path_for_both_critics(distribution
                     policy_frequency=2, distributional=distributional, num_atoms=11)
     agent = FastSAC(cfg, 3, 4, 2, device="cpu")
     if static:  # the captured update's program
-        agent._captured = CapturedUpdate(agent)
+        agent._captured = CapturedUpdate(agent.update_step, agent.device, cfg.policy_frequency)
     agent.update(_batch())
     agent.update(_batch())  # the actor and all optimisers have state
     before = _state(agent, *UNTOUCHED[key])

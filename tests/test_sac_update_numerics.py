@@ -201,7 +201,8 @@ def _same_training(a: FastSAC, b: FastSAC, updates: int = 20, rel: float = 1e-5)
 def test_the_static_buffer_program_trains_as_the_eager_update():
     eager = FastSAC(_cfg(), OBS, COBS, ACT, action_bound=BOUND)
     static = FastSAC(_cfg(), OBS, COBS, ACT, action_bound=BOUND)
-    static._captured = CapturedUpdate(static)  # on the CPU: the program a CUDA graph replays, without the capture
+    # on the CPU: the program a CUDA graph replays, without the capture
+    static._captured = CapturedUpdate(static.update_step, static.device, static.cfg.policy_frequency)
     _same_training(eager, static, rel=1e-6)
 
 

@@ -137,7 +137,8 @@ class FastSAC:
         self._early_lr: bool | None = None  # what set_learning_rates last set: early_lr (True), the config's, or none
         self.grad_sync: Callable[[list[nn.Parameter]], None] | None = None  # see the class doc
         self.stats_sync: Callable[[torch.Tensor], None] | None = None
-        self._captured = CapturedUpdate(self) if self.use_compile else None
+        self._captured = (CapturedUpdate(self.update_step, self.device, self.cfg.policy_frequency)
+                          if self.use_compile else None)
         maybe_compile: Callable[[Callable[..., Any]], Callable[..., Any]] = (
             torch.compile if self.use_compile else lambda fn: fn)
         self._critic_loss_fn = maybe_compile(self._critic_loss)

@@ -14,12 +14,9 @@ from the static buffers without a capture (what the tests compare with the eager
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 import torch
-
-if TYPE_CHECKING:
-    from .agent import FastSAC
 
 WARMUP_UPDATES = 3
 """Eager updates before the capture (at least one actor step with ``policy_frequency`` up to 2; more are added for
@@ -27,11 +24,15 @@ larger values)."""
 
 
 class CapturedUpdate:
-    """The captured update of one agent (see module docs)."""
+    """The captured update of one agent (see module docs): ``update_step(batch, actor_turn)``, its pure device work on
+    ``device``, whose actor steps every ``policy_frequency``-th update."""
 
-    def __init__(self, agent: FastSAC) -> None:
-        self.agent = agent
-        self.on_cuda = agent.device.type == "cuda"
+    def __init__(self, update_step: Callable[[dict[str, torch.Tensor], bool], None], device: torch.device,
+                 policy_frequency: int) -> None:
+        self.update_step = update_step
+        self.device = device
+        self.policy_frequency = policy_frequency
+        self.on_cuda = device.type == "cuda"
         self.failed: str | None = None
         """Why the capture failed (then every update runs eagerly), or None."""
         self.reset()
@@ -40,7 +41,7 @@ class CapturedUpdate:
         """Capture again after the next warm-up updates (the optimiser states were replaced)."""
         self.static: dict[str, torch.Tensor] | None = None
         self.graphs: dict[bool, torch.cuda.CUDAGraph] = {}
-        self.eager_left = max(WARMUP_UPDATES, self.agent.cfg.policy_frequency + 1)
+        self.eager_left = max(WARMUP_UPDATES, self.policy_frequency + 1)
 
     @property
     def captured(self) -> bool:
@@ -56,20 +57,20 @@ class CapturedUpdate:
         for k, t in self.static.items():
             t.copy_(batch[k], non_blocking=True)
         if not self.on_cuda or self.failed is not None:
-            self.agent.update_step(self.static, actor_turn)
+            self.update_step(self.static, actor_turn)
             return
         if self.eager_left > 0:
             self.eager_left -= 1
-            side = torch.cuda.Stream(self.agent.device)
-            side.wait_stream(torch.cuda.current_stream(self.agent.device))
+            side = torch.cuda.Stream(self.device)
+            side.wait_stream(torch.cuda.current_stream(self.device))
             with torch.cuda.stream(side):
-                self.agent.update_step(self.static, actor_turn)
-            torch.cuda.current_stream(self.agent.device).wait_stream(side)
+                self.update_step(self.static, actor_turn)
+            torch.cuda.current_stream(self.device).wait_stream(side)
             return
         if not self.graphs:
             self._capture()
             if self.failed is not None:
-                self.agent.update_step(self.static, actor_turn)
+                self.update_step(self.static, actor_turn)
                 return
         self.graphs[actor_turn].replay()
 
@@ -78,7 +79,7 @@ class CapturedUpdate:
             for turn in (False, True):
                 graph = torch.cuda.CUDAGraph()
                 with torch.cuda.graph(graph):
-                    self.agent.update_step(self.static, turn)
+                    self.update_step(self.static, turn)
                 self.graphs[turn] = graph
         except RuntimeError as err:  # a fault of this torch/driver: train on, eagerly, and say so once
             self.graphs = {}
