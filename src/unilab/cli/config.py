@@ -81,9 +81,6 @@ def explicit_algo_keys(overrides: Sequence[str]) -> tuple[str, ...] | None:
     return tuple(name[len("algo."):].split(".", 1)[0] for name in names if name.startswith("algo."))
 
 
-GPU_RECIPE, CPU_RECIPE = registry.DEFAULT_RECIPES
-
-
 def choose_recipe(overrides: Sequence[str], cuda: bool | None = None) -> tuple[list[str], str]:
     """The overrides with the algo recipe made explicit, and a banner line saying which and why.
 
@@ -306,7 +303,7 @@ def help_text(cfg: Any, prog: str = "train", values_from: str = "") -> str:
         "while the learner (GPU if available) trains on the replay buffer.",
         "",
         f"  --algo NAME   algorithm recipe (available: {', '.join(group_options('algo'))}); default: "
-        f"the task's GPU recipe with a CUDA device, else its CPU one ({GPU_RECIPE} / {CPU_RECIPE}; "
+        f"the task's GPU recipe with a CUDA device, else its CPU one ({' / '.join(registry.DEFAULT_RECIPES)}; "
         + ", ".join(f"{t}: {g} / {c}" for t, (g, c) in registry.RECIPES.items()) + ")",
         f"  --task NAME   task group (available: {', '.join(group_options('task'))})",
         f"  --sim NAME    physics backend group (available: {', '.join(group_options('sim'))})",
