@@ -108,7 +108,8 @@ def _agent(checkpoint) -> tuple[dict, object]:
 def drive_tracking(checkpoint, onnx_path: Path, overrides: dict, steps: int) -> dict:
     """WholeBodyTrackingPolicy drives the clip from frame 0; unilab-eval runs the same clip from the same start."""
     payload, unilab_act = _agent(checkpoint)
-    cfg = eval_task_config(apply_task_overrides(payload["config"]["task"], overrides), False)
+    raw = apply_task_overrides(payload["config"]["task"], overrides)
+    cfg = eval_task_config(task_config(raw["name"], raw), False)
     env = make_env(cfg.name, cfg, 1, pool_kwargs={"nthread": 1})
     robot = FakeRobot(env)
     worst, failed, policy = 0.0, None, None

@@ -141,8 +141,9 @@ def _enabled_flags(tree) -> list[bool]:
 
 def test_eval_config_has_no_noise_and_no_randomization_unless_kept():
     from unilab.tasks.g1_motion_tracking.evaluation import eval_task_config
+    from unilab.tasks.registry import task_config
 
-    raw = {"name": "g1_motion_tracking", "obs_noise": {"joint_pos": 0.3, "joint_vel": 1.0}}
+    raw = task_config("g1_motion_tracking", {"obs_noise": {"joint_pos": 0.3, "joint_vel": 1.0}})
     cfg = eval_task_config(raw, randomization=False)
     assert not any(dataclasses.asdict(cfg.obs_noise).values())
     noise = dataclasses.asdict(cfg.reset.noise)
@@ -159,9 +160,10 @@ def test_eval_config_has_no_noise_and_no_randomization_unless_kept():
 
 def test_eval_of_a_task_that_is_not_motion_tracking_is_refused():
     from unilab.tasks.g1_motion_tracking.evaluation import eval_task_config
+    from unilab.tasks.registry import task_config
 
     with pytest.raises(ValueError, match="measures motion tracking.*'pendulum'"):
-        eval_task_config({"name": "pendulum"}, randomization=False)
+        eval_task_config(task_config("pendulum", {}), randomization=False)
 
 
 # ------------------------------------------------------------------ baselines and random starts (tiny robot)
@@ -387,10 +389,10 @@ def test_start_state_is_the_reference_frame_and_nothing_resets(g1_short_run):
     from unilab.runtime.checkpoint import load_checkpoint
     from unilab.tasks.g1_motion_tracking.config import TerminationsConfig
     from unilab.tasks.g1_motion_tracking.evaluation import eval_task_config
-    from unilab.tasks.registry import make_env
+    from unilab.tasks.registry import make_env, task_config
 
     payload, _ = load_checkpoint(g1_short_run)
-    cfg = eval_task_config(payload["config"]["task"], randomization=False)
+    cfg = eval_task_config(task_config("g1_motion_tracking", payload["config"]["task"]), randomization=False)
     # tiny thresholds: every env fails at the first step; without auto-reset it must keep running
     cfg = dataclasses.replace(cfg, terminations=TerminationsConfig(1e-9, 1e-9, 1e-9))
     env = make_env("g1_motion_tracking", cfg, 2, pool_kwargs={"nthread": 1})
@@ -512,9 +514,9 @@ def test_periodic_eval_logs_eval_scalars_at_the_iterations_step(g1_short_run, tm
 def _short_clip(payload, tmp_path):
     """The run's first clip cut to 20 frames (50 fps), as an npz."""
     from unilab.tasks.g1_motion_tracking.env import task_motion_files
-    from unilab.tasks.g1_motion_tracking.evaluation import eval_task_config
+    from unilab.tasks.registry import task_config
 
-    src = task_motion_files(eval_task_config(payload["config"]["task"], randomization=False))[0]
+    src = task_motion_files(task_config("g1_motion_tracking", payload["config"]["task"]))[0]
     with np.load(src) as npz:
         data = {k: npz[k] for k in ("fps", "joint_pos", "joint_vel", "joint_names")}
     data["joint_pos"], data["joint_vel"] = data["joint_pos"][:20], data["joint_vel"][:20]

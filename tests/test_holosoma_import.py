@@ -210,10 +210,11 @@ def _holosoma_inference_config(name: str):
 def g1_tracking_env():
     from unilab.eval.holosoma import prepare
     from unilab.tasks.g1_motion_tracking.evaluation import eval_task_config
-    from unilab.tasks.registry import make_env
+    from unilab.tasks.registry import make_env, task_config
 
     source = prepare("ppo_g1_29dof_dancing", action_clip="env")  # the task's own action bound
-    env = make_env(source.task, eval_task_config(source.raw["task"], False), 2, pool_kwargs={"nthread": 1})
+    env = make_env(source.task, eval_task_config(task_config(source.task, source.raw["task"]), False), 2,
+                   pool_kwargs={"nthread": 1})
     yield env, source
     env.close()
 

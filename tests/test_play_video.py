@@ -11,10 +11,10 @@ from tiny_robot import teleport
 
 from unilab.algo.sac.agent import FastSAC
 from unilab.algo.sac.config import SACConfig
-from unilab.runtime import play as play_module
 from unilab.runtime.checkpoint import save_checkpoint
 from unilab.runtime.config import PlayConfig, SimConfig
 from unilab.runtime.play import play
+from unilab.tasks import registry
 from unilab.tasks.g1_motion_tracking.env import MotionTrackingEnv
 from unilab.tasks.pendulum.config import PendulumConfig
 from unilab.tasks.registry import make_env
@@ -72,8 +72,9 @@ def _text_box(frames: np.ndarray) -> np.ndarray:
 
 def test_play_films_the_tracking_ghost_and_text(tiny_cfg, gl_backend, tmp_path, monkeypatch):
     monkeypatch.setenv("MUJOCO_GL", gl_backend)
-    # the tiny robot's config as is (a stored dict would be merged into the G1 defaults' joint tables)
-    monkeypatch.setattr(play_module, "task_config", lambda name, values: tiny_cfg)
+    # the tiny robot's config as is (a stored dict would be merged into the G1 defaults' joint tables); the
+    # checkpoint's config is built where its paths are checked (runtime.checkpoint.stored_run_config)
+    monkeypatch.setattr(registry, "task_config", lambda name, values: tiny_cfg)
     env = MotionTrackingEnv(tiny_cfg, 1)
     ckpt = _checkpoint(tmp_path, {"name": "g1_motion_tracking"}, env)
     env.close()

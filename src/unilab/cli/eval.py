@@ -181,7 +181,7 @@ def _checkpoint_task(targets: list[str]) -> str:
 
     try:
         checkpoint, overrides = task_overrides.split_targets(targets)
-        name = checkpoint and stored_run_config(*load_checkpoint(checkpoint), overrides)["task"]["name"]
+        name = checkpoint and stored_run_config(*load_checkpoint(checkpoint), overrides)[0]["task"]["name"]
     except (FileNotFoundError, ValueError):
         name = None
     return name if name in EVALUATED else registry.DEFAULT_TASK

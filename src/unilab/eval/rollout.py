@@ -17,7 +17,7 @@ import torch
 from unilab.dataclass_config import build_dataclass
 from unilab.runtime.checkpoint import apply_task_overrides, load_agent, load_checkpoint, stored_run_config
 from unilab.runtime.config import SimConfig
-from unilab.tasks.registry import DEFAULT_TASK, make_env
+from unilab.tasks.registry import DEFAULT_TASK, make_env, task_config
 
 POLICY_KINDS = ("checkpoint", "zero", "reference", "random")
 """``--policy`` choices: the checkpoint's mean action, or a baseline of :func:`baseline_policy`."""
@@ -193,23 +193,26 @@ def without_noise(cfg: Any, randomization: bool, **changes: Any) -> Any:
 
 def policy_config(checkpoint: str | Path | None, policy: str, overrides: dict[str, Any] | None,
                   source: PolicySource | None = None, task: str | None = None
-                  ) -> tuple[dict[str, Any], dict[str, Any] | None, Path | None]:
-    """``(run config, checkpoint payload or None, policy file or None)`` of an evaluation: ``source``'s config, the
-    checkpoint's with ``overrides``, or (a baseline policy) the defaults of ``task`` (None: the default task) with
-    them; ValueError when ``task`` is given and the config is another task's."""
+                  ) -> tuple[dict[str, Any], Any, dict[str, Any] | None, Path | None]:
+    """``(run config, its typed task config, checkpoint payload or None, policy file or None)`` of an evaluation:
+    ``source``'s config, the checkpoint's with ``overrides``, or (a baseline policy) the defaults of ``task`` (None:
+    the default task) with them; ValueError when ``task`` is given and the config is another task's."""
     if source is not None:
         raw, payload, path = source.raw, None, source.path
     elif checkpoint is not None:
         payload, path = load_checkpoint(checkpoint)
-        raw = stored_run_config(payload, path, overrides)
+        raw, cfg = stored_run_config(payload, path, overrides)
     elif policy == "checkpoint":
         raise ValueError("policy 'checkpoint' needs RUN_DIR_OR_CHECKPOINT (a baseline policy, e.g. "
                          "--policy zero, runs without one)")
     else:
         raw, payload, path = {"task": apply_task_overrides({"name": task or DEFAULT_TASK}, overrides)}, None, None
-    if task is not None and raw["task"].get("name") != task:
-        raise ValueError(f"--task {task}: the policy's task is {raw['task'].get('name')!r}")
-    return raw, payload, path
+    name = raw["task"].get("name")
+    if task is not None and name != task:
+        raise ValueError(f"--task {task}: the policy's task is {name!r}")
+    if checkpoint is None or source is not None:
+        cfg = task_config(name, raw["task"])
+    return raw, cfg, payload, path
 
 
 @contextmanager

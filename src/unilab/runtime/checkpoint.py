@@ -354,16 +354,18 @@ def load_agent(payload: dict[str, Any], path: Path | None = None, device: str | 
 
 
 def stored_run_config(payload: dict[str, Any], path: Path,
-                      task_overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The run config a checkpoint was trained with, ``task.*`` overrides applied (a moved clip or model); ValueError
-    naming the file when it stores none."""
+                      task_overrides: dict[str, Any] | None = None) -> tuple[dict[str, Any], Any]:
+    """The run config a checkpoint was trained with, ``task.*`` overrides applied (a moved clip or model), and its
+    typed task config (built once here, where its paths are checked); ValueError naming the file when it stores
+    none."""
     raw = payload.get("config")
     if not isinstance(raw, dict) or not isinstance(raw.get("task"), dict) or "name" not in raw["task"]:
         raise ValueError(f"checkpoint {path} stores no run config (config.task.name): it cannot rebuild its task")
     raw = {**raw, "task": apply_task_overrides(raw["task"], task_overrides)}
     from unilab.tasks.registry import task_config  # noqa: PLC0415 - lazy: the registry pulls in numpy
 
-    check = getattr(task_config(raw["task"]["name"], raw["task"]), "check_paths", None)
+    cfg = task_config(raw["task"]["name"], raw["task"])
+    check = getattr(cfg, "check_paths", None)
     try:  # a clip or model that moved since training: now, with how to say where it went
         if check is not None:
             check()
@@ -373,7 +375,7 @@ def stored_run_config(payload: dict[str, Any], path: Path,
         raise ValueError(f"{err}; checkpoint {path} was trained with it: if it moved, give its new place after the "
                          "checkpoint as task.KEY=VALUE, e.g. task.motion_files=[/new/place/clip.npz] or "
                          "task.robot.model_xml=/new/place/robot.xml") from None
-    return raw
+    return raw, cfg
 
 
 def apply_task_overrides(task_raw: dict[str, Any], overrides: dict[str, Any] | None) -> dict[str, Any]:

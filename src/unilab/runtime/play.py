@@ -43,11 +43,11 @@ def play(checkpoint: str | Path | None, options: PlayConfig | None = None, sourc
     if source is not None:
         payload, path = {"iteration": source.path.stem}, source.path
         raw = {"task": source.raw["task"], "sim": {}}
+        task_cfg = task_config(raw["task"]["name"], raw["task"])
     else:
         payload, path = load_checkpoint(checkpoint)
-        raw = stored_run_config(payload, path, opts.task_overrides)
+        raw, task_cfg = stored_run_config(payload, path, opts.task_overrides)
     name = raw["task"]["name"]
-    task_cfg = task_config(name, raw["task"])
     kw = build_dataclass(SimConfig, raw["sim"], "sim").pool_kwargs()
     kw["cpu_ids"] = None  # play is small: the default sizing rule
     if kw["nthread"] == "auto":

@@ -16,7 +16,6 @@ from tqdm import tqdm
 
 from unilab.eval.robustness import by_bins, randomized_values
 from unilab.eval.rollout import PolicySource, eval_env, policy_config, without_noise
-from unilab.tasks.registry import task_config
 
 BINS = ("standing", "forward", "lateral", "turning")
 HEADLINE = (("survived", "survived", "{:.2f}"), ("vx err", "lin_vel_x_error", "{:.2f} m/s"),
@@ -115,8 +114,8 @@ def run(task: str, checkpoint: Path | None, policy_kind: str, speed: float, envs
     policy on its config instead (a config of ``task``)."""
     if source is None and policy_kind not in ("checkpoint", "zero"):
         raise ValueError(f"--task {task} evaluates --policy checkpoint or zero, got {policy_kind!r}")
-    raw, payload, checkpoint = policy_config(checkpoint, policy_kind, overrides, source, task)
-    cfg = eval_config(task_config(task, raw["task"]), pushes, randomization)
+    raw, cfg, payload, checkpoint = policy_config(checkpoint, policy_kind, overrides, source, task)
+    cfg = eval_config(cfg, pushes, randomization)
     label = policy_kind if source is None else source.path.name
     with eval_env(raw, payload, policy_kind, cfg, len(BINS) * envs_per_bin, device, threads, seed,
                   source, path=checkpoint) as (env, policy):

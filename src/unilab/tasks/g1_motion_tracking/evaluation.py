@@ -20,7 +20,6 @@ from unilab.eval.robustness import by_bins, randomized_values
 from unilab.eval.rollout import EvalOptions, EvalResult, PolicyFn, PolicySource, eval_env, without_noise, zero_numbers
 from unilab.motion_io.clip import clip_frame_counts
 from unilab.tasks.g1_motion_tracking.env import task_motion_files
-from unilab.tasks.registry import task_config
 
 HEADLINE = (("success", "success_rate", "{:.2f}"), ("mpjpe", "mpjpe_mm", "{:.1f} mm"),
             ("local", "mpjpe_local_mm", "{:.1f} mm"))
@@ -55,13 +54,11 @@ def select_clips(files: list[Path], wanted: list[str] | None) -> list[int]:
     return list(dict.fromkeys(out))
 
 
-def eval_task_config(task_raw: dict[str, Any], randomization: bool, start_noise: bool = False) -> Any:
-    """The checkpoint's motion-tracking config for evaluation (:func:`without_noise`); without ``start_noise`` the
-    reset noise is off too, so envs start exactly on the reference."""
-    name = task_raw.get("name")
-    cfg = task_config(name, task_raw)
+def eval_task_config(cfg: Any, randomization: bool, start_noise: bool = False) -> Any:
+    """The checkpoint's typed motion-tracking config ``cfg`` for evaluation (:func:`without_noise`); without
+    ``start_noise`` the reset noise is off too, so envs start exactly on the reference."""
     if not hasattr(cfg, "tracked_bodies"):
-        raise ValueError(f"this evaluation measures motion tracking; this checkpoint's task is {name!r}")
+        raise ValueError(f"this evaluation measures motion tracking; this checkpoint's task is {cfg.name!r}")
     if start_noise:
         return without_noise(cfg, randomization)
     return without_noise(cfg, randomization, reset=dataclasses.replace(cfg.reset, noise=zero_numbers(cfg.reset.noise)))
@@ -72,9 +69,9 @@ def evaluate(checkpoint: str | Path | None, options: EvalOptions | None = None, 
     """Roll out ``options.policy`` on the task of ``checkpoint`` (file or run dir; None: a baseline on the defaults)
     from ``options.starts``; ``source``: roll out its policy on its config instead."""
     opts = dataclasses.replace(options or EvalOptions(), **changes)
-    raw, payload, path = rollout.policy_config(checkpoint, opts.policy, opts.task_overrides, source)
+    raw, cfg, payload, path = rollout.policy_config(checkpoint, opts.policy, opts.task_overrides, source)
     random_starts = opts.starts == "random"
-    cfg = eval_task_config(raw["task"], opts.randomization, start_noise=random_starts)
+    cfg = eval_task_config(cfg, opts.randomization, start_noise=random_starts)
     files = task_motion_files(cfg)
     chosen = select_clips(files, opts.clips)
     names = [clip_names(files)[i] for i in chosen]
