@@ -77,7 +77,7 @@ class DriverRows:
 
 
 TEMPLATE = '''
-from unilab.sim.work_claims import LEAST_BYTES, claimed, new_counter, num_chunks
+from unilab.sim.work_claims import LEAST_BYTES, LEAST_ROWS, claimed, new_counter, num_chunks
 from unilab.tasks.core.driver import FINALS, GATHER, OBSERVE, RESET, REWARDS, START, TERMINATE, UPDATE
 from unilab.tasks.core.kernels import (any_condition, any_nonzero, copy_final_obs, info_columns, settle_step,
                                       weighted_sum, write_obs)
@@ -92,12 +92,14 @@ def step_driver(stages, rows, s, w, params, weights, book, scratch, obs, out):
     out_reward, out_terminated, out_truncated, policy, critic, final_policy, final_critic, terms_info, conds_info = out
     n = rows.shape[0]
     use_noise = any_nonzero(noise_scale)
-    # chunks are claimed, not split statically (unilab.sim.work_claims); at least LEAST_BYTES envs, as the info rows
-    # (conds_info: one byte per env) must not share cache lines between threads
+    # chunks are claimed, not split statically (unilab.sim.work_claims). Over every env (a step) at least LEAST_BYTES
+    # envs, as byte-per-env rows (conds_info) must not share cache lines between threads; a restart's few scattered
+    # envs share no line that way, and chunks of LEAST_ROWS let a worker that wakes late take a share of them
+    least = LEAST_BYTES if n == done.shape[0] else LEAST_ROWS
     counter = new_counter()
-    for _ in prange(num_chunks(n, LEAST_BYTES)):
+    for _ in prange(num_chunks(n, least)):
         row = np.empty(critic.shape[1])
-        for i in claimed(counter, n, LEAST_BYTES):
+        for i in claimed(counter, n, least):
             e = rows[i]
             if stages & START:
                 {start}

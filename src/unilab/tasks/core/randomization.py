@@ -33,6 +33,7 @@ import numpy as np
 from numba import njit, prange
 
 from unilab.sim.quat import quat_normalize, quat_rotate_inv
+from unilab.sim.work_claims import LEAST_ROWS, claimed, new_counter, num_chunks
 from unilab.tasks.core.collisions import matching_bodies
 from unilab.tasks.core.randomization_config import RandomizationConfig
 from unilab.tasks.env_streams import next_symmetric
@@ -136,15 +137,18 @@ def pd_gains_reset(r: DomainRandomizer, cfg, rng, rows: np.ndarray) -> None:
 def _pd_gains_reset(rows, streams, kp_range, kd_range, kp, kd, kp_scale, kd_scale, gainprm, biasprm):
     """Per restarted env (its own stream): a kp and a kd factor per actuator, and the PD servo of
     actuation.make_pd_model with them: force = gain0 ctrl + bias1 q + bias2 qdot = kp (ctrl - q) - kd qdot."""
-    for i in prange(rows.shape[0]):
-        e = rows[i]
-        for a in range(kp.shape[0]):
-            ks = _draw(streams, e, kp_range)
-            kp_scale[e, a] = ks
-            kd_scale[e, a] = _draw(streams, e, kd_range)
-            gainprm[e, a, 0] = kp[a] * ks
-            biasprm[e, a, 1] = -(kp[a] * ks)
-            biasprm[e, a, 2] = -(kd[a] * kd_scale[e, a])
+    n = rows.shape[0]
+    counter = new_counter()
+    for _ in prange(num_chunks(n, LEAST_ROWS)):
+        for i in claimed(counter, n, LEAST_ROWS):
+            e = rows[i]
+            for a in range(kp.shape[0]):
+                ks = _draw(streams, e, kp_range)
+                kp_scale[e, a] = ks
+                kd_scale[e, a] = _draw(streams, e, kd_range)
+                gainprm[e, a, 0] = kp[a] * ks
+                biasprm[e, a, 1] = -(kp[a] * ks)
+                biasprm[e, a, 2] = -(kd[a] * kd_scale[e, a])
 
 
 def action_delay_setup(r: DomainRandomizer, cfg, rng) -> None:
@@ -167,24 +171,30 @@ def action_delay_step(r: DomainRandomizer, cfg, rng, ctrl: np.ndarray) -> np.nda
 @njit(cache=True, parallel=True, fastmath=False)
 def _action_delay_reset(rows, streams, low, high, ctrl_default, delay, queue):
     """Per restarted env: a delay uniform in [low, high] steps (its own stream), its queue at the default pose."""
-    for i in prange(rows.shape[0]):
-        e = rows[i]
-        delay[e] = min(low + int(0.5 * (next_symmetric(streams, e) + 1.0) * (high - low + 1)), high)
-        for k in range(queue.shape[1]):
-            for a in range(queue.shape[2]):
-                queue[e, k, a] = ctrl_default[e, a]
+    n = rows.shape[0]
+    counter = new_counter()
+    for _ in prange(num_chunks(n, LEAST_ROWS)):
+        for i in claimed(counter, n, LEAST_ROWS):
+            e = rows[i]
+            delay[e] = min(low + int(0.5 * (next_symmetric(streams, e) + 1.0) * (high - low + 1)), high)
+            for k in range(queue.shape[1]):
+                for a in range(queue.shape[2]):
+                    queue[e, k, a] = ctrl_default[e, a]
 
 
 @njit(cache=True, parallel=True, fastmath=False)
 def _action_delay_step(ctrl, delay, queue, out):
     """Per env: the queue moves one step back, takes this step's targets, and gives those of ``delay`` steps ago."""
-    for e in prange(queue.shape[0]):
-        for k in range(queue.shape[1] - 1, 0, -1):
+    n = queue.shape[0]
+    counter = new_counter()
+    for _ in prange(num_chunks(n, LEAST_ROWS)):
+        for e in claimed(counter, n, LEAST_ROWS):
+            for k in range(queue.shape[1] - 1, 0, -1):
+                for a in range(queue.shape[2]):
+                    queue[e, k, a] = queue[e, k - 1, a]
             for a in range(queue.shape[2]):
-                queue[e, k, a] = queue[e, k - 1, a]
-        for a in range(queue.shape[2]):
-            queue[e, 0, a] = ctrl[e, a]
-            out[e, a] = queue[e, delay[e], a]
+                queue[e, 0, a] = ctrl[e, a]
+                out[e, a] = queue[e, delay[e], a]
 
 
 def mass_setup(r: DomainRandomizer, cfg, rng) -> None:
