@@ -22,7 +22,7 @@ from unilab.sim.mujoco.autotune import autotune
 from unilab.sim.mujoco.body_state import origin_velocities, origin_velocity_env
 from unilab.sim.mujoco.contacts import computes_body_forces, forward_without_contacts
 from unilab.sim.physics import BODY_STATE, CONTACT_FORCE, OutputUnavailable
-from unilab.sim.work_claims import LEAST_BYTES, chunk_size, claimed, copy_rows_at, new_counter, num_chunks
+from unilab.sim.work_claims import LEAST_BYTES, LEAST_ROWS, chunk_size, claimed, copy_rows_at, new_counter, num_chunks
 from unilab.telemetry.phase_timer import PhaseTimer
 
 # Warnings that mean the state diverged (MuJoCo may even have reset the sim on BADQACC): the task must restart the env
@@ -384,11 +384,12 @@ def _reset_rows(ids, fresh_row, fresh, state, warning, qpos, qvel, qpos_out, qve
                 warn_cols, warn_seen):
     """Rows ``ids``: state := ``fresh`` and warnings := 0 (when ``fresh_row``), then ``qpos``/``qvel`` (row ``k`` for
     env ``ids[k]``; ``qpos_out``/``qvel_out`` are views of ``state``), bad flag cleared, ``warn_seen`` := the rows'
-    divergence-warning counts."""
+    divergence-warning counts. Chunks of LEAST_ROWS: a restart's envs are a few scattered rows (their bad flags share
+    few cache lines), and small chunks let a worker that wakes late take a share."""
     n = ids.shape[0]
     counter = new_counter()
-    for _ in prange(num_chunks(n, LEAST_BYTES)):
-        for k in claimed(counter, n, LEAST_BYTES):
+    for _ in prange(num_chunks(n, LEAST_ROWS)):
+        for k in claimed(counter, n, LEAST_ROWS):
             e = ids[k]
             if fresh_row:
                 for i in range(fresh.shape[0]):
