@@ -197,6 +197,7 @@ def policy_config(checkpoint: str | Path | None, policy: str, overrides: dict[st
     """``(run config, its typed task config, checkpoint payload or None, policy file or None)`` of an evaluation:
     ``source``'s config, the checkpoint's with ``overrides``, or (a baseline policy) the defaults of ``task`` (None:
     the default task) with them; ValueError when ``task`` is given and the config is another task's."""
+    cfg = None  # built below unless the checkpoint reader built it
     if source is not None:
         raw, payload, path = source.raw, None, source.path
     elif checkpoint is not None:
@@ -210,9 +211,7 @@ def policy_config(checkpoint: str | Path | None, policy: str, overrides: dict[st
     name = raw["task"].get("name")
     if task is not None and name != task:
         raise ValueError(f"--task {task}: the policy's task is {name!r}")
-    if checkpoint is None or source is not None:
-        cfg = task_config(name, raw["task"])
-    return raw, cfg, payload, path
+    return raw, cfg if cfg is not None else task_config(name, raw["task"]), payload, path
 
 
 @contextmanager
